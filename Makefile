@@ -1,0 +1,38 @@
+# Two entry points, both self-bootstrapping on a machine with only Python 3.11, gcc and Java 17:
+#   make run    set up .venv, build, and start the coordinator (kcoord serve on 127.0.0.1:9092)
+#   make test   set up .venv with the test extras, build, check generated code, and run the whole suite
+
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+SERVE_ARGS ?=
+
+.PHONY: run test bench generate clean
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+
+$(VENV)/.installed-run: $(BIN)/python pyproject.toml setup.py $(wildcard src/_core/*/*.pyx src/_core/*/*.pxd src/_core/*/*.pxi)
+	$(BIN)/pip install --quiet -e .
+	touch $@
+
+$(VENV)/.installed-test: $(BIN)/python pyproject.toml setup.py $(wildcard src/_core/*/*.pyx src/_core/*/*.pxd src/_core/*/*.pxi)
+	$(BIN)/pip install --quiet -e '.[test]'
+	touch $@ $(VENV)/.installed-run
+
+run: $(VENV)/.installed-run
+	$(BIN)/kcoord serve $(SERVE_ARGS)
+
+test: $(VENV)/.installed-test
+	$(BIN)/python -m kcoord.protocol.generate --check
+	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+bench: $(VENV)/.installed-test
+	$(BIN)/python -m pytest benches --benchmark-columns=min,median,mean,ops --benchmark-sort=name $(PYTEST_ARGS)
+
+generate: $(BIN)/python
+	$(BIN)/python -m kcoord.protocol.generate
+
+clean:
+	rm -rf build $(VENV) kcoord/_core/*.so *.egg-info

@@ -1,0 +1,52 @@
+"""Build of kcoord's compiled core. One Cython directive policy for every extension, declared here.
+
+KCOORD_DEBUG=1 turns bounds checks, wraparound and line tracing back on and builds without optimisation.
+"""
+
+import os
+import sys
+
+from Cython.Build import cythonize
+from setuptools import Extension, setup
+
+DEBUG = os.environ.get("KCOORD_DEBUG", "") not in ("", "0")
+
+DIRECTIVES = {
+    "language_level": 3,
+    "boundscheck": DEBUG,
+    "wraparound": DEBUG,
+    "initializedcheck": DEBUG,
+    "cdivision": True,
+    "embedsignature": True,
+    "linetrace": DEBUG,
+}
+MACROS = [("CYTHON_TRACE_NOGIL", "1")] if DEBUG else []
+CFLAGS = ["-Wall", "-Wno-unused-function", "-Wno-unreachable-code"]
+CFLAGS += ["-O0", "-g"] if DEBUG else ["-O2"]
+
+
+def ext(name, sources):
+    return Extension(
+        name,
+        sources,
+        include_dirs=["src/_core", "src/_core/wire"],
+        define_macros=MACROS,
+        extra_compile_args=CFLAGS,
+    )
+
+
+EXTENSIONS = [
+    ext("kcoord._core._wire", ["src/_core/wire/_wire.pyx"]),
+]
+
+setup(
+    ext_modules=cythonize(
+        EXTENSIONS,
+        compiler_directives=DIRECTIVES,
+        include_path=["src/_core", "src/_core/wire"],
+        nthreads=0 if sys.platform == "win32" else 2,
+        # Cython warnings fail the build, as aiohttp does.
+        compile_time_env={},
+        build_dir="build/cython",
+    ),
+)

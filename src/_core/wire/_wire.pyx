@@ -1,0 +1,486 @@
+# The Kafka wire codec: frame splitting, headers, and every message kcoord speaks.
+#
+# The per-message classes and their flat decode/encode functions are generated (generated.pxi, written by
+# kcoord.protocol.generate from kcoord/protocol/*.py); this file holds the hand-written runtime they use.
+
+cimport cython
+from cpython.buffer cimport PyBUF_SIMPLE, PyBUF_WRITABLE, PyBuffer_FillInfo, PyBuffer_Release, PyObject_GetBuffer
+from cpython.bytearray cimport PyByteArray_AS_STRING
+from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_CheckExact, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
+from libc.stdint cimport int8_t, int16_t, int32_t, int64_t, uint8_t, uint16_t, uint32_t, uint64_t
+from libc.string cimport memcpy, memmove
+
+from wire_buffer cimport *
+from wire_cursor cimport *
+
+
+class DecodeError(ValueError):
+    """Bytes that are not a valid message of the expected type and version."""
+
+
+class EncodeError(ValueError):
+    """A value that the requested version cannot carry (or a null where the version forbids one)."""
+
+
+class UnsupportedVersionError(ValueError):
+    """An API key or version this codec does not implement."""
+
+    def __init__(self, msg, api_key=-1, api_version=-1, correlation_id=-1):
+        super().__init__(msg)
+        self.api_key = api_key
+        self.api_version = api_version
+        self.correlation_id = correlation_id
+
+
+class FrameError(ValueError):
+    """A size prefix that is negative or above the configured maximum: the connection must be closed."""
+
+
+ctypedef object (*dec_fn)(Cursor*)
+ctypedef int (*enc_fn)(WBuf*, object) except -1
+
+cdef bytes ZERO_UUID = b"\x00" * 16
+cdef object _DEFAULT = object()
+
+# Kafka's socket.request.max.bytes default.
+DEFAULT_MAX_FRAME_SIZE = 100 * 1024 * 1024
+
+
+# ---- helpers the generated code calls ---------------------------------------------------------------------
+
+cdef inline Py_ssize_t cap_count(Cursor* c, Py_ssize_t n, Py_ssize_t min_size) noexcept nogil:
+    # An element count from the wire: -1 (null) passes; otherwise it must fit in what remains at
+    # min_size bytes an element, so a short frame cannot make us allocate for a huge claimed count.
+    if n > 0 and n > (c.end - c.p) // min_size:
+        c.bad = 1
+        c.p = c.end
+        return 0
+    return n
+
+
+cdef int null_error(str cls, str field) except -1:
+    raise EncodeError(f"{cls}.{field} is null, which this version does not allow")
+
+
+cdef int absent_error(str cls, str field) except -1:
+    raise EncodeError(f"{cls}.{field} has a non-default value, which this version cannot carry")
+
+
+cdef int unsupported(str cls, int version, int lo, int hi) except -1:
+    raise UnsupportedVersionError(f"{cls} has versions {lo}-{hi}, not {version}", -1, version)
+
+
+cdef inline object as_seq(object items):
+    if type(items) is list or type(items) is tuple:
+        return items
+    return list(items)
+
+
+cdef int w_tagged(WBuf* w, list entries) except -1:
+    # entries: (tag, bytes) sorted by tag
+    cdef Py_ssize_t n
+    cdef int prev = -1
+    w_uvarint(w, <uint32_t>len(entries))
+    for tag, data in entries:
+        if tag <= prev:
+            raise EncodeError(f"tagged field {tag} given twice or out of order")
+        prev = tag
+        w_uvarint(w, <uint32_t>tag)
+        n = len(data)
+        w_uvarint(w, <uint32_t>n)
+        w_raw(w, PyBytes_AS_STRING(data), n)
+    return 0
+
+
+# ---- the base of every message and struct -----------------------------------------------------------------
+
+cdef class Message:
+    """A decoded Kafka message or struct: typed attributes, cheap to create and read.
+
+    `unknown_tags` keeps tagged fields this version does not know, as (tag, bytes), so a frame re-encodes
+    byte for byte.
+    """
+
+    cdef public object unknown_tags
+    _FIELDS = ()
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        for name in self._FIELDS:
+            if getattr(self, name) != getattr(other, name):
+                return False
+        return (self.unknown_tags or None) == ((<Message>other).unknown_tags or None)
+
+    __hash__ = None
+
+    def __repr__(self):
+        parts = [f"{name}={getattr(self, name)!r}" for name in self._FIELDS]
+        if self.unknown_tags:
+            parts.append(f"unknown_tags={self.unknown_tags!r}")
+        return f"{type(self).__name__}({', '.join(parts)})"
+
+    def to_dict(self):
+        """A plain dict (nested structs as dicts) for JSON output and tests."""
+        return {name: _plain(getattr(self, name)) for name in self._FIELDS}
+
+
+cdef object _plain(object v):
+    if isinstance(v, Message):
+        return v.to_dict()
+    if isinstance(v, list):
+        return [_plain(x) for x in v]
+    return v
+
+
+# ---- output buffer ---------------------------------------------------------------------------------------
+
+@cython.final
+cdef class WriteBuffer:
+    """A growable byte buffer encoders write into; exposes its bytes through the buffer protocol."""
+
+    cdef WBuf w
+    cdef int exports
+
+    def __cinit__(self, Py_ssize_t capacity=256):
+        wb_init(&self.w, capacity)
+
+    def __dealloc__(self):
+        wb_free(&self.w)
+
+    def __len__(self):
+        return self.w.len
+
+    def getvalue(self):
+        return PyBytes_FromStringAndSize(self.w.buf, self.w.len)
+
+    def clear(self):
+        if self.exports:
+            raise BufferError("a memoryview of this buffer is still alive")
+        self.w.len = 0
+
+    def __getbuffer__(self, Py_buffer* view, int flags):
+        PyBuffer_FillInfo(view, self, self.w.buf, self.w.len, 1, flags)
+        self.exports += 1
+
+    def __releasebuffer__(self, Py_buffer* view):
+        self.exports -= 1
+
+    cdef int check_writable(self) except -1:
+        if self.exports:
+            raise BufferError("a memoryview of this buffer is still alive")
+        return 0
+
+
+# ---- decode / encode entry points -------------------------------------------------------------------------
+
+cdef object _run(Cursor* c, dec_fn fn, bint whole):
+    try:
+        o = fn(c)
+    except UnicodeDecodeError as e:
+        raise DecodeError(f"a string is not valid UTF-8 ({e.reason} at byte {e.start})") from None
+    if c.bad:
+        raise DecodeError("truncated or malformed message")
+    if whole and c.p != c.end:
+        raise DecodeError(f"{c.end - c.p} bytes left over after the message")
+    return o
+
+
+cdef object _decode(object buf, Py_ssize_t offset, dec_fn fn, bint whole):
+    cdef Py_buffer view
+    cdef Cursor c
+    cdef const unsigned char* base
+    cdef Py_ssize_t size
+    if PyBytes_CheckExact(buf):
+        base = <const unsigned char*>PyBytes_AS_STRING(buf)
+        size = PyBytes_GET_SIZE(buf)
+        if offset < 0 or offset > size:
+            raise DecodeError("offset outside the buffer")
+        c.p = base + offset
+        c.end = base + size
+        c.bad = 0
+        o = _run(&c, fn, whole)
+        return o if whole else (o, c.p - base)
+    PyObject_GetBuffer(buf, &view, PyBUF_SIMPLE)
+    try:
+        base = <const unsigned char*>view.buf
+        if offset < 0 or offset > view.len:
+            raise DecodeError("offset outside the buffer")
+        c.p = base + offset
+        c.end = base + view.len
+        c.bad = 0
+        o = _run(&c, fn, whole)
+        return o if whole else (o, c.p - base)
+    finally:
+        PyBuffer_Release(&view)
+
+
+cdef inline object decode_whole(object buf, dec_fn fn):
+    return _decode(buf, 0, fn, 1)
+
+
+cdef inline object decode_prefix(object buf, Py_ssize_t offset, dec_fn fn):
+    return _decode(buf, offset, fn, 0)
+
+
+cdef object encode_bytes(object obj, enc_fn fn, int version):
+    cdef WBuf w
+    wb_init(&w, 256)
+    try:
+        fn(&w, obj)
+        return PyBytes_FromStringAndSize(w.buf, w.len)
+    except EncodeError as e:
+        raise EncodeError(f"{e} (version {version})") from None
+    finally:
+        wb_free(&w)
+
+
+cdef int encode_into_buffer(WriteBuffer buf, object obj, enc_fn fn, int version) except -1:
+    buf.check_writable()
+    cdef Py_ssize_t mark = buf.w.len
+    try:
+        fn(&buf.w, obj)
+    except EncodeError as e:
+        buf.w.len = mark  # leave the buffer as it was
+        raise EncodeError(f"{e} (version {version})") from None
+    except BaseException:
+        buf.w.len = mark
+        raise
+    return 0
+
+
+include "generated.pxi"
+
+
+# ---- headers ---------------------------------------------------------------------------------------------
+
+# First flexible version of each API's request and response, -1 where none; API keys are < 128 here.
+cdef int16_t _REQ_FLEX[128]
+cdef int16_t _RESP_FLEX[128]
+cdef int16_t _MIN_V[128]
+cdef int16_t _MAX_V[128]
+for _k in range(128):
+    _REQ_FLEX[_k] = -1
+    _RESP_FLEX[_k] = -1
+    _MIN_V[_k] = 1
+    _MAX_V[_k] = 0
+for _k, _cls in REQUEST_TYPES.items():
+    _REQ_FLEX[_k] = _cls.FIRST_FLEXIBLE_VERSION
+    _MIN_V[_k] = _cls.MIN_VERSION
+    _MAX_V[_k] = _cls.MAX_VERSION
+for _k, _cls in RESPONSE_TYPES.items():
+    _RESP_FLEX[_k] = _cls.FIRST_FLEXIBLE_VERSION
+
+API_VERSIONS = {k: (cls.MIN_VERSION, cls.MAX_VERSION) for k, cls in REQUEST_TYPES.items()}
+
+
+cpdef int request_header_version(int api_key, int api_version) noexcept:
+    """2 for a flexible request version, else 1 (-1 for an API this codec does not know)."""
+    if api_key < 0 or api_key >= 128 or _MIN_V[api_key] > _MAX_V[api_key]:
+        return -1
+    return 2 if 0 <= _REQ_FLEX[api_key] <= api_version else 1
+
+
+cpdef int response_header_version(int api_key, int api_version) noexcept:
+    """1 for a flexible response version, else 0; ApiVersions always answers with header v0."""
+    if api_key == 18 or api_key < 0 or api_key >= 128:
+        return 0
+    return 1 if 0 <= _RESP_FLEX[api_key] <= api_version else 0
+
+
+cpdef bint is_supported(int api_key, int api_version) noexcept:
+    return 0 <= api_key < 128 and _MIN_V[api_key] <= api_version <= _MAX_V[api_key]
+
+
+def peek_request(frame):
+    """(api_key, api_version, correlation_id) of a request frame without decoding the rest."""
+    cdef Cursor c
+    cdef Py_buffer view
+    PyObject_GetBuffer(frame, &view, PyBUF_SIMPLE)
+    try:
+        c.p = <const unsigned char*>view.buf
+        c.end = c.p + view.len
+        c.bad = 0
+        api_key = rd_int16(&c)
+        api_version = rd_int16(&c)
+        correlation_id = rd_int32(&c)
+        if c.bad:
+            raise DecodeError("a request header needs at least 8 bytes")
+        return api_key, api_version, correlation_id
+    finally:
+        PyBuffer_Release(&view)
+
+
+def decode_request(frame):
+    """Decode a request frame (without its size prefix) into (RequestHeader, body).
+
+    Raises UnsupportedVersionError (carrying api_key, api_version and correlation_id, so the caller can
+    answer) for an API or version this codec does not implement, DecodeError for malformed bytes.
+    """
+    api_key, api_version, correlation_id = peek_request(frame)
+    if not is_supported(api_key, api_version):
+        raise UnsupportedVersionError(
+            f"API {api_key} version {api_version} is not supported", api_key, api_version, correlation_id)
+    header, offset = RequestHeader.decode_from(frame, request_header_version(api_key, api_version))
+    body = REQUEST_TYPES[api_key].decode_from(frame, api_version, offset)[0]
+    return header, body
+
+
+cdef object _finish(WBuf* w):
+    _put32(w.buf, <uint32_t>(w.len - 4))
+    return PyBytes_FromStringAndSize(w.buf, w.len)
+
+
+def encode_request(int api_key, int api_version, int correlation_id, client_id, body):
+    """A whole request frame: size prefix, header of the right version, body."""
+    cdef WBuf w
+    if not is_supported(api_key, api_version):
+        raise UnsupportedVersionError(f"API {api_key} version {api_version} is not supported",
+                                      api_key, api_version, correlation_id)
+    cls = REQUEST_TYPES[api_key]
+    if type(body) is not cls:
+        raise TypeError(f"API {api_key} takes a {cls.__name__}, not {type(body).__name__}")
+    header = RequestHeader(request_api_key=api_key, request_api_version=api_version,
+                           correlation_id=correlation_id, client_id=client_id)
+    wb_init(&w, 256)
+    try:
+        w.len = 4
+        _enc_RequestHeader(request_header_version(api_key, api_version))(&w, header)
+        _ENC_BY_KEY_REQ(api_key, api_version)(&w, body)
+        return _finish(&w)
+    finally:
+        wb_free(&w)
+
+
+def encode_response(int api_key, int api_version, int correlation_id, body):
+    """A whole response frame: size prefix, header of the right version, body."""
+    cdef WBuf w
+    cls = RESPONSE_TYPES.get(api_key)
+    if cls is None:
+        raise UnsupportedVersionError(f"API {api_key} is not supported", api_key, api_version, correlation_id)
+    if type(body) is not cls:
+        raise TypeError(f"API {api_key} answers with a {cls.__name__}, not {type(body).__name__}")
+    enc = _ENC_BY_KEY_RESP(api_key, api_version)
+    wb_init(&w, 256)
+    try:
+        w.len = 4
+        w_int32(&w, correlation_id)
+        if response_header_version(api_key, api_version) == 1:
+            w_uvarint(&w, 0)
+        enc(&w, body)
+        return _finish(&w)
+    finally:
+        wb_free(&w)
+
+
+def decode_response(int api_key, int api_version, frame):
+    """Decode a response frame (without its size prefix) into (correlation_id, body)."""
+    cls = RESPONSE_TYPES.get(api_key)
+    if cls is None:
+        raise UnsupportedVersionError(f"API {api_key} is not supported", api_key, api_version)
+    header, offset = ResponseHeader.decode_from(frame, response_header_version(api_key, api_version))
+    return header.correlation_id, cls.decode_from(frame, api_version, offset)[0]
+
+
+# ---- framing ---------------------------------------------------------------------------------------------
+
+@cython.final
+cdef class FrameReader:
+    """Splits a byte stream into Kafka frames (4-byte big-endian size, then that many bytes).
+
+    Works as the buffer behind an asyncio BufferedProtocol (get_buffer / buffer_updated) or fed with
+    bytes (feed). A size prefix that is negative or above max_frame_size raises FrameError before anything
+    is allocated for it; the reader is then closed for good, as the connection should be.
+    """
+
+    cdef bytearray buf
+    cdef Py_ssize_t start, end
+    cdef readonly Py_ssize_t max_frame_size
+    cdef readonly bint failed
+
+    def __init__(self, Py_ssize_t max_frame_size=DEFAULT_MAX_FRAME_SIZE, Py_ssize_t initial_size=16384):
+        if max_frame_size < 0:
+            raise ValueError("max_frame_size must be >= 0")
+        self.max_frame_size = max_frame_size
+        self.buf = bytearray(max(initial_size, 64))
+        self.start = self.end = 0
+
+    @property
+    def pending(self):
+        """Bytes received that do not yet make a whole frame."""
+        return self.end - self.start
+
+    cdef Py_ssize_t _want(self) except -1:
+        # The capacity the pending frame needs: its whole size once the prefix is known.
+        cdef Py_ssize_t have = self.end - self.start
+        cdef const unsigned char* p
+        cdef int32_t size
+        if have < 4:
+            return 4
+        p = <const unsigned char*>PyByteArray_AS_STRING(self.buf) + self.start
+        size = <int32_t>((<uint32_t>p[0] << 24) | (<uint32_t>p[1] << 16) | (<uint32_t>p[2] << 8) | p[3])
+        if size < 0 or size > self.max_frame_size:
+            self.failed = 1
+            raise FrameError(f"frame size {size} is outside 0..{self.max_frame_size}")
+        return 4 + <Py_ssize_t>size
+
+    def get_buffer(self, Py_ssize_t sizehint=-1):
+        """A writable view of the free space, made large enough for the frame in progress."""
+        cdef Py_ssize_t have = self.end - self.start
+        cdef Py_ssize_t cap = len(self.buf)
+        cdef Py_ssize_t need = max(self._want(), have + 4096)
+        cdef bytearray nb
+        if self.failed:
+            raise FrameError("the stream already had a bad frame")
+        if need > cap or (self.start and cap - self.end < 4096):
+            # a fresh buffer: a view of the old one may still be held by the transport
+            nb = bytearray(max(need, cap if need <= cap else need))
+            if have:
+                memcpy(PyByteArray_AS_STRING(nb), PyByteArray_AS_STRING(self.buf) + self.start, have)
+            self.buf = nb
+            self.start = 0
+            self.end = have
+        return memoryview(self.buf)[self.end:]
+
+    def buffer_updated(self, Py_ssize_t nbytes):
+        """Account for nbytes written into the last get_buffer() view; returns the complete frames."""
+        if nbytes < 0 or self.end + nbytes > len(self.buf):
+            raise ValueError("nbytes outside the buffer handed out")
+        self.end += nbytes
+        return self._frames()
+
+    def feed(self, data):
+        """Append bytes; returns the complete frames (each a bytes object without its size prefix)."""
+        cdef Py_buffer view
+        cdef Py_ssize_t off = 0
+        cdef Py_ssize_t n
+        frames = []
+        PyObject_GetBuffer(data, &view, PyBUF_SIMPLE)
+        try:
+            while off < view.len:
+                mv = self.get_buffer()
+                n = min(len(mv), view.len - off)
+                del mv
+                memcpy(PyByteArray_AS_STRING(self.buf) + self.end, <const char*>view.buf + off, n)
+                off += n
+                self.end += n
+                frames.extend(self._frames())
+        finally:
+            PyBuffer_Release(&view)
+        return frames
+
+    cdef list _frames(self):
+        cdef list out = []
+        cdef Py_ssize_t want
+        cdef const char* base = PyByteArray_AS_STRING(self.buf)
+        if self.failed:
+            raise FrameError("the stream already had a bad frame")
+        while True:
+            want = self._want()
+            if self.end - self.start < want:
+                break
+            out.append(PyBytes_FromStringAndSize(base + self.start + 4, want - 4))
+            self.start += want
+        if self.start == self.end:
+            self.start = self.end = 0
+        return out
