@@ -22,7 +22,7 @@ DIRECTIVES = {
 }
 MACROS = [("CYTHON_TRACE_NOGIL", "1")] if DEBUG else []
 CFLAGS = ["-Wall", "-Wno-unused-function", "-Wno-unreachable-code"]
-CFLAGS += ["-O0", "-g"] if DEBUG else ["-O2"]
+CFLAGS += ["-O0", "-g"] if DEBUG else ["-O2", "-g0"]
 
 
 def ext(name, sources):

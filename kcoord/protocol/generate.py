@@ -257,7 +257,8 @@ class Generator:
                       "    cdef list unknown = None"]
         for fld, nullable, compact, nested in lay.regular:
             self.decode_field(lines, fld, nullable, compact, nested, f"o.{fld.name}")
-        for fld in lay.absent:
+        # absent fields, and tagged fields until the tag section says otherwise, hold their defaults
+        for fld in lay.absent + [t[0] for t in lay.tagged]:
             stmt = self.absent_default_stmt(msg, fld)
             if stmt:
                 lines.append("    " + stmt)

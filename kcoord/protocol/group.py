@@ -94,7 +94,7 @@ DESCRIBE_GROUPS_RESPONSE = response(15, "DescribeGroups", "0-6", "5+", [
     f("throttle_time_ms", "int32", "1+", ign=True),
     array("groups", "DescribedGroup", "0+", [
         f("error_code", "int16"),
-        f("error_message", "string", "6+", null="6+", default=None, ign=True),
+        f("error_message", "string", "6+", null="6+", default=None),
         f("group_id", "string"),
         f("group_state", "string"),
         f("protocol_type", "string"),

@@ -3507,6 +3507,9 @@ cdef object _d_ApiVersionsResponse_2(Cursor* c):
                 break
         o.api_keys = lst
     o.throttle_time_ms = rd_int32(c)
+    o.supported_features = []
+    o.finalized_features_epoch = -1
+    o.finalized_features = []
     ntags = cap_count(c, rd_uvarint(c), 2)
     for _ in range(ntags):
         tag = rd_uvarint(c)
@@ -7984,6 +7987,7 @@ cdef object _d_FetchRequest_7(Cursor* c):
         o.forgotten_topics_data = lst
     o.rack_id = rd_cstring(c)
     o.replica_id = -1
+    o.replica_state = FetchRequestReplicaState()
     ntags = cap_count(c, rd_uvarint(c), 2)
     for _ in range(ntags):
         tag = rd_uvarint(c)
@@ -8090,6 +8094,7 @@ cdef object _d_FetchRequestFetchPartition_4(Cursor* c):
     o.last_fetched_epoch = rd_int32(c)
     o.log_start_offset = rd_int64(c)
     o.partition_max_bytes = rd_int32(c)
+    o.replica_directory_id = ZERO_UUID
     ntags = cap_count(c, rd_uvarint(c), 2)
     for _ in range(ntags):
         tag = rd_uvarint(c)
@@ -8235,6 +8240,7 @@ cdef object _d_FetchRequest_8(Cursor* c):
         o.forgotten_topics_data = lst
     o.rack_id = rd_cstring(c)
     o.replica_id = -1
+    o.replica_state = FetchRequestReplicaState()
     ntags = cap_count(c, rd_uvarint(c), 2)
     for _ in range(ntags):
         tag = rd_uvarint(c)
@@ -8927,6 +8933,9 @@ cdef object _d_FetchResponsePartitionData_3(Cursor* c):
         o.aborted_transactions = lst
     o.preferred_read_replica = rd_int32(c)
     o.records = rd_cnbytes(c)
+    o.diverging_epoch = FetchResponseEpochEndOffset()
+    o.current_leader = FetchResponseLeaderIdAndEpoch()
+    o.snapshot_id = FetchResponseSnapshotId()
     ntags = cap_count(c, rd_uvarint(c), 2)
     for _ in range(ntags):
         tag = rd_uvarint(c)
@@ -9320,6 +9329,7 @@ cdef object _d_FetchResponse_6(Cursor* c):
             if c.bad:
                 break
         o.responses = lst
+    o.node_endpoints = []
     ntags = cap_count(c, rd_uvarint(c), 2)
     for _ in range(ntags):
         tag = rd_uvarint(c)
@@ -10213,6 +10223,7 @@ cdef object _d_ProduceResponsePartitionProduceResponse_4(Cursor* c):
                 break
         o.record_errors = lst
     o.error_message = rd_cnstring(c)
+    o.current_leader = ProduceResponseLeaderIdAndEpoch()
     ntags = cap_count(c, rd_uvarint(c), 2)
     for _ in range(ntags):
         tag = rd_uvarint(c)
@@ -10390,6 +10401,7 @@ cdef object _d_ProduceResponse_4(Cursor* c):
                 break
         o.responses = lst
     o.throttle_time_ms = rd_int32(c)
+    o.node_endpoints = []
     ntags = cap_count(c, rd_uvarint(c), 2)
     for _ in range(ntags):
         tag = rd_uvarint(c)
@@ -13232,6 +13244,8 @@ cdef object _d_DescribeGroupsResponseDescribedGroup_0(Cursor* c):
 cdef int _e_DescribeGroupsResponseDescribedGroup_0(WBuf* w, object obj) except -1:
     cdef DescribeGroupsResponseDescribedGroup o = <DescribeGroupsResponseDescribedGroup>obj
     cdef object items, x
+    if o.error_message is not None:
+        absent_error("DescribeGroupsResponseDescribedGroup", "error_message")
     if o.authorized_operations != -2147483648:
         absent_error("DescribeGroupsResponseDescribedGroup", "authorized_operations")
     w_int16(w, o.error_code)
@@ -13348,6 +13362,8 @@ cdef object _d_DescribeGroupsResponseDescribedGroup_1(Cursor* c):
 cdef int _e_DescribeGroupsResponseDescribedGroup_1(WBuf* w, object obj) except -1:
     cdef DescribeGroupsResponseDescribedGroup o = <DescribeGroupsResponseDescribedGroup>obj
     cdef object items, x
+    if o.error_message is not None:
+        absent_error("DescribeGroupsResponseDescribedGroup", "error_message")
     w_int16(w, o.error_code)
     if o.group_id is None:
         null_error("DescribeGroupsResponseDescribedGroup", "group_id")
@@ -13464,6 +13480,8 @@ cdef object _d_DescribeGroupsResponseDescribedGroup_2(Cursor* c):
 cdef int _e_DescribeGroupsResponseDescribedGroup_2(WBuf* w, object obj) except -1:
     cdef DescribeGroupsResponseDescribedGroup o = <DescribeGroupsResponseDescribedGroup>obj
     cdef object items, x
+    if o.error_message is not None:
+        absent_error("DescribeGroupsResponseDescribedGroup", "error_message")
     w_int16(w, o.error_code)
     if o.group_id is None:
         null_error("DescribeGroupsResponseDescribedGroup", "group_id")
@@ -13614,6 +13632,8 @@ cdef object _d_DescribeGroupsResponseDescribedGroup_3(Cursor* c):
 cdef int _e_DescribeGroupsResponseDescribedGroup_3(WBuf* w, object obj) except -1:
     cdef DescribeGroupsResponseDescribedGroup o = <DescribeGroupsResponseDescribedGroup>obj
     cdef object items, x
+    if o.error_message is not None:
+        absent_error("DescribeGroupsResponseDescribedGroup", "error_message")
     w_int16(w, o.error_code)
     if o.group_id is None:
         null_error("DescribeGroupsResponseDescribedGroup", "group_id")
