@@ -7,7 +7,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 SERVE_ARGS ?=
 
-.PHONY: run test bench generate clean
+.PHONY: run test bench generate wheel clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -26,10 +26,13 @@ run: $(VENV)/.installed-run
 
 test: $(VENV)/.installed-test
 	$(BIN)/python -m kcoord.protocol.generate --check
-	$(BIN)/python -m pytest $(PYTEST_ARGS)
+	$(BIN)/python -m pytest --benchmark-disable $(PYTEST_ARGS)
 
 bench: $(VENV)/.installed-test
 	$(BIN)/python -m pytest benches --benchmark-columns=min,median,mean,ops --benchmark-sort=name $(PYTEST_ARGS)
+
+wheel: $(BIN)/python
+	$(BIN)/pip wheel . --no-deps -w wheels
 
 generate: $(BIN)/python
 	$(BIN)/python -m kcoord.protocol.generate

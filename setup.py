@@ -7,7 +7,11 @@ import os
 import sys
 
 from Cython.Build import cythonize
+from Cython.Compiler import Options
 from setuptools import Extension, setup
+
+# Cython warnings fail the build, as aiohttp does.
+Options.warning_errors = True
 
 DEBUG = os.environ.get("KCOORD_DEBUG", "") not in ("", "0")
 
@@ -45,8 +49,6 @@ setup(
         compiler_directives=DIRECTIVES,
         include_path=["src/_core", "src/_core/wire"],
         nthreads=0 if sys.platform == "win32" else 2,
-        # Cython warnings fail the build, as aiohttp does.
-        compile_time_env={},
         build_dir="build/cython",
     ),
 )

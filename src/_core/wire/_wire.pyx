@@ -3,6 +3,8 @@
 # The per-message classes and their flat decode/encode functions are generated (generated.pxi, written by
 # kcoord.protocol.generate from kcoord/protocol/*.py); this file holds the hand-written runtime they use.
 
+import abc
+
 cimport cython
 from cpython.buffer cimport PyBUF_SIMPLE, PyBUF_WRITABLE, PyBuffer_FillInfo, PyBuffer_Release, PyObject_GetBuffer
 from cpython.bytearray cimport PyByteArray_AS_STRING
@@ -94,40 +96,41 @@ cdef int w_tagged(WBuf* w, list entries) except -1:
 
 # ---- the base of every message and struct -----------------------------------------------------------------
 
-cdef class Message:
-    """A decoded Kafka message or struct: typed attributes, cheap to create and read.
+class Message(abc.ABC):
+    """The common face of every decoded Kafka message and struct (a virtual base: each generated class is
+    registered with it). Attributes are typed; `unknown_tags` keeps tagged fields this version does not know,
+    as (tag, bytes), so a frame re-encodes byte for byte.
 
-    `unknown_tags` keeps tagged fields this version does not know, as (tag, bytes), so a frame re-encodes
-    byte for byte.
+    The generated classes are standalone cdef classes rather than subclasses of a cdef base, because only a
+    base class may keep a freelist, and a freelist halves the cost of creating a small message.
     """
 
-    cdef public object unknown_tags
-    _FIELDS = ()
+    __slots__ = ()
 
-    def __eq__(self, other):
-        if type(other) is not type(self):
-            return NotImplemented
-        for name in self._FIELDS:
-            if getattr(self, name) != getattr(other, name):
-                return False
-        return (self.unknown_tags or None) == ((<Message>other).unknown_tags or None)
 
-    __hash__ = None
+cdef object msg_eq(object a, object b):
+    if type(b) is not type(a):
+        return NotImplemented
+    for name in a._FIELDS:
+        if getattr(a, name) != getattr(b, name):
+            return False
+    return (a.unknown_tags or None) == (b.unknown_tags or None)
 
-    def __repr__(self):
-        parts = [f"{name}={getattr(self, name)!r}" for name in self._FIELDS]
-        if self.unknown_tags:
-            parts.append(f"unknown_tags={self.unknown_tags!r}")
-        return f"{type(self).__name__}({', '.join(parts)})"
 
-    def to_dict(self):
-        """A plain dict (nested structs as dicts) for JSON output and tests."""
-        return {name: _plain(getattr(self, name)) for name in self._FIELDS}
+cdef str msg_repr(object m):
+    parts = [f"{name}={getattr(m, name)!r}" for name in m._FIELDS]
+    if m.unknown_tags:
+        parts.append(f"unknown_tags={m.unknown_tags!r}")
+    return f"{type(m).__name__}({', '.join(parts)})"
+
+
+cdef dict msg_to_dict(object m):
+    return {name: _plain(getattr(m, name)) for name in m._FIELDS}
 
 
 cdef object _plain(object v):
-    if isinstance(v, Message):
-        return v.to_dict()
+    if hasattr(type(v), "_FIELDS"):
+        return msg_to_dict(v)
     if isinstance(v, list):
         return [_plain(x) for x in v]
     return v
@@ -250,6 +253,9 @@ cdef int encode_into_buffer(WriteBuffer buf, object obj, enc_fn fn, int version)
 
 
 include "generated.pxi"
+
+for _cls in STRUCT_TYPES:
+    Message.register(_cls)
 
 
 # ---- headers ---------------------------------------------------------------------------------------------

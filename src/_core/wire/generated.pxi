@@ -2,11 +2,15 @@
 # Included by _wire.pyx.
 
 
-cdef class RequestHeader(Message):
+@cython.final
+@cython.no_gc
+@cython.freelist(32)
+cdef class RequestHeader:
     cdef public int16_t request_api_key
     cdef public int16_t request_api_version
     cdef public int32_t correlation_id
     cdef public object client_id
+    cdef public object unknown_tags
     _FIELDS = ("request_api_key", "request_api_version", "correlation_id", "client_id")
     KIND = "header"
     API_KEY = -1
@@ -20,6 +24,18 @@ cdef class RequestHeader(Message):
         self.correlation_id = correlation_id
         self.client_id = client_id
         self.unknown_tags = unknown_tags
+
+    def __eq__(self, other):
+        return msg_eq(self, other)
+
+    __hash__ = None
+
+    def __repr__(self):
+        return msg_repr(self)
+
+    def to_dict(self):
+        """A plain dict (nested structs as dicts) for JSON output and tests."""
+        return msg_to_dict(self)
 
     @staticmethod
     def decode(buf, int version):
@@ -38,8 +54,12 @@ cdef class RequestHeader(Message):
         encode_into_buffer(buf, self, _enc_RequestHeader(version), version)
 
 
-cdef class ResponseHeader(Message):
+@cython.final
+@cython.no_gc
+@cython.freelist(32)
+cdef class ResponseHeader:
     cdef public int32_t correlation_id
+    cdef public object unknown_tags
     _FIELDS = ("correlation_id",)
     KIND = "header"
     API_KEY = -1
@@ -50,6 +70,18 @@ cdef class ResponseHeader(Message):
     def __init__(self, *, correlation_id=0, unknown_tags=None):
         self.correlation_id = correlation_id
         self.unknown_tags = unknown_tags
+
+    def __eq__(self, other):
+        return msg_eq(self, other)
+
+    __hash__ = None
+
+    def __repr__(self):
+        return msg_repr(self)
+
+    def to_dict(self):
+        """A plain dict (nested structs as dicts) for JSON output and tests."""
+        return msg_to_dict(self)
 
     @staticmethod
     def decode(buf, int version):
@@ -68,9 +100,13 @@ cdef class ResponseHeader(Message):
         encode_into_buffer(buf, self, _enc_ResponseHeader(version), version)
 
 
-cdef class ApiVersionsRequest(Message):
+@cython.final
+@cython.no_gc
+@cython.freelist(32)
+cdef class ApiVersionsRequest:
     cdef public object client_software_name
     cdef public object client_software_version
+    cdef public object unknown_tags
     _FIELDS = ("client_software_name", "client_software_version")
     KIND = "request"
     API_KEY = 18
@@ -82,6 +118,18 @@ cdef class ApiVersionsRequest(Message):
         self.client_software_name = client_software_name
         self.client_software_version = client_software_version
         self.unknown_tags = unknown_tags
+
+    def __eq__(self, other):
+        return msg_eq(self, other)
+
+    __hash__ = None
+
+    def __repr__(self):
+        return msg_repr(self)
+
+    def to_dict(self):
+        """A plain dict (nested structs as dicts) for JSON output and tests."""
+        return msg_to_dict(self)
 
     @staticmethod
     def decode(buf, int version):
@@ -100,10 +148,14 @@ cdef class ApiVersionsRequest(Message):
         encode_into_buffer(buf, self, _enc_ApiVersionsRequest(version), version)
 
 
-cdef class ApiVersionsResponseApiVersion(Message):
+@cython.final
+@cython.no_gc
+@cython.freelist(32)
+cdef class ApiVersionsResponseApiVersion:
     cdef public int16_t api_key
     cdef public int16_t min_version
     cdef public int16_t max_version
+    cdef public object unknown_tags
     _FIELDS = ("api_key", "min_version", "max_version")
 
     def __init__(self, *, api_key=0, min_version=0, max_version=0, unknown_tags=None):
@@ -112,11 +164,27 @@ cdef class ApiVersionsResponseApiVersion(Message):
         self.max_version = max_version
         self.unknown_tags = unknown_tags
 
+    def __eq__(self, other):
+        return msg_eq(self, other)
 
-cdef class ApiVersionsResponseSupportedFeatureKey(Message):
+    __hash__ = None
+
+    def __repr__(self):
+        return msg_repr(self)
+
+    def to_dict(self):
+        """A plain dict (nested structs as dicts) for JSON output and tests."""
+        return msg_to_dict(self)
+
+
+@cython.final
+@cython.no_gc
+@cython.freelist(32)
+cdef class ApiVersionsResponseSupportedFeatureKey:
     cdef public object name
     cdef public int16_t min_version
     cdef public int16_t max_version
+    cdef public object unknown_tags
     _FIELDS = ("name", "min_version", "max_version")
 
     def __init__(self, *, name='', min_version=0, max_version=0, unknown_tags=None):
@@ -125,11 +193,27 @@ cdef class ApiVersionsResponseSupportedFeatureKey(Message):
         self.max_version = max_version
         self.unknown_tags = unknown_tags
 
+    def __eq__(self, other):
+        return msg_eq(self, other)
 
-cdef class ApiVersionsResponseFinalizedFeatureKey(Message):
+    __hash__ = None
+
+    def __repr__(self):
+        return msg_repr(self)
+
+    def to_dict(self):
+        """A plain dict (nested structs as dicts) for JSON output and tests."""
+        return msg_to_dict(self)
+
+
+@cython.final
+@cython.no_gc
+@cython.freelist(32)
+cdef class ApiVersionsResponseFinalizedFeatureKey:
     cdef public object name
     cdef public int16_t max_version_level
     cdef public int16_t min_version_level
+    cdef public object unknown_tags
     _FIELDS = ("name", "max_version_level", "min_version_level")
 
     def __init__(self, *, name='', max_version_level=0, min_version_level=0, unknown_tags=None):
@@ -138,8 +222,23 @@ cdef class ApiVersionsResponseFinalizedFeatureKey(Message):
         self.min_version_level = min_version_level
         self.unknown_tags = unknown_tags
 
+    def __eq__(self, other):
+        return msg_eq(self, other)
 
-cdef class ApiVersionsResponse(Message):
+    __hash__ = None
+
+    def __repr__(self):
+        return msg_repr(self)
+
+    def to_dict(self):
+        """A plain dict (nested structs as dicts) for JSON output and tests."""
+        return msg_to_dict(self)
+
+
+@cython.final
+@cython.no_gc
+@cython.freelist(32)
+cdef class ApiVersionsResponse:
     cdef public int16_t error_code
     cdef public object api_keys
     cdef public int32_t throttle_time_ms
@@ -147,6 +246,7 @@ cdef class ApiVersionsResponse(Message):
     cdef public int64_t finalized_features_epoch
     cdef public object finalized_features
     cdef public bint zk_migration_ready
+    cdef public object unknown_tags
     _FIELDS = ("error_code", "api_keys", "throttle_time_ms", "supported_features", "finalized_features_epoch", "finalized_features", "zk_migration_ready")
     KIND = "response"
     API_KEY = 18
@@ -163,6 +263,18 @@ cdef class ApiVersionsResponse(Message):
         self.finalized_features = [] if finalized_features is _DEFAULT else finalized_features
         self.zk_migration_ready = zk_migration_ready
         self.unknown_tags = unknown_tags
+
+    def __eq__(self, other):
+        return msg_eq(self, other)
+
+    __hash__ = None
+
+    def __repr__(self):
+        return msg_repr(self)
+
+    def to_dict(self):
+        """A plain dict (nested structs as dicts) for JSON output and tests."""
+        return msg_to_dict(self)
 
     @staticmethod
     def decode(buf, int version):
@@ -181,9 +293,13 @@ cdef class ApiVersionsResponse(Message):
         encode_into_buffer(buf, self, _enc_ApiVersionsResponse(version), version)
 
 
-cdef class MetadataRequestTopic(Message):
+@cython.final
+@cython.no_gc
+@cython.freelist(32)
+cdef class MetadataRequestTopic:
     cdef public object topic_id
     cdef public object name
+    cdef public object unknown_tags
     _FIELDS = ("topic_id", "name")
 
     def __init__(self, *, topic_id=ZERO_UUID, name='', unknown_tags=None):
@@ -191,12 +307,28 @@ cdef class MetadataRequestTopic(Message):
         self.name = name
         self.unknown_tags = unknown_tags
 
+    def __eq__(self, other):
+        return msg_eq(self, other)
 
-cdef class MetadataRequest(Message):
+    __hash__ = None
+
+    def __repr__(self):
+        return msg_repr(self)
+
+    def to_dict(self):
+        """A plain dict (nested structs as dicts) for JSON output and tests."""
+        return msg_to_dict(self)
+
+
+@cython.final
+@cython.no_gc
+@cython.freelist(32)
+cdef class MetadataRequest:
     cdef public object topics
     cdef public bint allow_auto_topic_creation
     cdef public bint include_cluster_authorized_operations
     cdef public bint include_topic_authorized_operations
+    cdef public object unknown_tags
     _FIELDS = ("topics", "allow_auto_topic_creation", "include_cluster_authorized_operations", "include_topic_authorized_operations")
     KIND = "request"
     API_KEY = 3
@@ -210,6 +342,18 @@ cdef class MetadataRequest(Message):
         self.include_cluster_authorized_operations = include_cluster_authorized_operations
         self.include_topic_authorized_operations = include_topic_authorized_operations
         self.unknown_tags = unknown_tags
+
+    def __eq__(self, other):
+        return msg_eq(self, other)
+
+    __hash__ = None
+
+    def __repr__(self):
+        return msg_repr(self)
+
+    def to_dict(self):
+        """A plain dict (nested structs as dicts) for JSON output and tests."""
+        return msg_to_dict(self)
 
     @staticmethod
     def decode(buf, int version):
@@ -228,11 +372,15 @@ cdef class MetadataRequest(Message):
         encode_into_buffer(buf, self, _enc_MetadataRequest(version), version)
 
 
-cdef class MetadataResponseBroker(Message):
+@cython.final
+@cython.no_gc
+@cython.freelist(32)
+cdef class MetadataResponseBroker:
     cdef public int32_t node_id
     cdef public object host
     cdef public int32_t port
     cdef public object rack
+    cdef public object unknown_tags
     _FIELDS = ("node_id", "host", "port", "rack")
 
     def __init__(self, *, node_id=0, host='', port=0, rack=None, unknown_tags=None):
@@ -242,8 +390,23 @@ cdef class MetadataResponseBroker(Message):
         self.rack = rack
         self.unknown_tags = unknown_tags
 
+    def __eq__(self, other):
+        return msg_eq(self, other)
 
-cdef class MetadataResponsePartition(Message):
+    __hash__ = None
+
+    def __repr__(self):
+        return msg_repr(self)
+
+    def to_dict(self):
+        """A plain dict (nested structs as dicts) for JSON output and tests."""
+        return msg_to_dict(self)
+
+
+@cython.final
+@cython.no_gc
+@cython.freelist(32)
+cdef class MetadataResponsePartition:
     cdef public int16_t error_code
     cdef public int32_t partition_index
     cdef public int32_t leader_id
@@ -251,6 +414,7 @@ cdef class MetadataResponsePartition(Message):
     cdef public object replica_nodes
     cdef public object isr_nodes
     cdef public object offline_replicas
+    cdef public object unknown_tags
     _FIELDS = ("error_code", "partition_index", "leader_id", "leader_epoch", "replica_nodes", "isr_nodes", "offline_replicas")
 
     def __init__(self, *, error_code=0, partition_index=0, leader_id=0, leader_epoch=-1, replica_nodes=_DEFAULT, isr_nodes=_DEFAULT, offline_replicas=_DEFAULT, unknown_tags=None):
@@ -263,14 +427,30 @@ cdef class MetadataResponsePartition(Message):
         self.offline_replicas = [] if offline_replicas is _DEFAULT else offline_replicas
         self.unknown_tags = unknown_tags
 
+    def __eq__(self, other):
+        return msg_eq(self, other)
 
-cdef class MetadataResponseTopic(Message):
+    __hash__ = None
+
+    def __repr__(self):
+        return msg_repr(self)
+
+    def to_dict(self):
+        """A plain dict (nested structs as dicts) for JSON output and tests."""
+        return msg_to_dict(self)
+
+
+@cython.final
+@cython.no_gc
+@cython.freelist(32)
+cdef class MetadataResponseTopic:
     cdef public int16_t error_code
     cdef public object name
     cdef public object topic_id
     cdef public bint is_internal
     cdef public object partitions
     cdef public int32_t topic_authorized_operations
+    cdef public object unknown_tags
     _FIELDS = ("error_code", "name", "topic_id", "is_internal", "partitions", "topic_authorized_operations")
 
     def __init__(self, *, error_code=0, name='', topic_id=ZERO_UUID, is_internal=False, partitions=_DEFAULT, topic_authorized_operations=-2147483648, unknown_tags=None):
@@ -282,8 +462,23 @@ cdef class MetadataResponseTopic(Message):
         self.topic_authorized_operations = topic_authorized_operations
         self.unknown_tags = unknown_tags
 
+    def __eq__(self, other):
+        return msg_eq(self, other)
 
-cdef class MetadataResponse(Message):
+    __hash__ = None
+
+    def __repr__(self):
+        return msg_repr(self)
+
+    def to_dict(self):
+        """A plain dict (nested structs as dicts) for JSON output and tests."""
+        return msg_to_dict(self)
+
+
+@cython.final
+@cython.no_gc
+@cython.freelist(32)
+cdef class MetadataResponse:
     cdef public int32_t throttle_time_ms
     cdef public object brokers
     cdef public object cluster_id
@@ -291,6 +486,7 @@ cdef class MetadataResponse(Message):
     cdef public object topics
     cdef public int32_t cluster_authorized_operations
     cdef public int16_t error_code
+    cdef public object unknown_tags
     _FIELDS = ("throttle_time_ms", "brokers", "cluster_id", "controller_id", "topics", "cluster_authorized_operations", "error_code")
     KIND = "response"
     API_KEY = 3
@@ -307,6 +503,18 @@ cdef class MetadataResponse(Message):
         self.cluster_authorized_operations = cluster_authorized_operations
         self.error_code = error_code
         self.unknown_tags = unknown_tags
+
+    def __eq__(self, other):
+        return msg_eq(self, other)
+
+    __hash__ = None
+
+    def __repr__(self):
+        return msg_repr(self)
+
+    def to_dict(self):
+        """A plain dict (nested structs as dicts) for JSON output and tests."""
+        return msg_to_dict(self)
 
     @staticmethod
     def decode(buf, int version):
@@ -325,10 +533,14 @@ cdef class MetadataResponse(Message):
         encode_into_buffer(buf, self, _enc_MetadataResponse(version), version)
 
 
-cdef class FindCoordinatorRequest(Message):
+@cython.final
+@cython.no_gc
+@cython.freelist(32)
+cdef class FindCoordinatorRequest:
     cdef public object key
     cdef public int8_t key_type
     cdef public object coordinator_keys
+    cdef public object unknown_tags
     _FIELDS = ("key", "key_type", "coordinator_keys")
     KIND = "request"
     API_KEY = 10
@@ -341,6 +553,18 @@ cdef class FindCoordinatorRequest(Message):
         self.key_type = key_type
         self.coordinator_keys = [] if coordinator_keys is _DEFAULT else coordinator_keys
         self.unknown_tags = unknown_tags
+
+    def __eq__(self, other):
+        return msg_eq(self, other)
+
+    __hash__ = None
+
+    def __repr__(self):
+        return msg_repr(self)
+
+    def to_dict(self):
+        """A plain dict (nested structs as dicts) for JSON output and tests."""
+        return msg_to_dict(self)
 
     @staticmethod
     def decode(buf, int version):
@@ -359,13 +583,17 @@ cdef class FindCoordinatorRequest(Message):
         encode_into_buffer(buf, self, _enc_FindCoordinatorRequest(version), version)
 
 
-cdef class FindCoordinatorResponseCoordinator(Message):
+@cython.final
+@cython.no_gc
+@cython.freelist(32)
+cdef class FindCoordinatorResponseCoordinator:
     cdef public object key
     cdef public int32_t node_id
     cdef public object host
     cdef public int32_t port
     cdef public int16_t error_code
     cdef public object error_message
+    cdef public object unknown_tags
     _FIELDS = ("key", "node_id", "host", "port", "error_code", "error_message")
 
     def __init__(self, *, key='', node_id=0, host='', port=0, error_code=0, error_message='', unknown_tags=None):
@@ -377,8 +605,23 @@ cdef class FindCoordinatorResponseCoordinator(Message):
         self.error_message = error_message
         self.unknown_tags = unknown_tags
 
+    def __eq__(self, other):
+        return msg_eq(self, other)
 
-cdef class FindCoordinatorResponse(Message):
+    __hash__ = None
+
+    def __repr__(self):
+        return msg_repr(self)
+
+    def to_dict(self):
+        """A plain dict (nested structs as dicts) for JSON output and tests."""
+        return msg_to_dict(self)
+
+
+@cython.final
+@cython.no_gc
+@cython.freelist(32)
+cdef class FindCoordinatorResponse:
     cdef public int32_t throttle_time_ms
     cdef public int16_t error_code
     cdef public object error_message
@@ -386,6 +629,7 @@ cdef class FindCoordinatorResponse(Message):
     cdef public object host
     cdef public int32_t port
     cdef public object coordinators
+    cdef public object unknown_tags
     _FIELDS = ("throttle_time_ms", "error_code", "error_message", "node_id", "host", "port", "coordinators")
     KIND = "response"
     API_KEY = 10
@@ -402,6 +646,18 @@ cdef class FindCoordinatorResponse(Message):
         self.port = port
         self.coordinators = [] if coordinators is _DEFAULT else coordinators
         self.unknown_tags = unknown_tags
+
+    def __eq__(self, other):
+        return msg_eq(self, other)
+
+    __hash__ = None
+
+    def __repr__(self):
+        return msg_repr(self)
+
+    def to_dict(self):
+        """A plain dict (nested structs as dicts) for JSON output and tests."""
+        return msg_to_dict(self)
 
     @staticmethod
     def decode(buf, int version):
@@ -420,11 +676,15 @@ cdef class FindCoordinatorResponse(Message):
         encode_into_buffer(buf, self, _enc_FindCoordinatorResponse(version), version)
 
 
-cdef class ListOffsetsRequestListOffsetsPartition(Message):
+@cython.final
+@cython.no_gc
+@cython.freelist(32)
+cdef class ListOffsetsRequestListOffsetsPartition:
     cdef public int32_t partition_index
     cdef public int32_t current_leader_epoch
     cdef public int64_t timestamp
     cdef public int32_t max_num_offsets
+    cdef public object unknown_tags
     _FIELDS = ("partition_index", "current_leader_epoch", "timestamp", "max_num_offsets")
 
     def __init__(self, *, partition_index=0, current_leader_epoch=-1, timestamp=0, max_num_offsets=1, unknown_tags=None):
@@ -434,10 +694,26 @@ cdef class ListOffsetsRequestListOffsetsPartition(Message):
         self.max_num_offsets = max_num_offsets
         self.unknown_tags = unknown_tags
 
+    def __eq__(self, other):
+        return msg_eq(self, other)
 
-cdef class ListOffsetsRequestListOffsetsTopic(Message):
+    __hash__ = None
+
+    def __repr__(self):
+        return msg_repr(self)
+
+    def to_dict(self):
+        """A plain dict (nested structs as dicts) for JSON output and tests."""
+        return msg_to_dict(self)
+
+
+@cython.final
+@cython.no_gc
+@cython.freelist(32)
+cdef class ListOffsetsRequestListOffsetsTopic:
     cdef public object name
     cdef public object partitions
+    cdef public object unknown_tags
     _FIELDS = ("name", "partitions")
 
     def __init__(self, *, name='', partitions=_DEFAULT, unknown_tags=None):
@@ -445,12 +721,28 @@ cdef class ListOffsetsRequestListOffsetsTopic(Message):
         self.partitions = [] if partitions is _DEFAULT else partitions
         self.unknown_tags = unknown_tags
 
+    def __eq__(self, other):
+        return msg_eq(self, other)
 
-cdef class ListOffsetsRequest(Message):
+    __hash__ = None
+
+    def __repr__(self):
+        return msg_repr(self)
+
+    def to_dict(self):
+        """A plain dict (nested structs as dicts) for JSON output and tests."""
+        return msg_to_dict(self)
+
+
+@cython.final
+@cython.no_gc
+@cython.freelist(32)
+cdef class ListOffsetsRequest:
     cdef public int32_t replica_id
     cdef public int8_t isolation_level
     cdef public object topics
     cdef public int32_t timeout_ms
+    cdef public object unknown_tags
     _FIELDS = ("replica_id", "isolation_level", "topics", "timeout_ms")
     KIND = "request"
     API_KEY = 2
@@ -464,6 +756,18 @@ cdef class ListOffsetsRequest(Message):
         self.topics = [] if topics is _DEFAULT else topics
         self.timeout_ms = timeout_ms
         self.unknown_tags = unknown_tags
+
+    def __eq__(self, other):
+        return msg_eq(self, other)
+
+    __hash__ = None
+
+    def __repr__(self):
+        return msg_repr(self)
+
+    def to_dict(self):
+        """A plain dict (nested structs as dicts) for JSON output and tests."""
+        return msg_to_dict(self)
 
     @staticmethod
     def decode(buf, int version):
@@ -482,13 +786,17 @@ cdef class ListOffsetsRequest(Message):
         encode_into_buffer(buf, self, _enc_ListOffsetsRequest(version), version)
 
 
-cdef class ListOffsetsResponseListOffsetsPartitionResponse(Message):
+@cython.final
+@cython.no_gc
+@cython.freelist(32)
+cdef class ListOffsetsResponseListOffsetsPartitionResponse:
     cdef public int32_t partition_index
     cdef public int16_t error_code
     cdef public object old_style_offsets
     cdef public int64_t timestamp
     cdef public int64_t offset
     cdef public int32_t leader_epoch
+    cdef public object unknown_tags
     _FIELDS = ("partition_index", "error_code", "old_style_offsets", "timestamp", "offset", "leader_epoch")
 
     def __init__(self, *, partition_index=0, error_code=0, old_style_offsets=_DEFAULT, timestamp=-1, offset=-1, leader_epoch=-1, unknown_tags=None):
@@ -500,10 +808,26 @@ cdef class ListOffsetsResponseListOffsetsPartitionResponse(Message):
         self.leader_epoch = leader_epoch
         self.unknown_tags = unknown_tags
 
+    def __eq__(self, other):
+        return msg_eq(self, other)
 
-cdef class ListOffsetsResponseListOffsetsTopicResponse(Message):
+    __hash__ = None
+
+    def __repr__(self):
+        return msg_repr(self)
+
+    def to_dict(self):
+        """A plain dict (nested structs as dicts) for JSON output and tests."""
+        return msg_to_dict(self)
+
+
+@cython.final
+@cython.no_gc
+@cython.freelist(32)
+cdef class ListOffsetsResponseListOffsetsTopicResponse:
     cdef public object name
     cdef public object partitions
+    cdef public object unknown_tags
     _FIELDS = ("name", "partitions")
 
     def __init__(self, *, name='', partitions=_DEFAULT, unknown_tags=None):
@@ -511,10 +835,26 @@ cdef class ListOffsetsResponseListOffsetsTopicResponse(Message):
         self.partitions = [] if partitions is _DEFAULT else partitions
         self.unknown_tags = unknown_tags
 
+    def __eq__(self, other):
+        return msg_eq(self, other)
 
-cdef class ListOffsetsResponse(Message):
+    __hash__ = None
+
+    def __repr__(self):
+        return msg_repr(self)
+
+    def to_dict(self):
+        """A plain dict (nested structs as dicts) for JSON output and tests."""
+        return msg_to_dict(self)
+
+
+@cython.final
+@cython.no_gc
+@cython.freelist(32)
+cdef class ListOffsetsResponse:
     cdef public int32_t throttle_time_ms
     cdef public object topics
+    cdef public object unknown_tags
     _FIELDS = ("throttle_time_ms", "topics")
     KIND = "response"
     API_KEY = 2
@@ -526,6 +866,18 @@ cdef class ListOffsetsResponse(Message):
         self.throttle_time_ms = throttle_time_ms
         self.topics = [] if topics is _DEFAULT else topics
         self.unknown_tags = unknown_tags
+
+    def __eq__(self, other):
+        return msg_eq(self, other)
+
+    __hash__ = None
+
+    def __repr__(self):
+        return msg_repr(self)
+
+    def to_dict(self):
+        """A plain dict (nested structs as dicts) for JSON output and tests."""
+        return msg_to_dict(self)
 
     @staticmethod
     def decode(buf, int version):
@@ -544,9 +896,13 @@ cdef class ListOffsetsResponse(Message):
         encode_into_buffer(buf, self, _enc_ListOffsetsResponse(version), version)
 
 
-cdef class FetchRequestReplicaState(Message):
+@cython.final
+@cython.no_gc
+@cython.freelist(32)
+cdef class FetchRequestReplicaState:
     cdef public int32_t replica_id
     cdef public int64_t replica_epoch
+    cdef public object unknown_tags
     _FIELDS = ("replica_id", "replica_epoch")
 
     def __init__(self, *, replica_id=-1, replica_epoch=-1, unknown_tags=None):
@@ -554,8 +910,23 @@ cdef class FetchRequestReplicaState(Message):
         self.replica_epoch = replica_epoch
         self.unknown_tags = unknown_tags
 
+    def __eq__(self, other):
+        return msg_eq(self, other)
 
-cdef class FetchRequestFetchPartition(Message):
+    __hash__ = None
+
+    def __repr__(self):
+        return msg_repr(self)
+
+    def to_dict(self):
+        """A plain dict (nested structs as dicts) for JSON output and tests."""
+        return msg_to_dict(self)
+
+
+@cython.final
+@cython.no_gc
+@cython.freelist(32)
+cdef class FetchRequestFetchPartition:
     cdef public int32_t partition
     cdef public int32_t current_leader_epoch
     cdef public int64_t fetch_offset
@@ -563,6 +934,7 @@ cdef class FetchRequestFetchPartition(Message):
     cdef public int64_t log_start_offset
     cdef public int32_t partition_max_bytes
     cdef public object replica_directory_id
+    cdef public object unknown_tags
     _FIELDS = ("partition", "current_leader_epoch", "fetch_offset", "last_fetched_epoch", "log_start_offset", "partition_max_bytes", "replica_directory_id")
 
     def __init__(self, *, partition=0, current_leader_epoch=-1, fetch_offset=0, last_fetched_epoch=-1, log_start_offset=-1, partition_max_bytes=0, replica_directory_id=ZERO_UUID, unknown_tags=None):
@@ -575,11 +947,27 @@ cdef class FetchRequestFetchPartition(Message):
         self.replica_directory_id = replica_directory_id
         self.unknown_tags = unknown_tags
 
+    def __eq__(self, other):
+        return msg_eq(self, other)
 
-cdef class FetchRequestFetchTopic(Message):
+    __hash__ = None
+
+    def __repr__(self):
+        return msg_repr(self)
+
+    def to_dict(self):
+        """A plain dict (nested structs as dicts) for JSON output and tests."""
+        return msg_to_dict(self)
+
+
+@cython.final
+@cython.no_gc
+@cython.freelist(32)
+cdef class FetchRequestFetchTopic:
     cdef public object topic
     cdef public object topic_id
     cdef public object partitions
+    cdef public object unknown_tags
     _FIELDS = ("topic", "topic_id", "partitions")
 
     def __init__(self, *, topic='', topic_id=ZERO_UUID, partitions=_DEFAULT, unknown_tags=None):
@@ -588,11 +976,27 @@ cdef class FetchRequestFetchTopic(Message):
         self.partitions = [] if partitions is _DEFAULT else partitions
         self.unknown_tags = unknown_tags
 
+    def __eq__(self, other):
+        return msg_eq(self, other)
 
-cdef class FetchRequestForgottenTopic(Message):
+    __hash__ = None
+
+    def __repr__(self):
+        return msg_repr(self)
+
+    def to_dict(self):
+        """A plain dict (nested structs as dicts) for JSON output and tests."""
+        return msg_to_dict(self)
+
+
+@cython.final
+@cython.no_gc
+@cython.freelist(32)
+cdef class FetchRequestForgottenTopic:
     cdef public object topic
     cdef public object topic_id
     cdef public object partitions
+    cdef public object unknown_tags
     _FIELDS = ("topic", "topic_id", "partitions")
 
     def __init__(self, *, topic='', topic_id=ZERO_UUID, partitions=_DEFAULT, unknown_tags=None):
@@ -601,8 +1005,23 @@ cdef class FetchRequestForgottenTopic(Message):
         self.partitions = [] if partitions is _DEFAULT else partitions
         self.unknown_tags = unknown_tags
 
+    def __eq__(self, other):
+        return msg_eq(self, other)
 
-cdef class FetchRequest(Message):
+    __hash__ = None
+
+    def __repr__(self):
+        return msg_repr(self)
+
+    def to_dict(self):
+        """A plain dict (nested structs as dicts) for JSON output and tests."""
+        return msg_to_dict(self)
+
+
+@cython.final
+@cython.no_gc
+@cython.freelist(32)
+cdef class FetchRequest:
     cdef public object cluster_id
     cdef public int32_t replica_id
     cdef public object replica_state
@@ -615,6 +1034,7 @@ cdef class FetchRequest(Message):
     cdef public object topics
     cdef public object forgotten_topics_data
     cdef public object rack_id
+    cdef public object unknown_tags
     _FIELDS = ("cluster_id", "replica_id", "replica_state", "max_wait_ms", "min_bytes", "max_bytes", "isolation_level", "session_id", "session_epoch", "topics", "forgotten_topics_data", "rack_id")
     KIND = "request"
     API_KEY = 1
@@ -637,6 +1057,18 @@ cdef class FetchRequest(Message):
         self.rack_id = rack_id
         self.unknown_tags = unknown_tags
 
+    def __eq__(self, other):
+        return msg_eq(self, other)
+
+    __hash__ = None
+
+    def __repr__(self):
+        return msg_repr(self)
+
+    def to_dict(self):
+        """A plain dict (nested structs as dicts) for JSON output and tests."""
+        return msg_to_dict(self)
+
     @staticmethod
     def decode(buf, int version):
         """Decode a whole buffer holding one FetchRequest of the given version."""
@@ -654,9 +1086,13 @@ cdef class FetchRequest(Message):
         encode_into_buffer(buf, self, _enc_FetchRequest(version), version)
 
 
-cdef class FetchResponseEpochEndOffset(Message):
+@cython.final
+@cython.no_gc
+@cython.freelist(32)
+cdef class FetchResponseEpochEndOffset:
     cdef public int32_t epoch
     cdef public int64_t end_offset
+    cdef public object unknown_tags
     _FIELDS = ("epoch", "end_offset")
 
     def __init__(self, *, epoch=-1, end_offset=-1, unknown_tags=None):
@@ -664,10 +1100,26 @@ cdef class FetchResponseEpochEndOffset(Message):
         self.end_offset = end_offset
         self.unknown_tags = unknown_tags
 
+    def __eq__(self, other):
+        return msg_eq(self, other)
 
-cdef class FetchResponseLeaderIdAndEpoch(Message):
+    __hash__ = None
+
+    def __repr__(self):
+        return msg_repr(self)
+
+    def to_dict(self):
+        """A plain dict (nested structs as dicts) for JSON output and tests."""
+        return msg_to_dict(self)
+
+
+@cython.final
+@cython.no_gc
+@cython.freelist(32)
+cdef class FetchResponseLeaderIdAndEpoch:
     cdef public int32_t leader_id
     cdef public int32_t leader_epoch
+    cdef public object unknown_tags
     _FIELDS = ("leader_id", "leader_epoch")
 
     def __init__(self, *, leader_id=-1, leader_epoch=-1, unknown_tags=None):
@@ -675,10 +1127,26 @@ cdef class FetchResponseLeaderIdAndEpoch(Message):
         self.leader_epoch = leader_epoch
         self.unknown_tags = unknown_tags
 
+    def __eq__(self, other):
+        return msg_eq(self, other)
 
-cdef class FetchResponseSnapshotId(Message):
+    __hash__ = None
+
+    def __repr__(self):
+        return msg_repr(self)
+
+    def to_dict(self):
+        """A plain dict (nested structs as dicts) for JSON output and tests."""
+        return msg_to_dict(self)
+
+
+@cython.final
+@cython.no_gc
+@cython.freelist(32)
+cdef class FetchResponseSnapshotId:
     cdef public int64_t end_offset
     cdef public int32_t epoch
+    cdef public object unknown_tags
     _FIELDS = ("end_offset", "epoch")
 
     def __init__(self, *, end_offset=-1, epoch=-1, unknown_tags=None):
@@ -686,10 +1154,26 @@ cdef class FetchResponseSnapshotId(Message):
         self.epoch = epoch
         self.unknown_tags = unknown_tags
 
+    def __eq__(self, other):
+        return msg_eq(self, other)
 
-cdef class FetchResponseAbortedTransaction(Message):
+    __hash__ = None
+
+    def __repr__(self):
+        return msg_repr(self)
+
+    def to_dict(self):
+        """A plain dict (nested structs as dicts) for JSON output and tests."""
+        return msg_to_dict(self)
+
+
+@cython.final
+@cython.no_gc
+@cython.freelist(32)
+cdef class FetchResponseAbortedTransaction:
     cdef public int64_t producer_id
     cdef public int64_t first_offset
+    cdef public object unknown_tags
     _FIELDS = ("producer_id", "first_offset")
 
     def __init__(self, *, producer_id=0, first_offset=0, unknown_tags=None):
@@ -697,8 +1181,23 @@ cdef class FetchResponseAbortedTransaction(Message):
         self.first_offset = first_offset
         self.unknown_tags = unknown_tags
 
+    def __eq__(self, other):
+        return msg_eq(self, other)
 
-cdef class FetchResponsePartitionData(Message):
+    __hash__ = None
+
+    def __repr__(self):
+        return msg_repr(self)
+
+    def to_dict(self):
+        """A plain dict (nested structs as dicts) for JSON output and tests."""
+        return msg_to_dict(self)
+
+
+@cython.final
+@cython.no_gc
+@cython.freelist(32)
+cdef class FetchResponsePartitionData:
     cdef public int32_t partition_index
     cdef public int16_t error_code
     cdef public int64_t high_watermark
@@ -710,6 +1209,7 @@ cdef class FetchResponsePartitionData(Message):
     cdef public object aborted_transactions
     cdef public int32_t preferred_read_replica
     cdef public object records
+    cdef public object unknown_tags
     _FIELDS = ("partition_index", "error_code", "high_watermark", "last_stable_offset", "log_start_offset", "diverging_epoch", "current_leader", "snapshot_id", "aborted_transactions", "preferred_read_replica", "records")
 
     def __init__(self, *, partition_index=0, error_code=0, high_watermark=0, last_stable_offset=-1, log_start_offset=-1, diverging_epoch=_DEFAULT, current_leader=_DEFAULT, snapshot_id=_DEFAULT, aborted_transactions=_DEFAULT, preferred_read_replica=-1, records=b'', unknown_tags=None):
@@ -726,11 +1226,27 @@ cdef class FetchResponsePartitionData(Message):
         self.records = records
         self.unknown_tags = unknown_tags
 
+    def __eq__(self, other):
+        return msg_eq(self, other)
 
-cdef class FetchResponseFetchableTopicResponse(Message):
+    __hash__ = None
+
+    def __repr__(self):
+        return msg_repr(self)
+
+    def to_dict(self):
+        """A plain dict (nested structs as dicts) for JSON output and tests."""
+        return msg_to_dict(self)
+
+
+@cython.final
+@cython.no_gc
+@cython.freelist(32)
+cdef class FetchResponseFetchableTopicResponse:
     cdef public object topic
     cdef public object topic_id
     cdef public object partitions
+    cdef public object unknown_tags
     _FIELDS = ("topic", "topic_id", "partitions")
 
     def __init__(self, *, topic='', topic_id=ZERO_UUID, partitions=_DEFAULT, unknown_tags=None):
@@ -739,12 +1255,28 @@ cdef class FetchResponseFetchableTopicResponse(Message):
         self.partitions = [] if partitions is _DEFAULT else partitions
         self.unknown_tags = unknown_tags
 
+    def __eq__(self, other):
+        return msg_eq(self, other)
 
-cdef class FetchResponseNodeEndpoint(Message):
+    __hash__ = None
+
+    def __repr__(self):
+        return msg_repr(self)
+
+    def to_dict(self):
+        """A plain dict (nested structs as dicts) for JSON output and tests."""
+        return msg_to_dict(self)
+
+
+@cython.final
+@cython.no_gc
+@cython.freelist(32)
+cdef class FetchResponseNodeEndpoint:
     cdef public int32_t node_id
     cdef public object host
     cdef public int32_t port
     cdef public object rack
+    cdef public object unknown_tags
     _FIELDS = ("node_id", "host", "port", "rack")
 
     def __init__(self, *, node_id=0, host='', port=0, rack=None, unknown_tags=None):
@@ -754,13 +1286,29 @@ cdef class FetchResponseNodeEndpoint(Message):
         self.rack = rack
         self.unknown_tags = unknown_tags
 
+    def __eq__(self, other):
+        return msg_eq(self, other)
 
-cdef class FetchResponse(Message):
+    __hash__ = None
+
+    def __repr__(self):
+        return msg_repr(self)
+
+    def to_dict(self):
+        """A plain dict (nested structs as dicts) for JSON output and tests."""
+        return msg_to_dict(self)
+
+
+@cython.final
+@cython.no_gc
+@cython.freelist(32)
+cdef class FetchResponse:
     cdef public int32_t throttle_time_ms
     cdef public int16_t error_code
     cdef public int32_t session_id
     cdef public object responses
     cdef public object node_endpoints
+    cdef public object unknown_tags
     _FIELDS = ("throttle_time_ms", "error_code", "session_id", "responses", "node_endpoints")
     KIND = "response"
     API_KEY = 1
@@ -775,6 +1323,18 @@ cdef class FetchResponse(Message):
         self.responses = [] if responses is _DEFAULT else responses
         self.node_endpoints = [] if node_endpoints is _DEFAULT else node_endpoints
         self.unknown_tags = unknown_tags
+
+    def __eq__(self, other):
+        return msg_eq(self, other)
+
+    __hash__ = None
+
+    def __repr__(self):
+        return msg_repr(self)
+
+    def to_dict(self):
+        """A plain dict (nested structs as dicts) for JSON output and tests."""
+        return msg_to_dict(self)
 
     @staticmethod
     def decode(buf, int version):
@@ -793,9 +1353,13 @@ cdef class FetchResponse(Message):
         encode_into_buffer(buf, self, _enc_FetchResponse(version), version)
 
 
-cdef class ProduceRequestPartitionProduceData(Message):
+@cython.final
+@cython.no_gc
+@cython.freelist(32)
+cdef class ProduceRequestPartitionProduceData:
     cdef public int32_t index
     cdef public object records
+    cdef public object unknown_tags
     _FIELDS = ("index", "records")
 
     def __init__(self, *, index=0, records=b'', unknown_tags=None):
@@ -803,11 +1367,27 @@ cdef class ProduceRequestPartitionProduceData(Message):
         self.records = records
         self.unknown_tags = unknown_tags
 
+    def __eq__(self, other):
+        return msg_eq(self, other)
 
-cdef class ProduceRequestTopicProduceData(Message):
+    __hash__ = None
+
+    def __repr__(self):
+        return msg_repr(self)
+
+    def to_dict(self):
+        """A plain dict (nested structs as dicts) for JSON output and tests."""
+        return msg_to_dict(self)
+
+
+@cython.final
+@cython.no_gc
+@cython.freelist(32)
+cdef class ProduceRequestTopicProduceData:
     cdef public object name
     cdef public object topic_id
     cdef public object partition_data
+    cdef public object unknown_tags
     _FIELDS = ("name", "topic_id", "partition_data")
 
     def __init__(self, *, name='', topic_id=ZERO_UUID, partition_data=_DEFAULT, unknown_tags=None):
@@ -816,12 +1396,28 @@ cdef class ProduceRequestTopicProduceData(Message):
         self.partition_data = [] if partition_data is _DEFAULT else partition_data
         self.unknown_tags = unknown_tags
 
+    def __eq__(self, other):
+        return msg_eq(self, other)
 
-cdef class ProduceRequest(Message):
+    __hash__ = None
+
+    def __repr__(self):
+        return msg_repr(self)
+
+    def to_dict(self):
+        """A plain dict (nested structs as dicts) for JSON output and tests."""
+        return msg_to_dict(self)
+
+
+@cython.final
+@cython.no_gc
+@cython.freelist(32)
+cdef class ProduceRequest:
     cdef public object transactional_id
     cdef public int16_t acks
     cdef public int32_t timeout_ms
     cdef public object topic_data
+    cdef public object unknown_tags
     _FIELDS = ("transactional_id", "acks", "timeout_ms", "topic_data")
     KIND = "request"
     API_KEY = 0
@@ -835,6 +1431,18 @@ cdef class ProduceRequest(Message):
         self.timeout_ms = timeout_ms
         self.topic_data = [] if topic_data is _DEFAULT else topic_data
         self.unknown_tags = unknown_tags
+
+    def __eq__(self, other):
+        return msg_eq(self, other)
+
+    __hash__ = None
+
+    def __repr__(self):
+        return msg_repr(self)
+
+    def to_dict(self):
+        """A plain dict (nested structs as dicts) for JSON output and tests."""
+        return msg_to_dict(self)
 
     @staticmethod
     def decode(buf, int version):
@@ -853,9 +1461,13 @@ cdef class ProduceRequest(Message):
         encode_into_buffer(buf, self, _enc_ProduceRequest(version), version)
 
 
-cdef class ProduceResponseBatchIndexAndErrorMessage(Message):
+@cython.final
+@cython.no_gc
+@cython.freelist(32)
+cdef class ProduceResponseBatchIndexAndErrorMessage:
     cdef public int32_t batch_index
     cdef public object batch_index_error_message
+    cdef public object unknown_tags
     _FIELDS = ("batch_index", "batch_index_error_message")
 
     def __init__(self, *, batch_index=0, batch_index_error_message=None, unknown_tags=None):
@@ -863,10 +1475,26 @@ cdef class ProduceResponseBatchIndexAndErrorMessage(Message):
         self.batch_index_error_message = batch_index_error_message
         self.unknown_tags = unknown_tags
 
+    def __eq__(self, other):
+        return msg_eq(self, other)
 
-cdef class ProduceResponseLeaderIdAndEpoch(Message):
+    __hash__ = None
+
+    def __repr__(self):
+        return msg_repr(self)
+
+    def to_dict(self):
+        """A plain dict (nested structs as dicts) for JSON output and tests."""
+        return msg_to_dict(self)
+
+
+@cython.final
+@cython.no_gc
+@cython.freelist(32)
+cdef class ProduceResponseLeaderIdAndEpoch:
     cdef public int32_t leader_id
     cdef public int32_t leader_epoch
+    cdef public object unknown_tags
     _FIELDS = ("leader_id", "leader_epoch")
 
     def __init__(self, *, leader_id=-1, leader_epoch=-1, unknown_tags=None):
@@ -874,8 +1502,23 @@ cdef class ProduceResponseLeaderIdAndEpoch(Message):
         self.leader_epoch = leader_epoch
         self.unknown_tags = unknown_tags
 
+    def __eq__(self, other):
+        return msg_eq(self, other)
 
-cdef class ProduceResponsePartitionProduceResponse(Message):
+    __hash__ = None
+
+    def __repr__(self):
+        return msg_repr(self)
+
+    def to_dict(self):
+        """A plain dict (nested structs as dicts) for JSON output and tests."""
+        return msg_to_dict(self)
+
+
+@cython.final
+@cython.no_gc
+@cython.freelist(32)
+cdef class ProduceResponsePartitionProduceResponse:
     cdef public int32_t index
     cdef public int16_t error_code
     cdef public int64_t base_offset
@@ -884,6 +1527,7 @@ cdef class ProduceResponsePartitionProduceResponse(Message):
     cdef public object record_errors
     cdef public object error_message
     cdef public object current_leader
+    cdef public object unknown_tags
     _FIELDS = ("index", "error_code", "base_offset", "log_append_time_ms", "log_start_offset", "record_errors", "error_message", "current_leader")
 
     def __init__(self, *, index=0, error_code=0, base_offset=0, log_append_time_ms=-1, log_start_offset=-1, record_errors=_DEFAULT, error_message=None, current_leader=_DEFAULT, unknown_tags=None):
@@ -897,11 +1541,27 @@ cdef class ProduceResponsePartitionProduceResponse(Message):
         self.current_leader = ProduceResponseLeaderIdAndEpoch() if current_leader is _DEFAULT else current_leader
         self.unknown_tags = unknown_tags
 
+    def __eq__(self, other):
+        return msg_eq(self, other)
 
-cdef class ProduceResponseTopicProduceResponse(Message):
+    __hash__ = None
+
+    def __repr__(self):
+        return msg_repr(self)
+
+    def to_dict(self):
+        """A plain dict (nested structs as dicts) for JSON output and tests."""
+        return msg_to_dict(self)
+
+
+@cython.final
+@cython.no_gc
+@cython.freelist(32)
+cdef class ProduceResponseTopicProduceResponse:
     cdef public object name
     cdef public object topic_id
     cdef public object partition_responses
+    cdef public object unknown_tags
     _FIELDS = ("name", "topic_id", "partition_responses")
 
     def __init__(self, *, name='', topic_id=ZERO_UUID, partition_responses=_DEFAULT, unknown_tags=None):
@@ -910,12 +1570,28 @@ cdef class ProduceResponseTopicProduceResponse(Message):
         self.partition_responses = [] if partition_responses is _DEFAULT else partition_responses
         self.unknown_tags = unknown_tags
 
+    def __eq__(self, other):
+        return msg_eq(self, other)
 
-cdef class ProduceResponseNodeEndpoint(Message):
+    __hash__ = None
+
+    def __repr__(self):
+        return msg_repr(self)
+
+    def to_dict(self):
+        """A plain dict (nested structs as dicts) for JSON output and tests."""
+        return msg_to_dict(self)
+
+
+@cython.final
+@cython.no_gc
+@cython.freelist(32)
+cdef class ProduceResponseNodeEndpoint:
     cdef public int32_t node_id
     cdef public object host
     cdef public int32_t port
     cdef public object rack
+    cdef public object unknown_tags
     _FIELDS = ("node_id", "host", "port", "rack")
 
     def __init__(self, *, node_id=0, host='', port=0, rack=None, unknown_tags=None):
@@ -925,11 +1601,27 @@ cdef class ProduceResponseNodeEndpoint(Message):
         self.rack = rack
         self.unknown_tags = unknown_tags
 
+    def __eq__(self, other):
+        return msg_eq(self, other)
 
-cdef class ProduceResponse(Message):
+    __hash__ = None
+
+    def __repr__(self):
+        return msg_repr(self)
+
+    def to_dict(self):
+        """A plain dict (nested structs as dicts) for JSON output and tests."""
+        return msg_to_dict(self)
+
+
+@cython.final
+@cython.no_gc
+@cython.freelist(32)
+cdef class ProduceResponse:
     cdef public object responses
     cdef public int32_t throttle_time_ms
     cdef public object node_endpoints
+    cdef public object unknown_tags
     _FIELDS = ("responses", "throttle_time_ms", "node_endpoints")
     KIND = "response"
     API_KEY = 0
@@ -942,6 +1634,18 @@ cdef class ProduceResponse(Message):
         self.throttle_time_ms = throttle_time_ms
         self.node_endpoints = [] if node_endpoints is _DEFAULT else node_endpoints
         self.unknown_tags = unknown_tags
+
+    def __eq__(self, other):
+        return msg_eq(self, other)
+
+    __hash__ = None
+
+    def __repr__(self):
+        return msg_repr(self)
+
+    def to_dict(self):
+        """A plain dict (nested structs as dicts) for JSON output and tests."""
+        return msg_to_dict(self)
 
     @staticmethod
     def decode(buf, int version):
@@ -960,9 +1664,13 @@ cdef class ProduceResponse(Message):
         encode_into_buffer(buf, self, _enc_ProduceResponse(version), version)
 
 
-cdef class CreateTopicsRequestCreatableReplicaAssignment(Message):
+@cython.final
+@cython.no_gc
+@cython.freelist(32)
+cdef class CreateTopicsRequestCreatableReplicaAssignment:
     cdef public int32_t partition_index
     cdef public object broker_ids
+    cdef public object unknown_tags
     _FIELDS = ("partition_index", "broker_ids")
 
     def __init__(self, *, partition_index=0, broker_ids=_DEFAULT, unknown_tags=None):
@@ -970,10 +1678,26 @@ cdef class CreateTopicsRequestCreatableReplicaAssignment(Message):
         self.broker_ids = [] if broker_ids is _DEFAULT else broker_ids
         self.unknown_tags = unknown_tags
 
+    def __eq__(self, other):
+        return msg_eq(self, other)
 
-cdef class CreateTopicsRequestCreatableTopicConfig(Message):
+    __hash__ = None
+
+    def __repr__(self):
+        return msg_repr(self)
+
+    def to_dict(self):
+        """A plain dict (nested structs as dicts) for JSON output and tests."""
+        return msg_to_dict(self)
+
+
+@cython.final
+@cython.no_gc
+@cython.freelist(32)
+cdef class CreateTopicsRequestCreatableTopicConfig:
     cdef public object name
     cdef public object value
+    cdef public object unknown_tags
     _FIELDS = ("name", "value")
 
     def __init__(self, *, name='', value='', unknown_tags=None):
@@ -981,13 +1705,29 @@ cdef class CreateTopicsRequestCreatableTopicConfig(Message):
         self.value = value
         self.unknown_tags = unknown_tags
 
+    def __eq__(self, other):
+        return msg_eq(self, other)
 
-cdef class CreateTopicsRequestCreatableTopic(Message):
+    __hash__ = None
+
+    def __repr__(self):
+        return msg_repr(self)
+
+    def to_dict(self):
+        """A plain dict (nested structs as dicts) for JSON output and tests."""
+        return msg_to_dict(self)
+
+
+@cython.final
+@cython.no_gc
+@cython.freelist(32)
+cdef class CreateTopicsRequestCreatableTopic:
     cdef public object name
     cdef public int32_t num_partitions
     cdef public int16_t replication_factor
     cdef public object assignments
     cdef public object configs
+    cdef public object unknown_tags
     _FIELDS = ("name", "num_partitions", "replication_factor", "assignments", "configs")
 
     def __init__(self, *, name='', num_partitions=0, replication_factor=0, assignments=_DEFAULT, configs=_DEFAULT, unknown_tags=None):
@@ -998,11 +1738,27 @@ cdef class CreateTopicsRequestCreatableTopic(Message):
         self.configs = [] if configs is _DEFAULT else configs
         self.unknown_tags = unknown_tags
 
+    def __eq__(self, other):
+        return msg_eq(self, other)
 
-cdef class CreateTopicsRequest(Message):
+    __hash__ = None
+
+    def __repr__(self):
+        return msg_repr(self)
+
+    def to_dict(self):
+        """A plain dict (nested structs as dicts) for JSON output and tests."""
+        return msg_to_dict(self)
+
+
+@cython.final
+@cython.no_gc
+@cython.freelist(32)
+cdef class CreateTopicsRequest:
     cdef public object topics
     cdef public int32_t timeout_ms
     cdef public bint validate_only
+    cdef public object unknown_tags
     _FIELDS = ("topics", "timeout_ms", "validate_only")
     KIND = "request"
     API_KEY = 19
@@ -1015,6 +1771,18 @@ cdef class CreateTopicsRequest(Message):
         self.timeout_ms = timeout_ms
         self.validate_only = validate_only
         self.unknown_tags = unknown_tags
+
+    def __eq__(self, other):
+        return msg_eq(self, other)
+
+    __hash__ = None
+
+    def __repr__(self):
+        return msg_repr(self)
+
+    def to_dict(self):
+        """A plain dict (nested structs as dicts) for JSON output and tests."""
+        return msg_to_dict(self)
 
     @staticmethod
     def decode(buf, int version):
@@ -1033,12 +1801,16 @@ cdef class CreateTopicsRequest(Message):
         encode_into_buffer(buf, self, _enc_CreateTopicsRequest(version), version)
 
 
-cdef class CreateTopicsResponseCreatableTopicConfigs(Message):
+@cython.final
+@cython.no_gc
+@cython.freelist(32)
+cdef class CreateTopicsResponseCreatableTopicConfigs:
     cdef public object name
     cdef public object value
     cdef public bint read_only
     cdef public int8_t config_source
     cdef public bint is_sensitive
+    cdef public object unknown_tags
     _FIELDS = ("name", "value", "read_only", "config_source", "is_sensitive")
 
     def __init__(self, *, name='', value='', read_only=False, config_source=-1, is_sensitive=False, unknown_tags=None):
@@ -1049,8 +1821,23 @@ cdef class CreateTopicsResponseCreatableTopicConfigs(Message):
         self.is_sensitive = is_sensitive
         self.unknown_tags = unknown_tags
 
+    def __eq__(self, other):
+        return msg_eq(self, other)
 
-cdef class CreateTopicsResponseCreatableTopicResult(Message):
+    __hash__ = None
+
+    def __repr__(self):
+        return msg_repr(self)
+
+    def to_dict(self):
+        """A plain dict (nested structs as dicts) for JSON output and tests."""
+        return msg_to_dict(self)
+
+
+@cython.final
+@cython.no_gc
+@cython.freelist(32)
+cdef class CreateTopicsResponseCreatableTopicResult:
     cdef public object name
     cdef public object topic_id
     cdef public int16_t error_code
@@ -1059,6 +1846,7 @@ cdef class CreateTopicsResponseCreatableTopicResult(Message):
     cdef public int32_t num_partitions
     cdef public int16_t replication_factor
     cdef public object configs
+    cdef public object unknown_tags
     _FIELDS = ("name", "topic_id", "error_code", "error_message", "topic_config_error_code", "num_partitions", "replication_factor", "configs")
 
     def __init__(self, *, name='', topic_id=ZERO_UUID, error_code=0, error_message='', topic_config_error_code=0, num_partitions=-1, replication_factor=-1, configs=_DEFAULT, unknown_tags=None):
@@ -1072,10 +1860,26 @@ cdef class CreateTopicsResponseCreatableTopicResult(Message):
         self.configs = [] if configs is _DEFAULT else configs
         self.unknown_tags = unknown_tags
 
+    def __eq__(self, other):
+        return msg_eq(self, other)
 
-cdef class CreateTopicsResponse(Message):
+    __hash__ = None
+
+    def __repr__(self):
+        return msg_repr(self)
+
+    def to_dict(self):
+        """A plain dict (nested structs as dicts) for JSON output and tests."""
+        return msg_to_dict(self)
+
+
+@cython.final
+@cython.no_gc
+@cython.freelist(32)
+cdef class CreateTopicsResponse:
     cdef public int32_t throttle_time_ms
     cdef public object topics
+    cdef public object unknown_tags
     _FIELDS = ("throttle_time_ms", "topics")
     KIND = "response"
     API_KEY = 19
@@ -1087,6 +1891,18 @@ cdef class CreateTopicsResponse(Message):
         self.throttle_time_ms = throttle_time_ms
         self.topics = [] if topics is _DEFAULT else topics
         self.unknown_tags = unknown_tags
+
+    def __eq__(self, other):
+        return msg_eq(self, other)
+
+    __hash__ = None
+
+    def __repr__(self):
+        return msg_repr(self)
+
+    def to_dict(self):
+        """A plain dict (nested structs as dicts) for JSON output and tests."""
+        return msg_to_dict(self)
 
     @staticmethod
     def decode(buf, int version):
@@ -1105,9 +1921,13 @@ cdef class CreateTopicsResponse(Message):
         encode_into_buffer(buf, self, _enc_CreateTopicsResponse(version), version)
 
 
-cdef class JoinGroupRequestProtocol(Message):
+@cython.final
+@cython.no_gc
+@cython.freelist(32)
+cdef class JoinGroupRequestProtocol:
     cdef public object name
     cdef public object metadata
+    cdef public object unknown_tags
     _FIELDS = ("name", "metadata")
 
     def __init__(self, *, name='', metadata=b'', unknown_tags=None):
@@ -1115,8 +1935,23 @@ cdef class JoinGroupRequestProtocol(Message):
         self.metadata = metadata
         self.unknown_tags = unknown_tags
 
+    def __eq__(self, other):
+        return msg_eq(self, other)
 
-cdef class JoinGroupRequest(Message):
+    __hash__ = None
+
+    def __repr__(self):
+        return msg_repr(self)
+
+    def to_dict(self):
+        """A plain dict (nested structs as dicts) for JSON output and tests."""
+        return msg_to_dict(self)
+
+
+@cython.final
+@cython.no_gc
+@cython.freelist(32)
+cdef class JoinGroupRequest:
     cdef public object group_id
     cdef public int32_t session_timeout_ms
     cdef public int32_t rebalance_timeout_ms
@@ -1125,6 +1960,7 @@ cdef class JoinGroupRequest(Message):
     cdef public object protocol_type
     cdef public object protocols
     cdef public object reason
+    cdef public object unknown_tags
     _FIELDS = ("group_id", "session_timeout_ms", "rebalance_timeout_ms", "member_id", "group_instance_id", "protocol_type", "protocols", "reason")
     KIND = "request"
     API_KEY = 11
@@ -1143,6 +1979,18 @@ cdef class JoinGroupRequest(Message):
         self.reason = reason
         self.unknown_tags = unknown_tags
 
+    def __eq__(self, other):
+        return msg_eq(self, other)
+
+    __hash__ = None
+
+    def __repr__(self):
+        return msg_repr(self)
+
+    def to_dict(self):
+        """A plain dict (nested structs as dicts) for JSON output and tests."""
+        return msg_to_dict(self)
+
     @staticmethod
     def decode(buf, int version):
         """Decode a whole buffer holding one JoinGroupRequest of the given version."""
@@ -1160,10 +2008,14 @@ cdef class JoinGroupRequest(Message):
         encode_into_buffer(buf, self, _enc_JoinGroupRequest(version), version)
 
 
-cdef class JoinGroupResponseMember(Message):
+@cython.final
+@cython.no_gc
+@cython.freelist(32)
+cdef class JoinGroupResponseMember:
     cdef public object member_id
     cdef public object group_instance_id
     cdef public object metadata
+    cdef public object unknown_tags
     _FIELDS = ("member_id", "group_instance_id", "metadata")
 
     def __init__(self, *, member_id='', group_instance_id=None, metadata=b'', unknown_tags=None):
@@ -1172,8 +2024,23 @@ cdef class JoinGroupResponseMember(Message):
         self.metadata = metadata
         self.unknown_tags = unknown_tags
 
+    def __eq__(self, other):
+        return msg_eq(self, other)
 
-cdef class JoinGroupResponse(Message):
+    __hash__ = None
+
+    def __repr__(self):
+        return msg_repr(self)
+
+    def to_dict(self):
+        """A plain dict (nested structs as dicts) for JSON output and tests."""
+        return msg_to_dict(self)
+
+
+@cython.final
+@cython.no_gc
+@cython.freelist(32)
+cdef class JoinGroupResponse:
     cdef public int32_t throttle_time_ms
     cdef public int16_t error_code
     cdef public int32_t generation_id
@@ -1183,6 +2050,7 @@ cdef class JoinGroupResponse(Message):
     cdef public bint skip_assignment
     cdef public object member_id
     cdef public object members
+    cdef public object unknown_tags
     _FIELDS = ("throttle_time_ms", "error_code", "generation_id", "protocol_type", "protocol_name", "leader", "skip_assignment", "member_id", "members")
     KIND = "response"
     API_KEY = 11
@@ -1202,6 +2070,18 @@ cdef class JoinGroupResponse(Message):
         self.members = [] if members is _DEFAULT else members
         self.unknown_tags = unknown_tags
 
+    def __eq__(self, other):
+        return msg_eq(self, other)
+
+    __hash__ = None
+
+    def __repr__(self):
+        return msg_repr(self)
+
+    def to_dict(self):
+        """A plain dict (nested structs as dicts) for JSON output and tests."""
+        return msg_to_dict(self)
+
     @staticmethod
     def decode(buf, int version):
         """Decode a whole buffer holding one JoinGroupResponse of the given version."""
@@ -1219,9 +2099,13 @@ cdef class JoinGroupResponse(Message):
         encode_into_buffer(buf, self, _enc_JoinGroupResponse(version), version)
 
 
-cdef class SyncGroupRequestAssignment(Message):
+@cython.final
+@cython.no_gc
+@cython.freelist(32)
+cdef class SyncGroupRequestAssignment:
     cdef public object member_id
     cdef public object assignment
+    cdef public object unknown_tags
     _FIELDS = ("member_id", "assignment")
 
     def __init__(self, *, member_id='', assignment=b'', unknown_tags=None):
@@ -1229,8 +2113,23 @@ cdef class SyncGroupRequestAssignment(Message):
         self.assignment = assignment
         self.unknown_tags = unknown_tags
 
+    def __eq__(self, other):
+        return msg_eq(self, other)
 
-cdef class SyncGroupRequest(Message):
+    __hash__ = None
+
+    def __repr__(self):
+        return msg_repr(self)
+
+    def to_dict(self):
+        """A plain dict (nested structs as dicts) for JSON output and tests."""
+        return msg_to_dict(self)
+
+
+@cython.final
+@cython.no_gc
+@cython.freelist(32)
+cdef class SyncGroupRequest:
     cdef public object group_id
     cdef public int32_t generation_id
     cdef public object member_id
@@ -1238,6 +2137,7 @@ cdef class SyncGroupRequest(Message):
     cdef public object protocol_type
     cdef public object protocol_name
     cdef public object assignments
+    cdef public object unknown_tags
     _FIELDS = ("group_id", "generation_id", "member_id", "group_instance_id", "protocol_type", "protocol_name", "assignments")
     KIND = "request"
     API_KEY = 14
@@ -1254,6 +2154,18 @@ cdef class SyncGroupRequest(Message):
         self.protocol_name = protocol_name
         self.assignments = [] if assignments is _DEFAULT else assignments
         self.unknown_tags = unknown_tags
+
+    def __eq__(self, other):
+        return msg_eq(self, other)
+
+    __hash__ = None
+
+    def __repr__(self):
+        return msg_repr(self)
+
+    def to_dict(self):
+        """A plain dict (nested structs as dicts) for JSON output and tests."""
+        return msg_to_dict(self)
 
     @staticmethod
     def decode(buf, int version):
@@ -1272,12 +2184,16 @@ cdef class SyncGroupRequest(Message):
         encode_into_buffer(buf, self, _enc_SyncGroupRequest(version), version)
 
 
-cdef class SyncGroupResponse(Message):
+@cython.final
+@cython.no_gc
+@cython.freelist(32)
+cdef class SyncGroupResponse:
     cdef public int32_t throttle_time_ms
     cdef public int16_t error_code
     cdef public object protocol_type
     cdef public object protocol_name
     cdef public object assignment
+    cdef public object unknown_tags
     _FIELDS = ("throttle_time_ms", "error_code", "protocol_type", "protocol_name", "assignment")
     KIND = "response"
     API_KEY = 14
@@ -1292,6 +2208,18 @@ cdef class SyncGroupResponse(Message):
         self.protocol_name = protocol_name
         self.assignment = assignment
         self.unknown_tags = unknown_tags
+
+    def __eq__(self, other):
+        return msg_eq(self, other)
+
+    __hash__ = None
+
+    def __repr__(self):
+        return msg_repr(self)
+
+    def to_dict(self):
+        """A plain dict (nested structs as dicts) for JSON output and tests."""
+        return msg_to_dict(self)
 
     @staticmethod
     def decode(buf, int version):
@@ -1310,11 +2238,15 @@ cdef class SyncGroupResponse(Message):
         encode_into_buffer(buf, self, _enc_SyncGroupResponse(version), version)
 
 
-cdef class HeartbeatRequest(Message):
+@cython.final
+@cython.no_gc
+@cython.freelist(32)
+cdef class HeartbeatRequest:
     cdef public object group_id
     cdef public int32_t generation_id
     cdef public object member_id
     cdef public object group_instance_id
+    cdef public object unknown_tags
     _FIELDS = ("group_id", "generation_id", "member_id", "group_instance_id")
     KIND = "request"
     API_KEY = 12
@@ -1328,6 +2260,18 @@ cdef class HeartbeatRequest(Message):
         self.member_id = member_id
         self.group_instance_id = group_instance_id
         self.unknown_tags = unknown_tags
+
+    def __eq__(self, other):
+        return msg_eq(self, other)
+
+    __hash__ = None
+
+    def __repr__(self):
+        return msg_repr(self)
+
+    def to_dict(self):
+        """A plain dict (nested structs as dicts) for JSON output and tests."""
+        return msg_to_dict(self)
 
     @staticmethod
     def decode(buf, int version):
@@ -1346,9 +2290,13 @@ cdef class HeartbeatRequest(Message):
         encode_into_buffer(buf, self, _enc_HeartbeatRequest(version), version)
 
 
-cdef class HeartbeatResponse(Message):
+@cython.final
+@cython.no_gc
+@cython.freelist(32)
+cdef class HeartbeatResponse:
     cdef public int32_t throttle_time_ms
     cdef public int16_t error_code
+    cdef public object unknown_tags
     _FIELDS = ("throttle_time_ms", "error_code")
     KIND = "response"
     API_KEY = 12
@@ -1360,6 +2308,18 @@ cdef class HeartbeatResponse(Message):
         self.throttle_time_ms = throttle_time_ms
         self.error_code = error_code
         self.unknown_tags = unknown_tags
+
+    def __eq__(self, other):
+        return msg_eq(self, other)
+
+    __hash__ = None
+
+    def __repr__(self):
+        return msg_repr(self)
+
+    def to_dict(self):
+        """A plain dict (nested structs as dicts) for JSON output and tests."""
+        return msg_to_dict(self)
 
     @staticmethod
     def decode(buf, int version):
@@ -1378,10 +2338,14 @@ cdef class HeartbeatResponse(Message):
         encode_into_buffer(buf, self, _enc_HeartbeatResponse(version), version)
 
 
-cdef class LeaveGroupRequestMemberIdentity(Message):
+@cython.final
+@cython.no_gc
+@cython.freelist(32)
+cdef class LeaveGroupRequestMemberIdentity:
     cdef public object member_id
     cdef public object group_instance_id
     cdef public object reason
+    cdef public object unknown_tags
     _FIELDS = ("member_id", "group_instance_id", "reason")
 
     def __init__(self, *, member_id='', group_instance_id=None, reason=None, unknown_tags=None):
@@ -1390,11 +2354,27 @@ cdef class LeaveGroupRequestMemberIdentity(Message):
         self.reason = reason
         self.unknown_tags = unknown_tags
 
+    def __eq__(self, other):
+        return msg_eq(self, other)
 
-cdef class LeaveGroupRequest(Message):
+    __hash__ = None
+
+    def __repr__(self):
+        return msg_repr(self)
+
+    def to_dict(self):
+        """A plain dict (nested structs as dicts) for JSON output and tests."""
+        return msg_to_dict(self)
+
+
+@cython.final
+@cython.no_gc
+@cython.freelist(32)
+cdef class LeaveGroupRequest:
     cdef public object group_id
     cdef public object member_id
     cdef public object members
+    cdef public object unknown_tags
     _FIELDS = ("group_id", "member_id", "members")
     KIND = "request"
     API_KEY = 13
@@ -1407,6 +2387,18 @@ cdef class LeaveGroupRequest(Message):
         self.member_id = member_id
         self.members = [] if members is _DEFAULT else members
         self.unknown_tags = unknown_tags
+
+    def __eq__(self, other):
+        return msg_eq(self, other)
+
+    __hash__ = None
+
+    def __repr__(self):
+        return msg_repr(self)
+
+    def to_dict(self):
+        """A plain dict (nested structs as dicts) for JSON output and tests."""
+        return msg_to_dict(self)
 
     @staticmethod
     def decode(buf, int version):
@@ -1425,10 +2417,14 @@ cdef class LeaveGroupRequest(Message):
         encode_into_buffer(buf, self, _enc_LeaveGroupRequest(version), version)
 
 
-cdef class LeaveGroupResponseMemberResponse(Message):
+@cython.final
+@cython.no_gc
+@cython.freelist(32)
+cdef class LeaveGroupResponseMemberResponse:
     cdef public object member_id
     cdef public object group_instance_id
     cdef public int16_t error_code
+    cdef public object unknown_tags
     _FIELDS = ("member_id", "group_instance_id", "error_code")
 
     def __init__(self, *, member_id='', group_instance_id='', error_code=0, unknown_tags=None):
@@ -1437,11 +2433,27 @@ cdef class LeaveGroupResponseMemberResponse(Message):
         self.error_code = error_code
         self.unknown_tags = unknown_tags
 
+    def __eq__(self, other):
+        return msg_eq(self, other)
 
-cdef class LeaveGroupResponse(Message):
+    __hash__ = None
+
+    def __repr__(self):
+        return msg_repr(self)
+
+    def to_dict(self):
+        """A plain dict (nested structs as dicts) for JSON output and tests."""
+        return msg_to_dict(self)
+
+
+@cython.final
+@cython.no_gc
+@cython.freelist(32)
+cdef class LeaveGroupResponse:
     cdef public int32_t throttle_time_ms
     cdef public int16_t error_code
     cdef public object members
+    cdef public object unknown_tags
     _FIELDS = ("throttle_time_ms", "error_code", "members")
     KIND = "response"
     API_KEY = 13
@@ -1454,6 +2466,18 @@ cdef class LeaveGroupResponse(Message):
         self.error_code = error_code
         self.members = [] if members is _DEFAULT else members
         self.unknown_tags = unknown_tags
+
+    def __eq__(self, other):
+        return msg_eq(self, other)
+
+    __hash__ = None
+
+    def __repr__(self):
+        return msg_repr(self)
+
+    def to_dict(self):
+        """A plain dict (nested structs as dicts) for JSON output and tests."""
+        return msg_to_dict(self)
 
     @staticmethod
     def decode(buf, int version):
@@ -1472,9 +2496,13 @@ cdef class LeaveGroupResponse(Message):
         encode_into_buffer(buf, self, _enc_LeaveGroupResponse(version), version)
 
 
-cdef class DescribeGroupsRequest(Message):
+@cython.final
+@cython.no_gc
+@cython.freelist(32)
+cdef class DescribeGroupsRequest:
     cdef public object groups
     cdef public bint include_authorized_operations
+    cdef public object unknown_tags
     _FIELDS = ("groups", "include_authorized_operations")
     KIND = "request"
     API_KEY = 15
@@ -1486,6 +2514,18 @@ cdef class DescribeGroupsRequest(Message):
         self.groups = [] if groups is _DEFAULT else groups
         self.include_authorized_operations = include_authorized_operations
         self.unknown_tags = unknown_tags
+
+    def __eq__(self, other):
+        return msg_eq(self, other)
+
+    __hash__ = None
+
+    def __repr__(self):
+        return msg_repr(self)
+
+    def to_dict(self):
+        """A plain dict (nested structs as dicts) for JSON output and tests."""
+        return msg_to_dict(self)
 
     @staticmethod
     def decode(buf, int version):
@@ -1504,13 +2544,17 @@ cdef class DescribeGroupsRequest(Message):
         encode_into_buffer(buf, self, _enc_DescribeGroupsRequest(version), version)
 
 
-cdef class DescribeGroupsResponseDescribedGroupMember(Message):
+@cython.final
+@cython.no_gc
+@cython.freelist(32)
+cdef class DescribeGroupsResponseDescribedGroupMember:
     cdef public object member_id
     cdef public object group_instance_id
     cdef public object client_id
     cdef public object client_host
     cdef public object member_metadata
     cdef public object member_assignment
+    cdef public object unknown_tags
     _FIELDS = ("member_id", "group_instance_id", "client_id", "client_host", "member_metadata", "member_assignment")
 
     def __init__(self, *, member_id='', group_instance_id=None, client_id='', client_host='', member_metadata=b'', member_assignment=b'', unknown_tags=None):
@@ -1522,8 +2566,23 @@ cdef class DescribeGroupsResponseDescribedGroupMember(Message):
         self.member_assignment = member_assignment
         self.unknown_tags = unknown_tags
 
+    def __eq__(self, other):
+        return msg_eq(self, other)
 
-cdef class DescribeGroupsResponseDescribedGroup(Message):
+    __hash__ = None
+
+    def __repr__(self):
+        return msg_repr(self)
+
+    def to_dict(self):
+        """A plain dict (nested structs as dicts) for JSON output and tests."""
+        return msg_to_dict(self)
+
+
+@cython.final
+@cython.no_gc
+@cython.freelist(32)
+cdef class DescribeGroupsResponseDescribedGroup:
     cdef public int16_t error_code
     cdef public object error_message
     cdef public object group_id
@@ -1532,6 +2591,7 @@ cdef class DescribeGroupsResponseDescribedGroup(Message):
     cdef public object protocol_data
     cdef public object members
     cdef public int32_t authorized_operations
+    cdef public object unknown_tags
     _FIELDS = ("error_code", "error_message", "group_id", "group_state", "protocol_type", "protocol_data", "members", "authorized_operations")
 
     def __init__(self, *, error_code=0, error_message=None, group_id='', group_state='', protocol_type='', protocol_data='', members=_DEFAULT, authorized_operations=-2147483648, unknown_tags=None):
@@ -1545,10 +2605,26 @@ cdef class DescribeGroupsResponseDescribedGroup(Message):
         self.authorized_operations = authorized_operations
         self.unknown_tags = unknown_tags
 
+    def __eq__(self, other):
+        return msg_eq(self, other)
 
-cdef class DescribeGroupsResponse(Message):
+    __hash__ = None
+
+    def __repr__(self):
+        return msg_repr(self)
+
+    def to_dict(self):
+        """A plain dict (nested structs as dicts) for JSON output and tests."""
+        return msg_to_dict(self)
+
+
+@cython.final
+@cython.no_gc
+@cython.freelist(32)
+cdef class DescribeGroupsResponse:
     cdef public int32_t throttle_time_ms
     cdef public object groups
+    cdef public object unknown_tags
     _FIELDS = ("throttle_time_ms", "groups")
     KIND = "response"
     API_KEY = 15
@@ -1560,6 +2636,18 @@ cdef class DescribeGroupsResponse(Message):
         self.throttle_time_ms = throttle_time_ms
         self.groups = [] if groups is _DEFAULT else groups
         self.unknown_tags = unknown_tags
+
+    def __eq__(self, other):
+        return msg_eq(self, other)
+
+    __hash__ = None
+
+    def __repr__(self):
+        return msg_repr(self)
+
+    def to_dict(self):
+        """A plain dict (nested structs as dicts) for JSON output and tests."""
+        return msg_to_dict(self)
 
     @staticmethod
     def decode(buf, int version):
@@ -1578,9 +2666,13 @@ cdef class DescribeGroupsResponse(Message):
         encode_into_buffer(buf, self, _enc_DescribeGroupsResponse(version), version)
 
 
-cdef class ListGroupsRequest(Message):
+@cython.final
+@cython.no_gc
+@cython.freelist(32)
+cdef class ListGroupsRequest:
     cdef public object states_filter
     cdef public object types_filter
+    cdef public object unknown_tags
     _FIELDS = ("states_filter", "types_filter")
     KIND = "request"
     API_KEY = 16
@@ -1592,6 +2684,18 @@ cdef class ListGroupsRequest(Message):
         self.states_filter = [] if states_filter is _DEFAULT else states_filter
         self.types_filter = [] if types_filter is _DEFAULT else types_filter
         self.unknown_tags = unknown_tags
+
+    def __eq__(self, other):
+        return msg_eq(self, other)
+
+    __hash__ = None
+
+    def __repr__(self):
+        return msg_repr(self)
+
+    def to_dict(self):
+        """A plain dict (nested structs as dicts) for JSON output and tests."""
+        return msg_to_dict(self)
 
     @staticmethod
     def decode(buf, int version):
@@ -1610,11 +2714,15 @@ cdef class ListGroupsRequest(Message):
         encode_into_buffer(buf, self, _enc_ListGroupsRequest(version), version)
 
 
-cdef class ListGroupsResponseListedGroup(Message):
+@cython.final
+@cython.no_gc
+@cython.freelist(32)
+cdef class ListGroupsResponseListedGroup:
     cdef public object group_id
     cdef public object protocol_type
     cdef public object group_state
     cdef public object group_type
+    cdef public object unknown_tags
     _FIELDS = ("group_id", "protocol_type", "group_state", "group_type")
 
     def __init__(self, *, group_id='', protocol_type='', group_state='', group_type='', unknown_tags=None):
@@ -1624,11 +2732,27 @@ cdef class ListGroupsResponseListedGroup(Message):
         self.group_type = group_type
         self.unknown_tags = unknown_tags
 
+    def __eq__(self, other):
+        return msg_eq(self, other)
 
-cdef class ListGroupsResponse(Message):
+    __hash__ = None
+
+    def __repr__(self):
+        return msg_repr(self)
+
+    def to_dict(self):
+        """A plain dict (nested structs as dicts) for JSON output and tests."""
+        return msg_to_dict(self)
+
+
+@cython.final
+@cython.no_gc
+@cython.freelist(32)
+cdef class ListGroupsResponse:
     cdef public int32_t throttle_time_ms
     cdef public int16_t error_code
     cdef public object groups
+    cdef public object unknown_tags
     _FIELDS = ("throttle_time_ms", "error_code", "groups")
     KIND = "response"
     API_KEY = 16
@@ -1641,6 +2765,18 @@ cdef class ListGroupsResponse(Message):
         self.error_code = error_code
         self.groups = [] if groups is _DEFAULT else groups
         self.unknown_tags = unknown_tags
+
+    def __eq__(self, other):
+        return msg_eq(self, other)
+
+    __hash__ = None
+
+    def __repr__(self):
+        return msg_repr(self)
+
+    def to_dict(self):
+        """A plain dict (nested structs as dicts) for JSON output and tests."""
+        return msg_to_dict(self)
 
     @staticmethod
     def decode(buf, int version):
@@ -1659,8 +2795,12 @@ cdef class ListGroupsResponse(Message):
         encode_into_buffer(buf, self, _enc_ListGroupsResponse(version), version)
 
 
-cdef class DeleteGroupsRequest(Message):
+@cython.final
+@cython.no_gc
+@cython.freelist(32)
+cdef class DeleteGroupsRequest:
     cdef public object groups_names
+    cdef public object unknown_tags
     _FIELDS = ("groups_names",)
     KIND = "request"
     API_KEY = 42
@@ -1671,6 +2811,18 @@ cdef class DeleteGroupsRequest(Message):
     def __init__(self, *, groups_names=_DEFAULT, unknown_tags=None):
         self.groups_names = [] if groups_names is _DEFAULT else groups_names
         self.unknown_tags = unknown_tags
+
+    def __eq__(self, other):
+        return msg_eq(self, other)
+
+    __hash__ = None
+
+    def __repr__(self):
+        return msg_repr(self)
+
+    def to_dict(self):
+        """A plain dict (nested structs as dicts) for JSON output and tests."""
+        return msg_to_dict(self)
 
     @staticmethod
     def decode(buf, int version):
@@ -1689,9 +2841,13 @@ cdef class DeleteGroupsRequest(Message):
         encode_into_buffer(buf, self, _enc_DeleteGroupsRequest(version), version)
 
 
-cdef class DeleteGroupsResponseDeletableGroupResult(Message):
+@cython.final
+@cython.no_gc
+@cython.freelist(32)
+cdef class DeleteGroupsResponseDeletableGroupResult:
     cdef public object group_id
     cdef public int16_t error_code
+    cdef public object unknown_tags
     _FIELDS = ("group_id", "error_code")
 
     def __init__(self, *, group_id='', error_code=0, unknown_tags=None):
@@ -1699,10 +2855,26 @@ cdef class DeleteGroupsResponseDeletableGroupResult(Message):
         self.error_code = error_code
         self.unknown_tags = unknown_tags
 
+    def __eq__(self, other):
+        return msg_eq(self, other)
 
-cdef class DeleteGroupsResponse(Message):
+    __hash__ = None
+
+    def __repr__(self):
+        return msg_repr(self)
+
+    def to_dict(self):
+        """A plain dict (nested structs as dicts) for JSON output and tests."""
+        return msg_to_dict(self)
+
+
+@cython.final
+@cython.no_gc
+@cython.freelist(32)
+cdef class DeleteGroupsResponse:
     cdef public int32_t throttle_time_ms
     cdef public object results
+    cdef public object unknown_tags
     _FIELDS = ("throttle_time_ms", "results")
     KIND = "response"
     API_KEY = 42
@@ -1714,6 +2886,18 @@ cdef class DeleteGroupsResponse(Message):
         self.throttle_time_ms = throttle_time_ms
         self.results = [] if results is _DEFAULT else results
         self.unknown_tags = unknown_tags
+
+    def __eq__(self, other):
+        return msg_eq(self, other)
+
+    __hash__ = None
+
+    def __repr__(self):
+        return msg_repr(self)
+
+    def to_dict(self):
+        """A plain dict (nested structs as dicts) for JSON output and tests."""
+        return msg_to_dict(self)
 
     @staticmethod
     def decode(buf, int version):
@@ -1732,12 +2916,16 @@ cdef class DeleteGroupsResponse(Message):
         encode_into_buffer(buf, self, _enc_DeleteGroupsResponse(version), version)
 
 
-cdef class OffsetCommitRequestPartition(Message):
+@cython.final
+@cython.no_gc
+@cython.freelist(32)
+cdef class OffsetCommitRequestPartition:
     cdef public int32_t partition_index
     cdef public int64_t committed_offset
     cdef public int32_t committed_leader_epoch
     cdef public int64_t commit_timestamp
     cdef public object committed_metadata
+    cdef public object unknown_tags
     _FIELDS = ("partition_index", "committed_offset", "committed_leader_epoch", "commit_timestamp", "committed_metadata")
 
     def __init__(self, *, partition_index=0, committed_offset=0, committed_leader_epoch=-1, commit_timestamp=-1, committed_metadata='', unknown_tags=None):
@@ -1748,11 +2936,27 @@ cdef class OffsetCommitRequestPartition(Message):
         self.committed_metadata = committed_metadata
         self.unknown_tags = unknown_tags
 
+    def __eq__(self, other):
+        return msg_eq(self, other)
 
-cdef class OffsetCommitRequestTopic(Message):
+    __hash__ = None
+
+    def __repr__(self):
+        return msg_repr(self)
+
+    def to_dict(self):
+        """A plain dict (nested structs as dicts) for JSON output and tests."""
+        return msg_to_dict(self)
+
+
+@cython.final
+@cython.no_gc
+@cython.freelist(32)
+cdef class OffsetCommitRequestTopic:
     cdef public object name
     cdef public object topic_id
     cdef public object partitions
+    cdef public object unknown_tags
     _FIELDS = ("name", "topic_id", "partitions")
 
     def __init__(self, *, name='', topic_id=ZERO_UUID, partitions=_DEFAULT, unknown_tags=None):
@@ -1761,14 +2965,30 @@ cdef class OffsetCommitRequestTopic(Message):
         self.partitions = [] if partitions is _DEFAULT else partitions
         self.unknown_tags = unknown_tags
 
+    def __eq__(self, other):
+        return msg_eq(self, other)
 
-cdef class OffsetCommitRequest(Message):
+    __hash__ = None
+
+    def __repr__(self):
+        return msg_repr(self)
+
+    def to_dict(self):
+        """A plain dict (nested structs as dicts) for JSON output and tests."""
+        return msg_to_dict(self)
+
+
+@cython.final
+@cython.no_gc
+@cython.freelist(32)
+cdef class OffsetCommitRequest:
     cdef public object group_id
     cdef public int32_t generation_id_or_member_epoch
     cdef public object member_id
     cdef public object group_instance_id
     cdef public int64_t retention_time_ms
     cdef public object topics
+    cdef public object unknown_tags
     _FIELDS = ("group_id", "generation_id_or_member_epoch", "member_id", "group_instance_id", "retention_time_ms", "topics")
     KIND = "request"
     API_KEY = 8
@@ -1784,6 +3004,18 @@ cdef class OffsetCommitRequest(Message):
         self.retention_time_ms = retention_time_ms
         self.topics = [] if topics is _DEFAULT else topics
         self.unknown_tags = unknown_tags
+
+    def __eq__(self, other):
+        return msg_eq(self, other)
+
+    __hash__ = None
+
+    def __repr__(self):
+        return msg_repr(self)
+
+    def to_dict(self):
+        """A plain dict (nested structs as dicts) for JSON output and tests."""
+        return msg_to_dict(self)
 
     @staticmethod
     def decode(buf, int version):
@@ -1802,9 +3034,13 @@ cdef class OffsetCommitRequest(Message):
         encode_into_buffer(buf, self, _enc_OffsetCommitRequest(version), version)
 
 
-cdef class OffsetCommitResponsePartition(Message):
+@cython.final
+@cython.no_gc
+@cython.freelist(32)
+cdef class OffsetCommitResponsePartition:
     cdef public int32_t partition_index
     cdef public int16_t error_code
+    cdef public object unknown_tags
     _FIELDS = ("partition_index", "error_code")
 
     def __init__(self, *, partition_index=0, error_code=0, unknown_tags=None):
@@ -1812,11 +3048,27 @@ cdef class OffsetCommitResponsePartition(Message):
         self.error_code = error_code
         self.unknown_tags = unknown_tags
 
+    def __eq__(self, other):
+        return msg_eq(self, other)
 
-cdef class OffsetCommitResponseTopic(Message):
+    __hash__ = None
+
+    def __repr__(self):
+        return msg_repr(self)
+
+    def to_dict(self):
+        """A plain dict (nested structs as dicts) for JSON output and tests."""
+        return msg_to_dict(self)
+
+
+@cython.final
+@cython.no_gc
+@cython.freelist(32)
+cdef class OffsetCommitResponseTopic:
     cdef public object name
     cdef public object topic_id
     cdef public object partitions
+    cdef public object unknown_tags
     _FIELDS = ("name", "topic_id", "partitions")
 
     def __init__(self, *, name='', topic_id=ZERO_UUID, partitions=_DEFAULT, unknown_tags=None):
@@ -1825,10 +3077,26 @@ cdef class OffsetCommitResponseTopic(Message):
         self.partitions = [] if partitions is _DEFAULT else partitions
         self.unknown_tags = unknown_tags
 
+    def __eq__(self, other):
+        return msg_eq(self, other)
 
-cdef class OffsetCommitResponse(Message):
+    __hash__ = None
+
+    def __repr__(self):
+        return msg_repr(self)
+
+    def to_dict(self):
+        """A plain dict (nested structs as dicts) for JSON output and tests."""
+        return msg_to_dict(self)
+
+
+@cython.final
+@cython.no_gc
+@cython.freelist(32)
+cdef class OffsetCommitResponse:
     cdef public int32_t throttle_time_ms
     cdef public object topics
+    cdef public object unknown_tags
     _FIELDS = ("throttle_time_ms", "topics")
     KIND = "response"
     API_KEY = 8
@@ -1840,6 +3108,18 @@ cdef class OffsetCommitResponse(Message):
         self.throttle_time_ms = throttle_time_ms
         self.topics = [] if topics is _DEFAULT else topics
         self.unknown_tags = unknown_tags
+
+    def __eq__(self, other):
+        return msg_eq(self, other)
+
+    __hash__ = None
+
+    def __repr__(self):
+        return msg_repr(self)
+
+    def to_dict(self):
+        """A plain dict (nested structs as dicts) for JSON output and tests."""
+        return msg_to_dict(self)
 
     @staticmethod
     def decode(buf, int version):
@@ -1858,9 +3138,13 @@ cdef class OffsetCommitResponse(Message):
         encode_into_buffer(buf, self, _enc_OffsetCommitResponse(version), version)
 
 
-cdef class OffsetFetchRequestTopic(Message):
+@cython.final
+@cython.no_gc
+@cython.freelist(32)
+cdef class OffsetFetchRequestTopic:
     cdef public object name
     cdef public object partition_indexes
+    cdef public object unknown_tags
     _FIELDS = ("name", "partition_indexes")
 
     def __init__(self, *, name='', partition_indexes=_DEFAULT, unknown_tags=None):
@@ -1868,11 +3152,27 @@ cdef class OffsetFetchRequestTopic(Message):
         self.partition_indexes = [] if partition_indexes is _DEFAULT else partition_indexes
         self.unknown_tags = unknown_tags
 
+    def __eq__(self, other):
+        return msg_eq(self, other)
 
-cdef class OffsetFetchRequestTopics(Message):
+    __hash__ = None
+
+    def __repr__(self):
+        return msg_repr(self)
+
+    def to_dict(self):
+        """A plain dict (nested structs as dicts) for JSON output and tests."""
+        return msg_to_dict(self)
+
+
+@cython.final
+@cython.no_gc
+@cython.freelist(32)
+cdef class OffsetFetchRequestTopics:
     cdef public object name
     cdef public object topic_id
     cdef public object partition_indexes
+    cdef public object unknown_tags
     _FIELDS = ("name", "topic_id", "partition_indexes")
 
     def __init__(self, *, name='', topic_id=ZERO_UUID, partition_indexes=_DEFAULT, unknown_tags=None):
@@ -1881,12 +3181,28 @@ cdef class OffsetFetchRequestTopics(Message):
         self.partition_indexes = [] if partition_indexes is _DEFAULT else partition_indexes
         self.unknown_tags = unknown_tags
 
+    def __eq__(self, other):
+        return msg_eq(self, other)
 
-cdef class OffsetFetchRequestGroup(Message):
+    __hash__ = None
+
+    def __repr__(self):
+        return msg_repr(self)
+
+    def to_dict(self):
+        """A plain dict (nested structs as dicts) for JSON output and tests."""
+        return msg_to_dict(self)
+
+
+@cython.final
+@cython.no_gc
+@cython.freelist(32)
+cdef class OffsetFetchRequestGroup:
     cdef public object group_id
     cdef public object member_id
     cdef public int32_t member_epoch
     cdef public object topics
+    cdef public object unknown_tags
     _FIELDS = ("group_id", "member_id", "member_epoch", "topics")
 
     def __init__(self, *, group_id='', member_id=None, member_epoch=-1, topics=_DEFAULT, unknown_tags=None):
@@ -1896,12 +3212,28 @@ cdef class OffsetFetchRequestGroup(Message):
         self.topics = [] if topics is _DEFAULT else topics
         self.unknown_tags = unknown_tags
 
+    def __eq__(self, other):
+        return msg_eq(self, other)
 
-cdef class OffsetFetchRequest(Message):
+    __hash__ = None
+
+    def __repr__(self):
+        return msg_repr(self)
+
+    def to_dict(self):
+        """A plain dict (nested structs as dicts) for JSON output and tests."""
+        return msg_to_dict(self)
+
+
+@cython.final
+@cython.no_gc
+@cython.freelist(32)
+cdef class OffsetFetchRequest:
     cdef public object group_id
     cdef public object topics
     cdef public object groups
     cdef public bint require_stable
+    cdef public object unknown_tags
     _FIELDS = ("group_id", "topics", "groups", "require_stable")
     KIND = "request"
     API_KEY = 9
@@ -1915,6 +3247,18 @@ cdef class OffsetFetchRequest(Message):
         self.groups = [] if groups is _DEFAULT else groups
         self.require_stable = require_stable
         self.unknown_tags = unknown_tags
+
+    def __eq__(self, other):
+        return msg_eq(self, other)
+
+    __hash__ = None
+
+    def __repr__(self):
+        return msg_repr(self)
+
+    def to_dict(self):
+        """A plain dict (nested structs as dicts) for JSON output and tests."""
+        return msg_to_dict(self)
 
     @staticmethod
     def decode(buf, int version):
@@ -1933,12 +3277,16 @@ cdef class OffsetFetchRequest(Message):
         encode_into_buffer(buf, self, _enc_OffsetFetchRequest(version), version)
 
 
-cdef class OffsetFetchResponsePartition(Message):
+@cython.final
+@cython.no_gc
+@cython.freelist(32)
+cdef class OffsetFetchResponsePartition:
     cdef public int32_t partition_index
     cdef public int64_t committed_offset
     cdef public int32_t committed_leader_epoch
     cdef public object metadata
     cdef public int16_t error_code
+    cdef public object unknown_tags
     _FIELDS = ("partition_index", "committed_offset", "committed_leader_epoch", "metadata", "error_code")
 
     def __init__(self, *, partition_index=0, committed_offset=0, committed_leader_epoch=-1, metadata='', error_code=0, unknown_tags=None):
@@ -1949,10 +3297,26 @@ cdef class OffsetFetchResponsePartition(Message):
         self.error_code = error_code
         self.unknown_tags = unknown_tags
 
+    def __eq__(self, other):
+        return msg_eq(self, other)
 
-cdef class OffsetFetchResponseTopic(Message):
+    __hash__ = None
+
+    def __repr__(self):
+        return msg_repr(self)
+
+    def to_dict(self):
+        """A plain dict (nested structs as dicts) for JSON output and tests."""
+        return msg_to_dict(self)
+
+
+@cython.final
+@cython.no_gc
+@cython.freelist(32)
+cdef class OffsetFetchResponseTopic:
     cdef public object name
     cdef public object partitions
+    cdef public object unknown_tags
     _FIELDS = ("name", "partitions")
 
     def __init__(self, *, name='', partitions=_DEFAULT, unknown_tags=None):
@@ -1960,13 +3324,29 @@ cdef class OffsetFetchResponseTopic(Message):
         self.partitions = [] if partitions is _DEFAULT else partitions
         self.unknown_tags = unknown_tags
 
+    def __eq__(self, other):
+        return msg_eq(self, other)
 
-cdef class OffsetFetchResponsePartitions(Message):
+    __hash__ = None
+
+    def __repr__(self):
+        return msg_repr(self)
+
+    def to_dict(self):
+        """A plain dict (nested structs as dicts) for JSON output and tests."""
+        return msg_to_dict(self)
+
+
+@cython.final
+@cython.no_gc
+@cython.freelist(32)
+cdef class OffsetFetchResponsePartitions:
     cdef public int32_t partition_index
     cdef public int64_t committed_offset
     cdef public int32_t committed_leader_epoch
     cdef public object metadata
     cdef public int16_t error_code
+    cdef public object unknown_tags
     _FIELDS = ("partition_index", "committed_offset", "committed_leader_epoch", "metadata", "error_code")
 
     def __init__(self, *, partition_index=0, committed_offset=0, committed_leader_epoch=-1, metadata='', error_code=0, unknown_tags=None):
@@ -1977,11 +3357,27 @@ cdef class OffsetFetchResponsePartitions(Message):
         self.error_code = error_code
         self.unknown_tags = unknown_tags
 
+    def __eq__(self, other):
+        return msg_eq(self, other)
 
-cdef class OffsetFetchResponseTopics(Message):
+    __hash__ = None
+
+    def __repr__(self):
+        return msg_repr(self)
+
+    def to_dict(self):
+        """A plain dict (nested structs as dicts) for JSON output and tests."""
+        return msg_to_dict(self)
+
+
+@cython.final
+@cython.no_gc
+@cython.freelist(32)
+cdef class OffsetFetchResponseTopics:
     cdef public object name
     cdef public object topic_id
     cdef public object partitions
+    cdef public object unknown_tags
     _FIELDS = ("name", "topic_id", "partitions")
 
     def __init__(self, *, name='', topic_id=ZERO_UUID, partitions=_DEFAULT, unknown_tags=None):
@@ -1990,11 +3386,27 @@ cdef class OffsetFetchResponseTopics(Message):
         self.partitions = [] if partitions is _DEFAULT else partitions
         self.unknown_tags = unknown_tags
 
+    def __eq__(self, other):
+        return msg_eq(self, other)
 
-cdef class OffsetFetchResponseGroup(Message):
+    __hash__ = None
+
+    def __repr__(self):
+        return msg_repr(self)
+
+    def to_dict(self):
+        """A plain dict (nested structs as dicts) for JSON output and tests."""
+        return msg_to_dict(self)
+
+
+@cython.final
+@cython.no_gc
+@cython.freelist(32)
+cdef class OffsetFetchResponseGroup:
     cdef public object group_id
     cdef public object topics
     cdef public int16_t error_code
+    cdef public object unknown_tags
     _FIELDS = ("group_id", "topics", "error_code")
 
     def __init__(self, *, group_id='', topics=_DEFAULT, error_code=0, unknown_tags=None):
@@ -2003,12 +3415,28 @@ cdef class OffsetFetchResponseGroup(Message):
         self.error_code = error_code
         self.unknown_tags = unknown_tags
 
+    def __eq__(self, other):
+        return msg_eq(self, other)
 
-cdef class OffsetFetchResponse(Message):
+    __hash__ = None
+
+    def __repr__(self):
+        return msg_repr(self)
+
+    def to_dict(self):
+        """A plain dict (nested structs as dicts) for JSON output and tests."""
+        return msg_to_dict(self)
+
+
+@cython.final
+@cython.no_gc
+@cython.freelist(32)
+cdef class OffsetFetchResponse:
     cdef public int32_t throttle_time_ms
     cdef public object topics
     cdef public int16_t error_code
     cdef public object groups
+    cdef public object unknown_tags
     _FIELDS = ("throttle_time_ms", "topics", "error_code", "groups")
     KIND = "response"
     API_KEY = 9
@@ -2022,6 +3450,18 @@ cdef class OffsetFetchResponse(Message):
         self.error_code = error_code
         self.groups = [] if groups is _DEFAULT else groups
         self.unknown_tags = unknown_tags
+
+    def __eq__(self, other):
+        return msg_eq(self, other)
+
+    __hash__ = None
+
+    def __repr__(self):
+        return msg_repr(self)
+
+    def to_dict(self):
+        """A plain dict (nested structs as dicts) for JSON output and tests."""
+        return msg_to_dict(self)
 
     @staticmethod
     def decode(buf, int version):
@@ -2040,18 +3480,38 @@ cdef class OffsetFetchResponse(Message):
         encode_into_buffer(buf, self, _enc_OffsetFetchResponse(version), version)
 
 
-cdef class OffsetDeleteRequestPartition(Message):
+@cython.final
+@cython.no_gc
+@cython.freelist(32)
+cdef class OffsetDeleteRequestPartition:
     cdef public int32_t partition_index
+    cdef public object unknown_tags
     _FIELDS = ("partition_index",)
 
     def __init__(self, *, partition_index=0, unknown_tags=None):
         self.partition_index = partition_index
         self.unknown_tags = unknown_tags
 
+    def __eq__(self, other):
+        return msg_eq(self, other)
 
-cdef class OffsetDeleteRequestTopic(Message):
+    __hash__ = None
+
+    def __repr__(self):
+        return msg_repr(self)
+
+    def to_dict(self):
+        """A plain dict (nested structs as dicts) for JSON output and tests."""
+        return msg_to_dict(self)
+
+
+@cython.final
+@cython.no_gc
+@cython.freelist(32)
+cdef class OffsetDeleteRequestTopic:
     cdef public object name
     cdef public object partitions
+    cdef public object unknown_tags
     _FIELDS = ("name", "partitions")
 
     def __init__(self, *, name='', partitions=_DEFAULT, unknown_tags=None):
@@ -2059,10 +3519,26 @@ cdef class OffsetDeleteRequestTopic(Message):
         self.partitions = [] if partitions is _DEFAULT else partitions
         self.unknown_tags = unknown_tags
 
+    def __eq__(self, other):
+        return msg_eq(self, other)
 
-cdef class OffsetDeleteRequest(Message):
+    __hash__ = None
+
+    def __repr__(self):
+        return msg_repr(self)
+
+    def to_dict(self):
+        """A plain dict (nested structs as dicts) for JSON output and tests."""
+        return msg_to_dict(self)
+
+
+@cython.final
+@cython.no_gc
+@cython.freelist(32)
+cdef class OffsetDeleteRequest:
     cdef public object group_id
     cdef public object topics
+    cdef public object unknown_tags
     _FIELDS = ("group_id", "topics")
     KIND = "request"
     API_KEY = 47
@@ -2074,6 +3550,18 @@ cdef class OffsetDeleteRequest(Message):
         self.group_id = group_id
         self.topics = [] if topics is _DEFAULT else topics
         self.unknown_tags = unknown_tags
+
+    def __eq__(self, other):
+        return msg_eq(self, other)
+
+    __hash__ = None
+
+    def __repr__(self):
+        return msg_repr(self)
+
+    def to_dict(self):
+        """A plain dict (nested structs as dicts) for JSON output and tests."""
+        return msg_to_dict(self)
 
     @staticmethod
     def decode(buf, int version):
@@ -2092,9 +3580,13 @@ cdef class OffsetDeleteRequest(Message):
         encode_into_buffer(buf, self, _enc_OffsetDeleteRequest(version), version)
 
 
-cdef class OffsetDeleteResponsePartition(Message):
+@cython.final
+@cython.no_gc
+@cython.freelist(32)
+cdef class OffsetDeleteResponsePartition:
     cdef public int32_t partition_index
     cdef public int16_t error_code
+    cdef public object unknown_tags
     _FIELDS = ("partition_index", "error_code")
 
     def __init__(self, *, partition_index=0, error_code=0, unknown_tags=None):
@@ -2102,10 +3594,26 @@ cdef class OffsetDeleteResponsePartition(Message):
         self.error_code = error_code
         self.unknown_tags = unknown_tags
 
+    def __eq__(self, other):
+        return msg_eq(self, other)
 
-cdef class OffsetDeleteResponseTopic(Message):
+    __hash__ = None
+
+    def __repr__(self):
+        return msg_repr(self)
+
+    def to_dict(self):
+        """A plain dict (nested structs as dicts) for JSON output and tests."""
+        return msg_to_dict(self)
+
+
+@cython.final
+@cython.no_gc
+@cython.freelist(32)
+cdef class OffsetDeleteResponseTopic:
     cdef public object name
     cdef public object partitions
+    cdef public object unknown_tags
     _FIELDS = ("name", "partitions")
 
     def __init__(self, *, name='', partitions=_DEFAULT, unknown_tags=None):
@@ -2113,11 +3621,27 @@ cdef class OffsetDeleteResponseTopic(Message):
         self.partitions = [] if partitions is _DEFAULT else partitions
         self.unknown_tags = unknown_tags
 
+    def __eq__(self, other):
+        return msg_eq(self, other)
 
-cdef class OffsetDeleteResponse(Message):
+    __hash__ = None
+
+    def __repr__(self):
+        return msg_repr(self)
+
+    def to_dict(self):
+        """A plain dict (nested structs as dicts) for JSON output and tests."""
+        return msg_to_dict(self)
+
+
+@cython.final
+@cython.no_gc
+@cython.freelist(32)
+cdef class OffsetDeleteResponse:
     cdef public int16_t error_code
     cdef public int32_t throttle_time_ms
     cdef public object topics
+    cdef public object unknown_tags
     _FIELDS = ("error_code", "throttle_time_ms", "topics")
     KIND = "response"
     API_KEY = 47
@@ -2130,6 +3654,18 @@ cdef class OffsetDeleteResponse(Message):
         self.throttle_time_ms = throttle_time_ms
         self.topics = [] if topics is _DEFAULT else topics
         self.unknown_tags = unknown_tags
+
+    def __eq__(self, other):
+        return msg_eq(self, other)
+
+    __hash__ = None
+
+    def __repr__(self):
+        return msg_repr(self)
+
+    def to_dict(self):
+        """A plain dict (nested structs as dicts) for JSON output and tests."""
+        return msg_to_dict(self)
 
     @staticmethod
     def decode(buf, int version):
@@ -2148,9 +3684,13 @@ cdef class OffsetDeleteResponse(Message):
         encode_into_buffer(buf, self, _enc_OffsetDeleteResponse(version), version)
 
 
-cdef class ConsumerGroupHeartbeatRequestTopicPartitions(Message):
+@cython.final
+@cython.no_gc
+@cython.freelist(32)
+cdef class ConsumerGroupHeartbeatRequestTopicPartitions:
     cdef public object topic_id
     cdef public object partitions
+    cdef public object unknown_tags
     _FIELDS = ("topic_id", "partitions")
 
     def __init__(self, *, topic_id=ZERO_UUID, partitions=_DEFAULT, unknown_tags=None):
@@ -2158,8 +3698,23 @@ cdef class ConsumerGroupHeartbeatRequestTopicPartitions(Message):
         self.partitions = [] if partitions is _DEFAULT else partitions
         self.unknown_tags = unknown_tags
 
+    def __eq__(self, other):
+        return msg_eq(self, other)
 
-cdef class ConsumerGroupHeartbeatRequest(Message):
+    __hash__ = None
+
+    def __repr__(self):
+        return msg_repr(self)
+
+    def to_dict(self):
+        """A plain dict (nested structs as dicts) for JSON output and tests."""
+        return msg_to_dict(self)
+
+
+@cython.final
+@cython.no_gc
+@cython.freelist(32)
+cdef class ConsumerGroupHeartbeatRequest:
     cdef public object group_id
     cdef public object member_id
     cdef public int32_t member_epoch
@@ -2170,6 +3725,7 @@ cdef class ConsumerGroupHeartbeatRequest(Message):
     cdef public object subscribed_topic_regex
     cdef public object server_assignor
     cdef public object topic_partitions
+    cdef public object unknown_tags
     _FIELDS = ("group_id", "member_id", "member_epoch", "instance_id", "rack_id", "rebalance_timeout_ms", "subscribed_topic_names", "subscribed_topic_regex", "server_assignor", "topic_partitions")
     KIND = "request"
     API_KEY = 68
@@ -2190,6 +3746,18 @@ cdef class ConsumerGroupHeartbeatRequest(Message):
         self.topic_partitions = topic_partitions
         self.unknown_tags = unknown_tags
 
+    def __eq__(self, other):
+        return msg_eq(self, other)
+
+    __hash__ = None
+
+    def __repr__(self):
+        return msg_repr(self)
+
+    def to_dict(self):
+        """A plain dict (nested structs as dicts) for JSON output and tests."""
+        return msg_to_dict(self)
+
     @staticmethod
     def decode(buf, int version):
         """Decode a whole buffer holding one ConsumerGroupHeartbeatRequest of the given version."""
@@ -2207,9 +3775,13 @@ cdef class ConsumerGroupHeartbeatRequest(Message):
         encode_into_buffer(buf, self, _enc_ConsumerGroupHeartbeatRequest(version), version)
 
 
-cdef class ConsumerGroupHeartbeatResponseTopicPartitions(Message):
+@cython.final
+@cython.no_gc
+@cython.freelist(32)
+cdef class ConsumerGroupHeartbeatResponseTopicPartitions:
     cdef public object topic_id
     cdef public object partitions
+    cdef public object unknown_tags
     _FIELDS = ("topic_id", "partitions")
 
     def __init__(self, *, topic_id=ZERO_UUID, partitions=_DEFAULT, unknown_tags=None):
@@ -2217,17 +3789,48 @@ cdef class ConsumerGroupHeartbeatResponseTopicPartitions(Message):
         self.partitions = [] if partitions is _DEFAULT else partitions
         self.unknown_tags = unknown_tags
 
+    def __eq__(self, other):
+        return msg_eq(self, other)
 
-cdef class ConsumerGroupHeartbeatResponseAssignment(Message):
+    __hash__ = None
+
+    def __repr__(self):
+        return msg_repr(self)
+
+    def to_dict(self):
+        """A plain dict (nested structs as dicts) for JSON output and tests."""
+        return msg_to_dict(self)
+
+
+@cython.final
+@cython.no_gc
+@cython.freelist(32)
+cdef class ConsumerGroupHeartbeatResponseAssignment:
     cdef public object topic_partitions
+    cdef public object unknown_tags
     _FIELDS = ("topic_partitions",)
 
     def __init__(self, *, topic_partitions=_DEFAULT, unknown_tags=None):
         self.topic_partitions = [] if topic_partitions is _DEFAULT else topic_partitions
         self.unknown_tags = unknown_tags
 
+    def __eq__(self, other):
+        return msg_eq(self, other)
 
-cdef class ConsumerGroupHeartbeatResponse(Message):
+    __hash__ = None
+
+    def __repr__(self):
+        return msg_repr(self)
+
+    def to_dict(self):
+        """A plain dict (nested structs as dicts) for JSON output and tests."""
+        return msg_to_dict(self)
+
+
+@cython.final
+@cython.no_gc
+@cython.freelist(32)
+cdef class ConsumerGroupHeartbeatResponse:
     cdef public int32_t throttle_time_ms
     cdef public int16_t error_code
     cdef public object error_message
@@ -2235,6 +3838,7 @@ cdef class ConsumerGroupHeartbeatResponse(Message):
     cdef public int32_t member_epoch
     cdef public int32_t heartbeat_interval_ms
     cdef public object assignment
+    cdef public object unknown_tags
     _FIELDS = ("throttle_time_ms", "error_code", "error_message", "member_id", "member_epoch", "heartbeat_interval_ms", "assignment")
     KIND = "response"
     API_KEY = 68
@@ -2251,6 +3855,18 @@ cdef class ConsumerGroupHeartbeatResponse(Message):
         self.heartbeat_interval_ms = heartbeat_interval_ms
         self.assignment = assignment
         self.unknown_tags = unknown_tags
+
+    def __eq__(self, other):
+        return msg_eq(self, other)
+
+    __hash__ = None
+
+    def __repr__(self):
+        return msg_repr(self)
+
+    def to_dict(self):
+        """A plain dict (nested structs as dicts) for JSON output and tests."""
+        return msg_to_dict(self)
 
     @staticmethod
     def decode(buf, int version):
@@ -2269,9 +3885,13 @@ cdef class ConsumerGroupHeartbeatResponse(Message):
         encode_into_buffer(buf, self, _enc_ConsumerGroupHeartbeatResponse(version), version)
 
 
-cdef class ConsumerGroupDescribeRequest(Message):
+@cython.final
+@cython.no_gc
+@cython.freelist(32)
+cdef class ConsumerGroupDescribeRequest:
     cdef public object group_ids
     cdef public bint include_authorized_operations
+    cdef public object unknown_tags
     _FIELDS = ("group_ids", "include_authorized_operations")
     KIND = "request"
     API_KEY = 69
@@ -2283,6 +3903,18 @@ cdef class ConsumerGroupDescribeRequest(Message):
         self.group_ids = [] if group_ids is _DEFAULT else group_ids
         self.include_authorized_operations = include_authorized_operations
         self.unknown_tags = unknown_tags
+
+    def __eq__(self, other):
+        return msg_eq(self, other)
+
+    __hash__ = None
+
+    def __repr__(self):
+        return msg_repr(self)
+
+    def to_dict(self):
+        """A plain dict (nested structs as dicts) for JSON output and tests."""
+        return msg_to_dict(self)
 
     @staticmethod
     def decode(buf, int version):
@@ -2301,10 +3933,14 @@ cdef class ConsumerGroupDescribeRequest(Message):
         encode_into_buffer(buf, self, _enc_ConsumerGroupDescribeRequest(version), version)
 
 
-cdef class ConsumerGroupDescribeResponseTopicPartitions(Message):
+@cython.final
+@cython.no_gc
+@cython.freelist(32)
+cdef class ConsumerGroupDescribeResponseTopicPartitions:
     cdef public object topic_id
     cdef public object topic_name
     cdef public object partitions
+    cdef public object unknown_tags
     _FIELDS = ("topic_id", "topic_name", "partitions")
 
     def __init__(self, *, topic_id=ZERO_UUID, topic_name='', partitions=_DEFAULT, unknown_tags=None):
@@ -2313,17 +3949,48 @@ cdef class ConsumerGroupDescribeResponseTopicPartitions(Message):
         self.partitions = [] if partitions is _DEFAULT else partitions
         self.unknown_tags = unknown_tags
 
+    def __eq__(self, other):
+        return msg_eq(self, other)
 
-cdef class ConsumerGroupDescribeResponseAssignment(Message):
+    __hash__ = None
+
+    def __repr__(self):
+        return msg_repr(self)
+
+    def to_dict(self):
+        """A plain dict (nested structs as dicts) for JSON output and tests."""
+        return msg_to_dict(self)
+
+
+@cython.final
+@cython.no_gc
+@cython.freelist(32)
+cdef class ConsumerGroupDescribeResponseAssignment:
     cdef public object topic_partitions
+    cdef public object unknown_tags
     _FIELDS = ("topic_partitions",)
 
     def __init__(self, *, topic_partitions=_DEFAULT, unknown_tags=None):
         self.topic_partitions = [] if topic_partitions is _DEFAULT else topic_partitions
         self.unknown_tags = unknown_tags
 
+    def __eq__(self, other):
+        return msg_eq(self, other)
 
-cdef class ConsumerGroupDescribeResponseMember(Message):
+    __hash__ = None
+
+    def __repr__(self):
+        return msg_repr(self)
+
+    def to_dict(self):
+        """A plain dict (nested structs as dicts) for JSON output and tests."""
+        return msg_to_dict(self)
+
+
+@cython.final
+@cython.no_gc
+@cython.freelist(32)
+cdef class ConsumerGroupDescribeResponseMember:
     cdef public object member_id
     cdef public object instance_id
     cdef public object rack_id
@@ -2334,6 +4001,7 @@ cdef class ConsumerGroupDescribeResponseMember(Message):
     cdef public object subscribed_topic_regex
     cdef public object assignment
     cdef public object target_assignment
+    cdef public object unknown_tags
     _FIELDS = ("member_id", "instance_id", "rack_id", "member_epoch", "client_id", "client_host", "subscribed_topic_names", "subscribed_topic_regex", "assignment", "target_assignment")
 
     def __init__(self, *, member_id='', instance_id=None, rack_id=None, member_epoch=0, client_id='', client_host='', subscribed_topic_names=_DEFAULT, subscribed_topic_regex=None, assignment=_DEFAULT, target_assignment=_DEFAULT, unknown_tags=None):
@@ -2349,8 +4017,23 @@ cdef class ConsumerGroupDescribeResponseMember(Message):
         self.target_assignment = ConsumerGroupDescribeResponseAssignment() if target_assignment is _DEFAULT else target_assignment
         self.unknown_tags = unknown_tags
 
+    def __eq__(self, other):
+        return msg_eq(self, other)
 
-cdef class ConsumerGroupDescribeResponseDescribedGroup(Message):
+    __hash__ = None
+
+    def __repr__(self):
+        return msg_repr(self)
+
+    def to_dict(self):
+        """A plain dict (nested structs as dicts) for JSON output and tests."""
+        return msg_to_dict(self)
+
+
+@cython.final
+@cython.no_gc
+@cython.freelist(32)
+cdef class ConsumerGroupDescribeResponseDescribedGroup:
     cdef public int16_t error_code
     cdef public object error_message
     cdef public object group_id
@@ -2360,6 +4043,7 @@ cdef class ConsumerGroupDescribeResponseDescribedGroup(Message):
     cdef public object assignor_name
     cdef public object members
     cdef public int32_t authorized_operations
+    cdef public object unknown_tags
     _FIELDS = ("error_code", "error_message", "group_id", "group_state", "group_epoch", "assignment_epoch", "assignor_name", "members", "authorized_operations")
 
     def __init__(self, *, error_code=0, error_message=None, group_id='', group_state='', group_epoch=0, assignment_epoch=0, assignor_name='', members=_DEFAULT, authorized_operations=-2147483648, unknown_tags=None):
@@ -2374,10 +4058,26 @@ cdef class ConsumerGroupDescribeResponseDescribedGroup(Message):
         self.authorized_operations = authorized_operations
         self.unknown_tags = unknown_tags
 
+    def __eq__(self, other):
+        return msg_eq(self, other)
 
-cdef class ConsumerGroupDescribeResponse(Message):
+    __hash__ = None
+
+    def __repr__(self):
+        return msg_repr(self)
+
+    def to_dict(self):
+        """A plain dict (nested structs as dicts) for JSON output and tests."""
+        return msg_to_dict(self)
+
+
+@cython.final
+@cython.no_gc
+@cython.freelist(32)
+cdef class ConsumerGroupDescribeResponse:
     cdef public int32_t throttle_time_ms
     cdef public object groups
+    cdef public object unknown_tags
     _FIELDS = ("throttle_time_ms", "groups")
     KIND = "response"
     API_KEY = 69
@@ -2389,6 +4089,18 @@ cdef class ConsumerGroupDescribeResponse(Message):
         self.throttle_time_ms = throttle_time_ms
         self.groups = [] if groups is _DEFAULT else groups
         self.unknown_tags = unknown_tags
+
+    def __eq__(self, other):
+        return msg_eq(self, other)
+
+    __hash__ = None
+
+    def __repr__(self):
+        return msg_repr(self)
+
+    def to_dict(self):
+        """A plain dict (nested structs as dicts) for JSON output and tests."""
+        return msg_to_dict(self)
 
     @staticmethod
     def decode(buf, int version):
@@ -2407,9 +4119,13 @@ cdef class ConsumerGroupDescribeResponse(Message):
         encode_into_buffer(buf, self, _enc_ConsumerGroupDescribeResponse(version), version)
 
 
-cdef class ConsumerProtocolSubscriptionTopicPartition(Message):
+@cython.final
+@cython.no_gc
+@cython.freelist(32)
+cdef class ConsumerProtocolSubscriptionTopicPartition:
     cdef public object topic
     cdef public object partitions
+    cdef public object unknown_tags
     _FIELDS = ("topic", "partitions")
 
     def __init__(self, *, topic='', partitions=_DEFAULT, unknown_tags=None):
@@ -2417,13 +4133,29 @@ cdef class ConsumerProtocolSubscriptionTopicPartition(Message):
         self.partitions = [] if partitions is _DEFAULT else partitions
         self.unknown_tags = unknown_tags
 
+    def __eq__(self, other):
+        return msg_eq(self, other)
 
-cdef class ConsumerProtocolSubscription(Message):
+    __hash__ = None
+
+    def __repr__(self):
+        return msg_repr(self)
+
+    def to_dict(self):
+        """A plain dict (nested structs as dicts) for JSON output and tests."""
+        return msg_to_dict(self)
+
+
+@cython.final
+@cython.no_gc
+@cython.freelist(32)
+cdef class ConsumerProtocolSubscription:
     cdef public object topics
     cdef public object user_data
     cdef public object owned_partitions
     cdef public int32_t generation_id
     cdef public object rack_id
+    cdef public object unknown_tags
     _FIELDS = ("topics", "user_data", "owned_partitions", "generation_id", "rack_id")
     KIND = "data"
     API_KEY = -1
@@ -2438,6 +4170,18 @@ cdef class ConsumerProtocolSubscription(Message):
         self.generation_id = generation_id
         self.rack_id = rack_id
         self.unknown_tags = unknown_tags
+
+    def __eq__(self, other):
+        return msg_eq(self, other)
+
+    __hash__ = None
+
+    def __repr__(self):
+        return msg_repr(self)
+
+    def to_dict(self):
+        """A plain dict (nested structs as dicts) for JSON output and tests."""
+        return msg_to_dict(self)
 
     @staticmethod
     def decode(buf, int version):
@@ -2456,9 +4200,13 @@ cdef class ConsumerProtocolSubscription(Message):
         encode_into_buffer(buf, self, _enc_ConsumerProtocolSubscription(version), version)
 
 
-cdef class ConsumerProtocolAssignmentTopicPartition(Message):
+@cython.final
+@cython.no_gc
+@cython.freelist(32)
+cdef class ConsumerProtocolAssignmentTopicPartition:
     cdef public object topic
     cdef public object partitions
+    cdef public object unknown_tags
     _FIELDS = ("topic", "partitions")
 
     def __init__(self, *, topic='', partitions=_DEFAULT, unknown_tags=None):
@@ -2466,10 +4214,26 @@ cdef class ConsumerProtocolAssignmentTopicPartition(Message):
         self.partitions = [] if partitions is _DEFAULT else partitions
         self.unknown_tags = unknown_tags
 
+    def __eq__(self, other):
+        return msg_eq(self, other)
 
-cdef class ConsumerProtocolAssignment(Message):
+    __hash__ = None
+
+    def __repr__(self):
+        return msg_repr(self)
+
+    def to_dict(self):
+        """A plain dict (nested structs as dicts) for JSON output and tests."""
+        return msg_to_dict(self)
+
+
+@cython.final
+@cython.no_gc
+@cython.freelist(32)
+cdef class ConsumerProtocolAssignment:
     cdef public object assigned_partitions
     cdef public object user_data
+    cdef public object unknown_tags
     _FIELDS = ("assigned_partitions", "user_data")
     KIND = "data"
     API_KEY = -1
@@ -2481,6 +4245,18 @@ cdef class ConsumerProtocolAssignment(Message):
         self.assigned_partitions = [] if assigned_partitions is _DEFAULT else assigned_partitions
         self.user_data = user_data
         self.unknown_tags = unknown_tags
+
+    def __eq__(self, other):
+        return msg_eq(self, other)
+
+    __hash__ = None
+
+    def __repr__(self):
+        return msg_repr(self)
+
+    def to_dict(self):
+        """A plain dict (nested structs as dicts) for JSON output and tests."""
+        return msg_to_dict(self)
 
     @staticmethod
     def decode(buf, int version):
@@ -2499,8 +4275,12 @@ cdef class ConsumerProtocolAssignment(Message):
         encode_into_buffer(buf, self, _enc_ConsumerProtocolAssignment(version), version)
 
 
-cdef class GroupMetadataKey(Message):
+@cython.final
+@cython.no_gc
+@cython.freelist(32)
+cdef class GroupMetadataKey:
     cdef public object group
+    cdef public object unknown_tags
     _FIELDS = ("group",)
     KIND = "data"
     API_KEY = -1
@@ -2511,6 +4291,18 @@ cdef class GroupMetadataKey(Message):
     def __init__(self, *, group='', unknown_tags=None):
         self.group = group
         self.unknown_tags = unknown_tags
+
+    def __eq__(self, other):
+        return msg_eq(self, other)
+
+    __hash__ = None
+
+    def __repr__(self):
+        return msg_repr(self)
+
+    def to_dict(self):
+        """A plain dict (nested structs as dicts) for JSON output and tests."""
+        return msg_to_dict(self)
 
     @staticmethod
     def decode(buf, int version):
@@ -2529,7 +4321,10 @@ cdef class GroupMetadataKey(Message):
         encode_into_buffer(buf, self, _enc_GroupMetadataKey(version), version)
 
 
-cdef class GroupMetadataValueMemberMetadata(Message):
+@cython.final
+@cython.no_gc
+@cython.freelist(32)
+cdef class GroupMetadataValueMemberMetadata:
     cdef public object member_id
     cdef public object group_instance_id
     cdef public object client_id
@@ -2538,6 +4333,7 @@ cdef class GroupMetadataValueMemberMetadata(Message):
     cdef public int32_t session_timeout
     cdef public object subscription
     cdef public object assignment
+    cdef public object unknown_tags
     _FIELDS = ("member_id", "group_instance_id", "client_id", "client_host", "rebalance_timeout", "session_timeout", "subscription", "assignment")
 
     def __init__(self, *, member_id='', group_instance_id=None, client_id='', client_host='', rebalance_timeout=-1, session_timeout=0, subscription=b'', assignment=b'', unknown_tags=None):
@@ -2551,14 +4347,30 @@ cdef class GroupMetadataValueMemberMetadata(Message):
         self.assignment = assignment
         self.unknown_tags = unknown_tags
 
+    def __eq__(self, other):
+        return msg_eq(self, other)
 
-cdef class GroupMetadataValue(Message):
+    __hash__ = None
+
+    def __repr__(self):
+        return msg_repr(self)
+
+    def to_dict(self):
+        """A plain dict (nested structs as dicts) for JSON output and tests."""
+        return msg_to_dict(self)
+
+
+@cython.final
+@cython.no_gc
+@cython.freelist(32)
+cdef class GroupMetadataValue:
     cdef public object protocol_type
     cdef public int32_t generation
     cdef public object protocol
     cdef public object leader
     cdef public int64_t current_state_timestamp
     cdef public object members
+    cdef public object unknown_tags
     _FIELDS = ("protocol_type", "generation", "protocol", "leader", "current_state_timestamp", "members")
     KIND = "data"
     API_KEY = -1
@@ -2574,6 +4386,18 @@ cdef class GroupMetadataValue(Message):
         self.current_state_timestamp = current_state_timestamp
         self.members = [] if members is _DEFAULT else members
         self.unknown_tags = unknown_tags
+
+    def __eq__(self, other):
+        return msg_eq(self, other)
+
+    __hash__ = None
+
+    def __repr__(self):
+        return msg_repr(self)
+
+    def to_dict(self):
+        """A plain dict (nested structs as dicts) for JSON output and tests."""
+        return msg_to_dict(self)
 
     @staticmethod
     def decode(buf, int version):
@@ -2592,10 +4416,14 @@ cdef class GroupMetadataValue(Message):
         encode_into_buffer(buf, self, _enc_GroupMetadataValue(version), version)
 
 
-cdef class OffsetCommitKey(Message):
+@cython.final
+@cython.no_gc
+@cython.freelist(32)
+cdef class OffsetCommitKey:
     cdef public object group
     cdef public object topic
     cdef public int32_t partition
+    cdef public object unknown_tags
     _FIELDS = ("group", "topic", "partition")
     KIND = "data"
     API_KEY = -1
@@ -2608,6 +4436,18 @@ cdef class OffsetCommitKey(Message):
         self.topic = topic
         self.partition = partition
         self.unknown_tags = unknown_tags
+
+    def __eq__(self, other):
+        return msg_eq(self, other)
+
+    __hash__ = None
+
+    def __repr__(self):
+        return msg_repr(self)
+
+    def to_dict(self):
+        """A plain dict (nested structs as dicts) for JSON output and tests."""
+        return msg_to_dict(self)
 
     @staticmethod
     def decode(buf, int version):
@@ -2626,12 +4466,16 @@ cdef class OffsetCommitKey(Message):
         encode_into_buffer(buf, self, _enc_OffsetCommitKey(version), version)
 
 
-cdef class OffsetCommitValue(Message):
+@cython.final
+@cython.no_gc
+@cython.freelist(32)
+cdef class OffsetCommitValue:
     cdef public int64_t offset
     cdef public int32_t leader_epoch
     cdef public object metadata
     cdef public int64_t commit_timestamp
     cdef public int64_t expire_timestamp
+    cdef public object unknown_tags
     _FIELDS = ("offset", "leader_epoch", "metadata", "commit_timestamp", "expire_timestamp")
     KIND = "data"
     API_KEY = -1
@@ -2646,6 +4490,18 @@ cdef class OffsetCommitValue(Message):
         self.commit_timestamp = commit_timestamp
         self.expire_timestamp = expire_timestamp
         self.unknown_tags = unknown_tags
+
+    def __eq__(self, other):
+        return msg_eq(self, other)
+
+    __hash__ = None
+
+    def __repr__(self):
+        return msg_repr(self)
+
+    def to_dict(self):
+        """A plain dict (nested structs as dicts) for JSON output and tests."""
+        return msg_to_dict(self)
 
     @staticmethod
     def decode(buf, int version):
@@ -2664,8 +4520,12 @@ cdef class OffsetCommitValue(Message):
         encode_into_buffer(buf, self, _enc_OffsetCommitValue(version), version)
 
 
-cdef class ConsumerGroupMetadataKey(Message):
+@cython.final
+@cython.no_gc
+@cython.freelist(32)
+cdef class ConsumerGroupMetadataKey:
     cdef public object group_id
+    cdef public object unknown_tags
     _FIELDS = ("group_id",)
     KIND = "data"
     API_KEY = -1
@@ -2676,6 +4536,18 @@ cdef class ConsumerGroupMetadataKey(Message):
     def __init__(self, *, group_id='', unknown_tags=None):
         self.group_id = group_id
         self.unknown_tags = unknown_tags
+
+    def __eq__(self, other):
+        return msg_eq(self, other)
+
+    __hash__ = None
+
+    def __repr__(self):
+        return msg_repr(self)
+
+    def to_dict(self):
+        """A plain dict (nested structs as dicts) for JSON output and tests."""
+        return msg_to_dict(self)
 
     @staticmethod
     def decode(buf, int version):
@@ -2694,8 +4566,12 @@ cdef class ConsumerGroupMetadataKey(Message):
         encode_into_buffer(buf, self, _enc_ConsumerGroupMetadataKey(version), version)
 
 
-cdef class ConsumerGroupMetadataValue(Message):
+@cython.final
+@cython.no_gc
+@cython.freelist(32)
+cdef class ConsumerGroupMetadataValue:
     cdef public int32_t epoch
+    cdef public object unknown_tags
     _FIELDS = ("epoch",)
     KIND = "data"
     API_KEY = -1
@@ -2706,6 +4582,18 @@ cdef class ConsumerGroupMetadataValue(Message):
     def __init__(self, *, epoch=0, unknown_tags=None):
         self.epoch = epoch
         self.unknown_tags = unknown_tags
+
+    def __eq__(self, other):
+        return msg_eq(self, other)
+
+    __hash__ = None
+
+    def __repr__(self):
+        return msg_repr(self)
+
+    def to_dict(self):
+        """A plain dict (nested structs as dicts) for JSON output and tests."""
+        return msg_to_dict(self)
 
     @staticmethod
     def decode(buf, int version):
@@ -2724,8 +4612,12 @@ cdef class ConsumerGroupMetadataValue(Message):
         encode_into_buffer(buf, self, _enc_ConsumerGroupMetadataValue(version), version)
 
 
-cdef class ConsumerGroupPartitionMetadataKey(Message):
+@cython.final
+@cython.no_gc
+@cython.freelist(32)
+cdef class ConsumerGroupPartitionMetadataKey:
     cdef public object group_id
+    cdef public object unknown_tags
     _FIELDS = ("group_id",)
     KIND = "data"
     API_KEY = -1
@@ -2736,6 +4628,18 @@ cdef class ConsumerGroupPartitionMetadataKey(Message):
     def __init__(self, *, group_id='', unknown_tags=None):
         self.group_id = group_id
         self.unknown_tags = unknown_tags
+
+    def __eq__(self, other):
+        return msg_eq(self, other)
+
+    __hash__ = None
+
+    def __repr__(self):
+        return msg_repr(self)
+
+    def to_dict(self):
+        """A plain dict (nested structs as dicts) for JSON output and tests."""
+        return msg_to_dict(self)
 
     @staticmethod
     def decode(buf, int version):
@@ -2754,9 +4658,13 @@ cdef class ConsumerGroupPartitionMetadataKey(Message):
         encode_into_buffer(buf, self, _enc_ConsumerGroupPartitionMetadataKey(version), version)
 
 
-cdef class ConsumerGroupPartitionMetadataValuePartitionMetadata(Message):
+@cython.final
+@cython.no_gc
+@cython.freelist(32)
+cdef class ConsumerGroupPartitionMetadataValuePartitionMetadata:
     cdef public int32_t partition
     cdef public object racks
+    cdef public object unknown_tags
     _FIELDS = ("partition", "racks")
 
     def __init__(self, *, partition=0, racks=_DEFAULT, unknown_tags=None):
@@ -2764,12 +4672,28 @@ cdef class ConsumerGroupPartitionMetadataValuePartitionMetadata(Message):
         self.racks = [] if racks is _DEFAULT else racks
         self.unknown_tags = unknown_tags
 
+    def __eq__(self, other):
+        return msg_eq(self, other)
 
-cdef class ConsumerGroupPartitionMetadataValueTopicMetadata(Message):
+    __hash__ = None
+
+    def __repr__(self):
+        return msg_repr(self)
+
+    def to_dict(self):
+        """A plain dict (nested structs as dicts) for JSON output and tests."""
+        return msg_to_dict(self)
+
+
+@cython.final
+@cython.no_gc
+@cython.freelist(32)
+cdef class ConsumerGroupPartitionMetadataValueTopicMetadata:
     cdef public object topic_id
     cdef public object topic_name
     cdef public int32_t num_partitions
     cdef public object partition_metadata
+    cdef public object unknown_tags
     _FIELDS = ("topic_id", "topic_name", "num_partitions", "partition_metadata")
 
     def __init__(self, *, topic_id=ZERO_UUID, topic_name='', num_partitions=0, partition_metadata=_DEFAULT, unknown_tags=None):
@@ -2779,9 +4703,25 @@ cdef class ConsumerGroupPartitionMetadataValueTopicMetadata(Message):
         self.partition_metadata = [] if partition_metadata is _DEFAULT else partition_metadata
         self.unknown_tags = unknown_tags
 
+    def __eq__(self, other):
+        return msg_eq(self, other)
 
-cdef class ConsumerGroupPartitionMetadataValue(Message):
+    __hash__ = None
+
+    def __repr__(self):
+        return msg_repr(self)
+
+    def to_dict(self):
+        """A plain dict (nested structs as dicts) for JSON output and tests."""
+        return msg_to_dict(self)
+
+
+@cython.final
+@cython.no_gc
+@cython.freelist(32)
+cdef class ConsumerGroupPartitionMetadataValue:
     cdef public object topics
+    cdef public object unknown_tags
     _FIELDS = ("topics",)
     KIND = "data"
     API_KEY = -1
@@ -2792,6 +4732,18 @@ cdef class ConsumerGroupPartitionMetadataValue(Message):
     def __init__(self, *, topics=_DEFAULT, unknown_tags=None):
         self.topics = [] if topics is _DEFAULT else topics
         self.unknown_tags = unknown_tags
+
+    def __eq__(self, other):
+        return msg_eq(self, other)
+
+    __hash__ = None
+
+    def __repr__(self):
+        return msg_repr(self)
+
+    def to_dict(self):
+        """A plain dict (nested structs as dicts) for JSON output and tests."""
+        return msg_to_dict(self)
 
     @staticmethod
     def decode(buf, int version):
@@ -2810,9 +4762,13 @@ cdef class ConsumerGroupPartitionMetadataValue(Message):
         encode_into_buffer(buf, self, _enc_ConsumerGroupPartitionMetadataValue(version), version)
 
 
-cdef class ConsumerGroupMemberMetadataKey(Message):
+@cython.final
+@cython.no_gc
+@cython.freelist(32)
+cdef class ConsumerGroupMemberMetadataKey:
     cdef public object group_id
     cdef public object member_id
+    cdef public object unknown_tags
     _FIELDS = ("group_id", "member_id")
     KIND = "data"
     API_KEY = -1
@@ -2824,6 +4780,18 @@ cdef class ConsumerGroupMemberMetadataKey(Message):
         self.group_id = group_id
         self.member_id = member_id
         self.unknown_tags = unknown_tags
+
+    def __eq__(self, other):
+        return msg_eq(self, other)
+
+    __hash__ = None
+
+    def __repr__(self):
+        return msg_repr(self)
+
+    def to_dict(self):
+        """A plain dict (nested structs as dicts) for JSON output and tests."""
+        return msg_to_dict(self)
 
     @staticmethod
     def decode(buf, int version):
@@ -2842,9 +4810,13 @@ cdef class ConsumerGroupMemberMetadataKey(Message):
         encode_into_buffer(buf, self, _enc_ConsumerGroupMemberMetadataKey(version), version)
 
 
-cdef class ConsumerGroupMemberMetadataValueClassicProtocol(Message):
+@cython.final
+@cython.no_gc
+@cython.freelist(32)
+cdef class ConsumerGroupMemberMetadataValueClassicProtocol:
     cdef public object name
     cdef public object metadata
+    cdef public object unknown_tags
     _FIELDS = ("name", "metadata")
 
     def __init__(self, *, name='', metadata=b'', unknown_tags=None):
@@ -2852,10 +4824,26 @@ cdef class ConsumerGroupMemberMetadataValueClassicProtocol(Message):
         self.metadata = metadata
         self.unknown_tags = unknown_tags
 
+    def __eq__(self, other):
+        return msg_eq(self, other)
 
-cdef class ConsumerGroupMemberMetadataValueClassicMemberMetadata(Message):
+    __hash__ = None
+
+    def __repr__(self):
+        return msg_repr(self)
+
+    def to_dict(self):
+        """A plain dict (nested structs as dicts) for JSON output and tests."""
+        return msg_to_dict(self)
+
+
+@cython.final
+@cython.no_gc
+@cython.freelist(32)
+cdef class ConsumerGroupMemberMetadataValueClassicMemberMetadata:
     cdef public int32_t session_timeout_ms
     cdef public object supported_protocols
+    cdef public object unknown_tags
     _FIELDS = ("session_timeout_ms", "supported_protocols")
 
     def __init__(self, *, session_timeout_ms=0, supported_protocols=_DEFAULT, unknown_tags=None):
@@ -2863,8 +4851,23 @@ cdef class ConsumerGroupMemberMetadataValueClassicMemberMetadata(Message):
         self.supported_protocols = [] if supported_protocols is _DEFAULT else supported_protocols
         self.unknown_tags = unknown_tags
 
+    def __eq__(self, other):
+        return msg_eq(self, other)
 
-cdef class ConsumerGroupMemberMetadataValue(Message):
+    __hash__ = None
+
+    def __repr__(self):
+        return msg_repr(self)
+
+    def to_dict(self):
+        """A plain dict (nested structs as dicts) for JSON output and tests."""
+        return msg_to_dict(self)
+
+
+@cython.final
+@cython.no_gc
+@cython.freelist(32)
+cdef class ConsumerGroupMemberMetadataValue:
     cdef public object instance_id
     cdef public object rack_id
     cdef public object client_id
@@ -2874,6 +4877,7 @@ cdef class ConsumerGroupMemberMetadataValue(Message):
     cdef public int32_t rebalance_timeout_ms
     cdef public object server_assignor
     cdef public object classic_member_metadata
+    cdef public object unknown_tags
     _FIELDS = ("instance_id", "rack_id", "client_id", "client_host", "subscribed_topic_names", "subscribed_topic_regex", "rebalance_timeout_ms", "server_assignor", "classic_member_metadata")
     KIND = "data"
     API_KEY = -1
@@ -2893,6 +4897,18 @@ cdef class ConsumerGroupMemberMetadataValue(Message):
         self.classic_member_metadata = classic_member_metadata
         self.unknown_tags = unknown_tags
 
+    def __eq__(self, other):
+        return msg_eq(self, other)
+
+    __hash__ = None
+
+    def __repr__(self):
+        return msg_repr(self)
+
+    def to_dict(self):
+        """A plain dict (nested structs as dicts) for JSON output and tests."""
+        return msg_to_dict(self)
+
     @staticmethod
     def decode(buf, int version):
         """Decode a whole buffer holding one ConsumerGroupMemberMetadataValue of the given version."""
@@ -2910,8 +4926,12 @@ cdef class ConsumerGroupMemberMetadataValue(Message):
         encode_into_buffer(buf, self, _enc_ConsumerGroupMemberMetadataValue(version), version)
 
 
-cdef class ConsumerGroupTargetAssignmentMetadataKey(Message):
+@cython.final
+@cython.no_gc
+@cython.freelist(32)
+cdef class ConsumerGroupTargetAssignmentMetadataKey:
     cdef public object group_id
+    cdef public object unknown_tags
     _FIELDS = ("group_id",)
     KIND = "data"
     API_KEY = -1
@@ -2922,6 +4942,18 @@ cdef class ConsumerGroupTargetAssignmentMetadataKey(Message):
     def __init__(self, *, group_id='', unknown_tags=None):
         self.group_id = group_id
         self.unknown_tags = unknown_tags
+
+    def __eq__(self, other):
+        return msg_eq(self, other)
+
+    __hash__ = None
+
+    def __repr__(self):
+        return msg_repr(self)
+
+    def to_dict(self):
+        """A plain dict (nested structs as dicts) for JSON output and tests."""
+        return msg_to_dict(self)
 
     @staticmethod
     def decode(buf, int version):
@@ -2940,8 +4972,12 @@ cdef class ConsumerGroupTargetAssignmentMetadataKey(Message):
         encode_into_buffer(buf, self, _enc_ConsumerGroupTargetAssignmentMetadataKey(version), version)
 
 
-cdef class ConsumerGroupTargetAssignmentMetadataValue(Message):
+@cython.final
+@cython.no_gc
+@cython.freelist(32)
+cdef class ConsumerGroupTargetAssignmentMetadataValue:
     cdef public int32_t assignment_epoch
+    cdef public object unknown_tags
     _FIELDS = ("assignment_epoch",)
     KIND = "data"
     API_KEY = -1
@@ -2952,6 +4988,18 @@ cdef class ConsumerGroupTargetAssignmentMetadataValue(Message):
     def __init__(self, *, assignment_epoch=0, unknown_tags=None):
         self.assignment_epoch = assignment_epoch
         self.unknown_tags = unknown_tags
+
+    def __eq__(self, other):
+        return msg_eq(self, other)
+
+    __hash__ = None
+
+    def __repr__(self):
+        return msg_repr(self)
+
+    def to_dict(self):
+        """A plain dict (nested structs as dicts) for JSON output and tests."""
+        return msg_to_dict(self)
 
     @staticmethod
     def decode(buf, int version):
@@ -2970,9 +5018,13 @@ cdef class ConsumerGroupTargetAssignmentMetadataValue(Message):
         encode_into_buffer(buf, self, _enc_ConsumerGroupTargetAssignmentMetadataValue(version), version)
 
 
-cdef class ConsumerGroupTargetAssignmentMemberKey(Message):
+@cython.final
+@cython.no_gc
+@cython.freelist(32)
+cdef class ConsumerGroupTargetAssignmentMemberKey:
     cdef public object group_id
     cdef public object member_id
+    cdef public object unknown_tags
     _FIELDS = ("group_id", "member_id")
     KIND = "data"
     API_KEY = -1
@@ -2984,6 +5036,18 @@ cdef class ConsumerGroupTargetAssignmentMemberKey(Message):
         self.group_id = group_id
         self.member_id = member_id
         self.unknown_tags = unknown_tags
+
+    def __eq__(self, other):
+        return msg_eq(self, other)
+
+    __hash__ = None
+
+    def __repr__(self):
+        return msg_repr(self)
+
+    def to_dict(self):
+        """A plain dict (nested structs as dicts) for JSON output and tests."""
+        return msg_to_dict(self)
 
     @staticmethod
     def decode(buf, int version):
@@ -3002,9 +5066,13 @@ cdef class ConsumerGroupTargetAssignmentMemberKey(Message):
         encode_into_buffer(buf, self, _enc_ConsumerGroupTargetAssignmentMemberKey(version), version)
 
 
-cdef class ConsumerGroupTargetAssignmentMemberValueTopicPartition(Message):
+@cython.final
+@cython.no_gc
+@cython.freelist(32)
+cdef class ConsumerGroupTargetAssignmentMemberValueTopicPartition:
     cdef public object topic_id
     cdef public object partitions
+    cdef public object unknown_tags
     _FIELDS = ("topic_id", "partitions")
 
     def __init__(self, *, topic_id=ZERO_UUID, partitions=_DEFAULT, unknown_tags=None):
@@ -3012,9 +5080,25 @@ cdef class ConsumerGroupTargetAssignmentMemberValueTopicPartition(Message):
         self.partitions = [] if partitions is _DEFAULT else partitions
         self.unknown_tags = unknown_tags
 
+    def __eq__(self, other):
+        return msg_eq(self, other)
 
-cdef class ConsumerGroupTargetAssignmentMemberValue(Message):
+    __hash__ = None
+
+    def __repr__(self):
+        return msg_repr(self)
+
+    def to_dict(self):
+        """A plain dict (nested structs as dicts) for JSON output and tests."""
+        return msg_to_dict(self)
+
+
+@cython.final
+@cython.no_gc
+@cython.freelist(32)
+cdef class ConsumerGroupTargetAssignmentMemberValue:
     cdef public object topic_partitions
+    cdef public object unknown_tags
     _FIELDS = ("topic_partitions",)
     KIND = "data"
     API_KEY = -1
@@ -3025,6 +5109,18 @@ cdef class ConsumerGroupTargetAssignmentMemberValue(Message):
     def __init__(self, *, topic_partitions=_DEFAULT, unknown_tags=None):
         self.topic_partitions = [] if topic_partitions is _DEFAULT else topic_partitions
         self.unknown_tags = unknown_tags
+
+    def __eq__(self, other):
+        return msg_eq(self, other)
+
+    __hash__ = None
+
+    def __repr__(self):
+        return msg_repr(self)
+
+    def to_dict(self):
+        """A plain dict (nested structs as dicts) for JSON output and tests."""
+        return msg_to_dict(self)
 
     @staticmethod
     def decode(buf, int version):
@@ -3043,9 +5139,13 @@ cdef class ConsumerGroupTargetAssignmentMemberValue(Message):
         encode_into_buffer(buf, self, _enc_ConsumerGroupTargetAssignmentMemberValue(version), version)
 
 
-cdef class ConsumerGroupCurrentMemberAssignmentKey(Message):
+@cython.final
+@cython.no_gc
+@cython.freelist(32)
+cdef class ConsumerGroupCurrentMemberAssignmentKey:
     cdef public object group_id
     cdef public object member_id
+    cdef public object unknown_tags
     _FIELDS = ("group_id", "member_id")
     KIND = "data"
     API_KEY = -1
@@ -3057,6 +5157,18 @@ cdef class ConsumerGroupCurrentMemberAssignmentKey(Message):
         self.group_id = group_id
         self.member_id = member_id
         self.unknown_tags = unknown_tags
+
+    def __eq__(self, other):
+        return msg_eq(self, other)
+
+    __hash__ = None
+
+    def __repr__(self):
+        return msg_repr(self)
+
+    def to_dict(self):
+        """A plain dict (nested structs as dicts) for JSON output and tests."""
+        return msg_to_dict(self)
 
     @staticmethod
     def decode(buf, int version):
@@ -3075,9 +5187,13 @@ cdef class ConsumerGroupCurrentMemberAssignmentKey(Message):
         encode_into_buffer(buf, self, _enc_ConsumerGroupCurrentMemberAssignmentKey(version), version)
 
 
-cdef class ConsumerGroupCurrentMemberAssignmentValueTopicPartitions(Message):
+@cython.final
+@cython.no_gc
+@cython.freelist(32)
+cdef class ConsumerGroupCurrentMemberAssignmentValueTopicPartitions:
     cdef public object topic_id
     cdef public object partitions
+    cdef public object unknown_tags
     _FIELDS = ("topic_id", "partitions")
 
     def __init__(self, *, topic_id=ZERO_UUID, partitions=_DEFAULT, unknown_tags=None):
@@ -3085,13 +5201,29 @@ cdef class ConsumerGroupCurrentMemberAssignmentValueTopicPartitions(Message):
         self.partitions = [] if partitions is _DEFAULT else partitions
         self.unknown_tags = unknown_tags
 
+    def __eq__(self, other):
+        return msg_eq(self, other)
 
-cdef class ConsumerGroupCurrentMemberAssignmentValue(Message):
+    __hash__ = None
+
+    def __repr__(self):
+        return msg_repr(self)
+
+    def to_dict(self):
+        """A plain dict (nested structs as dicts) for JSON output and tests."""
+        return msg_to_dict(self)
+
+
+@cython.final
+@cython.no_gc
+@cython.freelist(32)
+cdef class ConsumerGroupCurrentMemberAssignmentValue:
     cdef public int32_t member_epoch
     cdef public int32_t previous_member_epoch
     cdef public int8_t state
     cdef public object assigned_partitions
     cdef public object partitions_pending_revocation
+    cdef public object unknown_tags
     _FIELDS = ("member_epoch", "previous_member_epoch", "state", "assigned_partitions", "partitions_pending_revocation")
     KIND = "data"
     API_KEY = -1
@@ -3106,6 +5238,18 @@ cdef class ConsumerGroupCurrentMemberAssignmentValue(Message):
         self.assigned_partitions = [] if assigned_partitions is _DEFAULT else assigned_partitions
         self.partitions_pending_revocation = [] if partitions_pending_revocation is _DEFAULT else partitions_pending_revocation
         self.unknown_tags = unknown_tags
+
+    def __eq__(self, other):
+        return msg_eq(self, other)
+
+    __hash__ = None
+
+    def __repr__(self):
+        return msg_repr(self)
+
+    def to_dict(self):
+        """A plain dict (nested structs as dicts) for JSON output and tests."""
+        return msg_to_dict(self)
 
     @staticmethod
     def decode(buf, int version):

@@ -159,12 +159,37 @@ cdef inline Py_ssize_t not_null(Cursor* c, Py_ssize_t n) noexcept nogil:
 
 # ---- objects -----------------------------------------------------------------------------------------
 
+cdef extern from "Python.h":
+    object PyUnicode_New(Py_ssize_t size, Py_UCS4 maxchar)
+    void* PyUnicode_DATA(object o)
+
+
+cdef inline bint _is_ascii(const unsigned char* p, Py_ssize_t n) noexcept nogil:
+    cdef Py_ssize_t i = 0
+    cdef uint64_t acc = 0
+    cdef uint64_t word
+    while i + 8 <= n:
+        memcpy(&word, p + i, 8)
+        acc |= word
+        i += 8
+    while i < n:
+        acc |= p[i]
+        i += 1
+    return (acc & 0x8080808080808080ULL) == 0
+
+
 cdef inline object _str(Cursor* c, Py_ssize_t n):
+    # Group, member and topic names are ASCII in practice: copy those straight into a compact str.
+    cdef object s
     if n < 0:
         return None
     if n == 0:
         return ""
-    cdef object s = PyUnicode_DecodeUTF8(<const char*>c.p, n, NULL)
+    if n > 1 and _is_ascii(c.p, n):
+        s = PyUnicode_New(n, 127)
+        memcpy(PyUnicode_DATA(s), c.p, n)
+    else:
+        s = PyUnicode_DecodeUTF8(<const char*>c.p, n, NULL)
     c.p += n
     return s
 
