@@ -41,6 +41,7 @@ def ext(name, sources):
 
 EXTENSIONS = [
     ext("kcoord._core._wire", ["src/_core/wire/_wire.pyx"]),
+    ext("kcoord._core._members", ["src/_core/members/_members.pyx"]),
 ]
 
 setup(

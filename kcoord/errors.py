@@ -1,7 +1,30 @@
-"""Kafka error codes kcoord answers with, named as Kafka names them."""
+"""Kafka error codes kcoord answers with, named and numbered as Kafka's Errors.java has them."""
 
 NONE = 0
 UNKNOWN_SERVER_ERROR = -1
-CORRUPT_MESSAGE = 2
+UNKNOWN_TOPIC_OR_PARTITION = 3
+OFFSET_METADATA_TOO_LARGE = 12
+COORDINATOR_LOAD_IN_PROGRESS = 14
+COORDINATOR_NOT_AVAILABLE = 15
+NOT_COORDINATOR = 16
+ILLEGAL_GENERATION = 22
+INCONSISTENT_GROUP_PROTOCOL = 23
+INVALID_GROUP_ID = 24
+UNKNOWN_MEMBER_ID = 25
+INVALID_SESSION_TIMEOUT = 26
+REBALANCE_IN_PROGRESS = 27
+GROUP_AUTHORIZATION_FAILED = 30
 UNSUPPORTED_VERSION = 35
 INVALID_REQUEST = 42
+NON_EMPTY_GROUP = 68
+GROUP_ID_NOT_FOUND = 69
+MEMBER_ID_REQUIRED = 79
+GROUP_MAX_SIZE_REACHED = 81
+FENCED_INSTANCE_ID = 82
+GROUP_SUBSCRIBED_TO_TOPIC = 86
+
+NAMES = {v: k for k, v in globals().items() if k.isupper() and isinstance(v, int)}
+
+
+def name(code: int) -> str:
+    return NAMES.get(code, f"ERROR_{code}")

@@ -1,0 +1,636 @@
+"""Classic groups: JoinGroup, SyncGroup, Heartbeat, LeaveGroup, with KIP-345 static membership, KIP-394
+member ids, KIP-800 reasons and KIP-814 SkipAssignment, following Apache Kafka's group coordinator case by
+case (../shared/reference/kafka-group-semantics.md §1-2: decision tables, error order and timers).
+
+Handlers return a Reply: answered at once, or parked until the join phase completes (JoinGroup) or the leader's
+assignment is stored (SyncGroup). Timers live in the coordinator's one deadline heap (kcoord.timers).
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections import deque
+from dataclasses import dataclass
+from enum import Enum
+from typing import TYPE_CHECKING
+
+from . import errors as E
+from . import wire
+from ._core._members import ClassicMember, MemberTable
+from .config import CLASSIC_GROUP_NEW_MEMBER_JOIN_TIMEOUT_MS, GroupConfig
+from .reply import Reply
+from .timers import Timers
+
+if TYPE_CHECKING:
+    from .coordinator import Store
+
+ADMIN_REMOVAL_REASON = "member was removed by an admin"  # KIP-800: the admin client's default reason
+
+
+class State(str, Enum):
+    EMPTY = "Empty"
+    PREPARING_REBALANCE = "PreparingRebalance"
+    COMPLETING_REBALANCE = "CompletingRebalance"
+    STABLE = "Stable"
+    DEAD = "Dead"
+
+
+# Kafka's ClassicGroupState: the states each state may be entered from.
+VALID_PREVIOUS = {
+    State.EMPTY: {State.PREPARING_REBALANCE},
+    State.PREPARING_REBALANCE: {State.STABLE, State.COMPLETING_REBALANCE, State.EMPTY},
+    State.COMPLETING_REBALANCE: {State.PREPARING_REBALANCE},
+    State.STABLE: {State.COMPLETING_REBALANCE},
+    State.DEAD: set(State),
+}
+
+
+@dataclass(frozen=True)
+class RebalanceEvent:
+    """One entry of a group's bounded rebalance history (KIP-800 reasons included)."""
+
+    time_ms: int
+    generation: int  # the generation the group had when the event happened
+    trigger: str  # join, leave, admin-removal, session-timeout, sync-timeout, join-timeout, ...
+    member_id: str
+    group_instance_id: str | None
+    reason: str
+
+
+def join_reason(reason: str | None) -> str:
+    return reason if reason else "not provided"
+
+
+class ClassicGroup:
+    def __init__(self, group_id: str, config: GroupConfig, timers: Timers, store: "Store") -> None:
+        self.group_id = group_id
+        self.config = config
+        self.timers = timers
+        self.store = store
+        self.state = State.EMPTY
+        self.previous_state = State.EMPTY
+        self.generation = 0
+        self.protocol_type: str | None = None
+        self.protocol_name: str | None = None
+        self.leader_id: str | None = None
+        self.members = MemberTable()
+        self.pending_sync: set[str] = set()
+        self.new_member_added = False
+        self.join_timer = timers.new()
+        self.sync_timer = timers.new()
+        self.history: deque[RebalanceEvent] = deque(maxlen=config.group_rebalance_history_size)
+        self.offsets: dict[tuple[str, int], tuple[int, int, str | None, int]] = {}
+
+    # ---- small queries -------------------------------------------------------------------------------
+
+    def is_(self, *states: State) -> bool:
+        return self.state in states
+
+    def can_rebalance(self) -> bool:
+        return self.state in VALID_PREVIOUS[State.PREPARING_REBALANCE]
+
+    def transition(self, to: State) -> None:
+        if self.state not in VALID_PREVIOUS[to]:
+            raise AssertionError(f"group {self.group_id}: {self.state} -> {to} is not a valid transition")
+        self.previous_state, self.state = self.state, to
+
+    def rebalance_timeout_ms(self) -> int:
+        return max((m.rebalance_timeout_ms for m in self.members.members.values()), default=0)
+
+    def all_joined(self) -> bool:
+        return len(self.members) == self.members.num_awaiting_join and not self.members.pending
+
+    def supports_protocols(self, protocol_type: str, names: list[str]) -> bool:
+        if self.state == State.EMPTY:
+            return bool(protocol_type) and bool(names)
+        return self.members.supports(protocol_type, self.protocol_type, names)
+
+    def record(self, trigger: str, member_id: str = "", instance_id: str | None = None, reason: str = "") -> None:
+        self.history.append(RebalanceEvent(self.timers.clock.now_ms(), self.generation, trigger, member_id,
+                                           instance_id, reason))
+
+    def select_protocol(self) -> str:
+        members = list(self.members.members.values())
+        candidates = [name for name, _ in members[0].protocols
+                      if self.members.protocol_support.get(name, 0) == len(members)]
+        votes = {name: 0 for name in candidates}
+        for m in members:
+            for name, _ in m.protocols:
+                if name in votes:
+                    votes[name] += 1
+                    break
+        return max(candidates, key=lambda n: votes[n])  # ties go to the first member's preference
+
+    # ---- membership ------------------------------------------------------------------------------------
+
+    def new_member_id(self, client_id: str, instance_id: str | None) -> str:
+        return f"{instance_id if instance_id is not None else client_id}-{uuid.uuid4()}"
+
+    def add_member(self, m: ClassicMember, reply: Reply | None) -> None:
+        if not self.members.members:
+            self.protocol_type = m.protocol_type
+        m.join_reply = reply
+        m.timer = self.timers.new(lambda mid=m.member_id: self.on_heartbeat_expired(mid))
+        self.members.add(m)
+        if self.leader_id is None:
+            self.leader_id = m.member_id
+
+    def remove_member(self, member_id: str) -> ClassicMember:
+        m = self.members.remove(member_id)
+        self.pending_sync.discard(member_id)
+        self.timers.release(m.timer)
+        if self.leader_id == member_id:
+            self.leader_id = next(iter(self.members.members), None)
+        return m
+
+    def arm_heartbeat(self, m: ClassicMember, timeout_ms: int | None = None) -> None:
+        self.timers.arm(m.timer, m.session_timeout_ms if timeout_ms is None else timeout_ms)
+
+    def add_pending(self, member_id: str, session_timeout_ms: int) -> None:
+        key = self.timers.new(lambda: self.on_pending_expired(member_id))
+        self.members.pending[member_id] = key
+        self.timers.arm(key, session_timeout_ms)
+
+    def drop_pending(self, member_id: str) -> None:
+        self.timers.release(self.members.pending.pop(member_id))
+
+    # ---- responses -------------------------------------------------------------------------------------
+
+    def join_response(self, version: int, error: int, member_id: str = "", *, generation: int = -1,
+                      leader: str = "", members: list | None = None, skip: bool = False,
+                      with_protocol: bool = False) -> wire.JoinGroupResponse:
+        name = self.protocol_name if with_protocol else None
+        if version < 7 and name is None:
+            name = ""  # a null protocol name only exists from v7
+        return wire.JoinGroupResponse(
+            error_code=error, generation_id=generation, member_id=member_id, leader=leader,
+            protocol_type=self.protocol_type if with_protocol else None, protocol_name=name,
+            members=members or [], skip_assignment=skip)
+
+    def member_list(self) -> list[wire.JoinGroupResponseMember]:
+        return [wire.JoinGroupResponseMember(member_id=m.member_id, group_instance_id=m.group_instance_id,
+                                             metadata=m.metadata_for(self.protocol_name))
+                for m in self.members.members.values()]
+
+    def current_join_response(self, version: int, m: ClassicMember) -> wire.JoinGroupResponse:
+        is_leader = m.member_id == self.leader_id
+        return self.join_response(version, E.NONE, m.member_id, generation=self.generation, leader=self.leader_id,
+                                  members=self.member_list() if is_leader else [], with_protocol=True)
+
+    def sync_response(self, error: int, assignment: bytes = b"") -> wire.SyncGroupResponse:
+        ok = error == E.NONE
+        return wire.SyncGroupResponse(error_code=error, assignment=assignment,
+                                      protocol_type=self.protocol_type if ok else None,
+                                      protocol_name=self.protocol_name if ok else None)
+
+    # ---- JoinGroup -------------------------------------------------------------------------------------
+
+    def join(self, req: wire.JoinGroupRequest, version: int, client_id: str, client_host: str) -> Reply:
+        reply = Reply(version=version)
+        member_id = req.member_id
+        # Capacity first (Kafka's acceptJoiningMember).
+        if not self.accepts(member_id):
+            if member_id in self.members:
+                self.remove_and_rebalance(member_id, "group.max.size reached", "max-size")
+            reply.resolve(self.join_response(version, E.GROUP_MAX_SIZE_REACHED))
+            return reply
+        names = [p.name for p in req.protocols]
+        if member_id == "":
+            self.join_new_member(req, version, client_id, client_host, names, reply)
+        else:
+            self.join_existing_member(req, version, client_id, client_host, names, reply)
+        return reply
+
+    def accepts(self, member_id: str) -> bool:
+        limit = self.config.group_max_size
+        if self.state in (State.EMPTY, State.DEAD):
+            return True
+        if self.state == State.PREPARING_REBALANCE:
+            m = self.members.get(member_id)
+            return (m is not None and m.awaiting_join) or self.members.num_awaiting_join < limit
+        return member_id in self.members or len(self.members) < limit
+
+    def join_new_member(self, req, version, client_id, client_host, names, reply: Reply) -> None:
+        if self.state == State.DEAD:
+            return reply.resolve(self.join_response(version, E.COORDINATOR_NOT_AVAILABLE))
+        if not self.supports_protocols(req.protocol_type, names):
+            return reply.resolve(self.join_response(version, E.INCONSISTENT_GROUP_PROTOCOL))
+        iid = req.group_instance_id
+        new_id = self.new_member_id(client_id, iid)
+        if iid is None:
+            if version >= 4:  # KIP-394: hand out the id, the member joins again with it
+                self.add_pending(new_id, req.session_timeout_ms)
+                return reply.resolve(self.join_response(version, E.MEMBER_ID_REQUIRED, new_id))
+            return self.add_member_and_rebalance(req, version, new_id, client_id, client_host, reply)
+        old_id = self.members.static_member_id(iid)
+        if old_id is None:
+            return self.add_member_and_rebalance(req, version, new_id, client_id, client_host, reply)
+        self.replace_static_member(req, version, iid, old_id, new_id, reply)
+
+    def add_member_and_rebalance(self, req, version, member_id, client_id, client_host, reply: Reply) -> None:
+        m = ClassicMember(member_id, req.group_instance_id, client_id, client_host, req.session_timeout_ms,
+                          rebalance_timeout(req, version), req.protocol_type,
+                          [(p.name, p.metadata) for p in req.protocols])
+        m.is_new = True
+        if self.state == State.PREPARING_REBALANCE and self.previous_state == State.EMPTY:
+            self.new_member_added = True
+        self.add_member(m, reply)
+        # New members cannot heartbeat until they have joined; their parked join expires after 5 minutes.
+        self.arm_heartbeat(m, CLASSIC_GROUP_NEW_MEMBER_JOIN_TIMEOUT_MS)
+        self.record("join", member_id, req.group_instance_id, join_reason(req.reason))
+        self.maybe_prepare_rebalance_or_complete_join()
+
+    def replace_static_member(self, req, version, iid, old_id, new_id, reply: Reply) -> None:
+        old = self.members.get(old_id)
+        current_leader = self.leader_id
+        # The old member's parked requests are fenced.
+        if old.join_reply is not None:
+            r = self.members.set_join_reply(old, None)
+            r.resolve(self.join_response(r.version, E.FENCED_INSTANCE_ID, old_id))
+        if old.sync_reply is not None:
+            old.sync_reply, r = None, old.sync_reply
+            r.resolve(self.sync_response(E.FENCED_INSTANCE_ID))
+        m = ClassicMember(new_id, iid, old.client_id, old.client_host, req.session_timeout_ms,
+                          rebalance_timeout(req, version), req.protocol_type,
+                          [(p.name, p.metadata) for p in req.protocols])
+        m.assignment = old.assignment
+        m.timer = old.timer
+        self.timers.actions[m.timer] = lambda mid=new_id: self.on_heartbeat_expired(mid)
+        self.members.rename(old_id, m)
+        if old_id in self.pending_sync:
+            self.pending_sync.discard(old_id)
+            self.pending_sync.add(new_id)
+        if self.leader_id == old_id:
+            self.leader_id = new_id
+        self.arm_heartbeat(m)
+        self.record("static-rejoin", new_id, iid, join_reason(req.reason))
+        if self.state == State.STABLE:
+            if self.select_protocol() == self.protocol_name:
+                # KIP-345: no rebalance. The group's metadata (with the new member id) is written first.
+                self.store.write_group(self)
+                if version >= 9:  # KIP-814: the rejoining leader learns it leads, and skips the assignment
+                    is_leader = self.leader_id == new_id
+                    reply.resolve(self.join_response(
+                        version, E.NONE, new_id, generation=self.generation, leader=self.leader_id,
+                        members=self.member_list() if is_leader else [], skip=is_leader, with_protocol=True))
+                else:
+                    reply.resolve(self.join_response(version, E.NONE, new_id, generation=self.generation,
+                                                     leader=current_leader, with_protocol=True))
+                return
+            self.members.set_join_reply(m, reply)
+            self.maybe_prepare_rebalance_or_complete_join("static member rejoined with other protocols")
+        elif self.state == State.COMPLETING_REBALANCE:
+            # The leader may already hold the old id in its assignment: rebalance (KAFKA-9801).
+            self.members.set_join_reply(m, reply)
+            self.prepare_rebalance(f"static member {iid} replaced during CompletingRebalance")
+        else:  # PreparingRebalance
+            self.members.set_join_reply(m, reply)
+            self.maybe_complete_join_phase()
+
+    def join_existing_member(self, req, version, client_id, client_host, names, reply: Reply) -> None:
+        member_id = req.member_id
+        if self.state == State.DEAD:
+            return reply.resolve(self.join_response(version, E.COORDINATOR_NOT_AVAILABLE, member_id))
+        if not self.supports_protocols(req.protocol_type, names):
+            return reply.resolve(self.join_response(version, E.INCONSISTENT_GROUP_PROTOCOL, member_id))
+        if member_id in self.members.pending:
+            if req.group_instance_id is not None:
+                # Kafka throws IllegalStateException here: a pending (dynamic) id presented with an instance id.
+                return reply.resolve(self.join_response(version, E.UNKNOWN_SERVER_ERROR, member_id))
+            # The second JoinGroup of KIP-394: the pending id becomes a real member.
+            self.drop_pending(member_id)
+            return self.add_member_and_rebalance(req, version, member_id, client_id, client_host, reply)
+        error = self.members.validate(member_id, req.group_instance_id)
+        if error:
+            return reply.resolve(self.join_response(version, error, member_id))
+        m = self.members.get(member_id)
+        protocols = [(p.name, p.metadata) for p in req.protocols]
+        if self.state == State.PREPARING_REBALANCE:
+            self.update_member(m, req, version, protocols, reply)
+            self.record("join", member_id, m.group_instance_id, join_reason(req.reason))
+            self.maybe_prepare_rebalance_or_complete_join()
+        elif self.state == State.COMPLETING_REBALANCE:
+            if m.same_protocols(protocols):
+                reply.resolve(self.current_join_response(version, m))
+            else:
+                self.update_member(m, req, version, protocols, reply)
+                self.record("join", member_id, m.group_instance_id,
+                            f"updated protocols during CompletingRebalance; client reason: {join_reason(req.reason)}")
+                self.maybe_prepare_rebalance_or_complete_join()
+        elif self.state == State.STABLE:
+            if member_id == self.leader_id or not m.same_protocols(protocols):
+                self.update_member(m, req, version, protocols, reply)
+                why = "leader re-joining group" if member_id == self.leader_id else "updated protocols"
+                self.record("join", member_id, m.group_instance_id, f"{why}; client reason: {join_reason(req.reason)}")
+                self.maybe_prepare_rebalance_or_complete_join()
+            else:
+                reply.resolve(self.join_response(version, E.NONE, member_id, generation=self.generation,
+                                                 leader=self.leader_id, with_protocol=True))
+        else:  # Empty
+            reply.resolve(self.join_response(version, E.UNKNOWN_MEMBER_ID, member_id))
+
+    def update_member(self, m: ClassicMember, req, version, protocols, reply: Reply) -> None:
+        self.members.set_protocols(m, protocols)
+        m.rebalance_timeout_ms = rebalance_timeout(req, version)
+        m.session_timeout_ms = req.session_timeout_ms
+        superseded = self.members.set_join_reply(m, reply)
+        if superseded is not None:
+            # Kafka drops a superseded parked join on the floor; we answer it so nothing waits forever.
+            superseded.resolve(self.join_response(superseded.version, E.REBALANCE_IN_PROGRESS, m.member_id))
+
+    # ---- join phase ------------------------------------------------------------------------------------
+
+    def maybe_prepare_rebalance_or_complete_join(self, reason: str = "") -> None:
+        if self.can_rebalance():
+            self.prepare_rebalance(reason)
+        else:
+            self.maybe_complete_join_phase()
+
+    def prepare_rebalance(self, reason: str = "") -> None:
+        if self.state == State.COMPLETING_REBALANCE:
+            self.reset_assignments_with_error(E.REBALANCE_IN_PROGRESS)
+        self.timers.cancel(self.sync_timer)
+        self.pending_sync.clear()
+        initial = self.state == State.EMPTY
+        self.transition(State.PREPARING_REBALANCE)
+        if initial:
+            delay = self.config.group_initial_rebalance_delay_ms
+            remaining = max(self.rebalance_timeout_ms() - delay, 0)
+            self.timers.arm(self.join_timer, delay, lambda: self.on_initial_delay(delay, remaining))
+        elif self.all_joined():
+            self.complete_join()
+        else:
+            self.timers.arm(self.join_timer, self.rebalance_timeout_ms(), self.on_join_timeout)
+
+    def on_initial_delay(self, delay: int, remaining: int) -> None:
+        if self.new_member_added and remaining != 0:
+            self.new_member_added = False
+            new_delay = min(self.config.group_initial_rebalance_delay_ms, remaining)
+            new_remaining = max(remaining - delay, 0)
+            self.timers.arm(self.join_timer, new_delay, lambda: self.on_initial_delay(new_delay, new_remaining))
+        else:
+            self.complete_join()
+
+    def on_join_timeout(self) -> None:
+        self.complete_join()
+
+    def maybe_complete_join_phase(self) -> None:
+        if (self.state == State.PREPARING_REBALANCE and self.all_joined()
+                and self.previous_state != State.EMPTY):
+            self.timers.cancel(self.join_timer)
+            self.complete_join()
+
+    def complete_join(self) -> None:
+        if self.state != State.PREPARING_REBALANCE:
+            return
+        for m in list(self.members.members.values()):
+            if not m.awaiting_join and not m.is_static:
+                self.remove_member(m.member_id)
+                self.record("join-timeout", m.member_id, None, "did not rejoin within the rebalance timeout")
+        if self.members.members and not self.elect_joined_leader():
+            # Only static members that have not rejoined are left: wait for them (or their session timeout).
+            self.timers.arm(self.join_timer, self.rebalance_timeout_ms(), self.on_join_timeout)
+            return
+        self.generation += 1
+        if self.members.members:
+            self.protocol_name = self.select_protocol()
+            self.transition(State.COMPLETING_REBALANCE)
+        else:
+            self.protocol_name = None
+            self.transition(State.EMPTY)
+            self.store.write_group(self)
+            return
+        leader_members = self.member_list()
+        for m in list(self.members.members.values()):
+            r = self.members.set_join_reply(m, None)
+            if r is not None:
+                r.resolve(self.join_response(
+                    r.version, E.NONE, m.member_id, generation=self.generation,
+                    leader=self.leader_id, members=leader_members if m.member_id == self.leader_id else [],
+                    with_protocol=True))
+            self.arm_heartbeat(m)
+            m.is_new = False
+            self.pending_sync.add(m.member_id)
+        self.timers.arm(self.sync_timer, self.rebalance_timeout_ms(),
+                        lambda g=self.generation: self.on_sync_timeout(g))
+
+    def elect_joined_leader(self) -> bool:
+        if self.leader_id is None:
+            return False
+        leader = self.members.get(self.leader_id)
+        if leader.awaiting_join:
+            return True
+        for m in self.members.members.values():
+            if m.awaiting_join:
+                self.leader_id = m.member_id
+                return True
+        return False
+
+    def reset_assignments_with_error(self, error: int) -> None:
+        for m in self.members.members.values():
+            m.assignment = b""
+            if m.sync_reply is not None:
+                m.sync_reply, r = None, m.sync_reply
+                r.resolve(self.sync_response(error))
+
+    def on_sync_timeout(self, generation: int) -> None:
+        if generation != self.generation or self.state not in (State.COMPLETING_REBALANCE, State.STABLE):
+            return
+        if self.pending_sync:
+            missing = sorted(self.pending_sync)
+            for member_id in missing:
+                m = self.remove_member(member_id)
+                self.record("sync-timeout", member_id, m.group_instance_id, "no SyncGroup within the rebalance timeout")
+            self.prepare_rebalance(f"removing {missing} on pending sync request expiration")
+
+    # ---- timers for members ----------------------------------------------------------------------------
+
+    def on_pending_expired(self, member_id: str) -> None:
+        if member_id in self.members.pending:
+            self.drop_pending(member_id)
+            self.maybe_complete_join_phase()
+
+    def on_heartbeat_expired(self, member_id: str) -> None:
+        m = self.members.get(member_id)
+        if m is None:
+            return
+        if not m.is_new and (m.awaiting_join or m.awaiting_sync):
+            return  # members waiting on a rebalance satisfy their heartbeat
+        self.record("session-timeout", member_id, m.group_instance_id, "session timeout expired")
+        self.remove_and_rebalance(member_id, "expired heartbeat", None)
+
+    def remove_and_rebalance(self, member_id: str, reason: str, trigger: str | None) -> None:
+        m = self.members.get(member_id)
+        if trigger is not None:
+            self.record(trigger, member_id, m.group_instance_id, reason)
+        if m.join_reply is not None:
+            r = self.members.set_join_reply(m, None)
+            r.resolve(self.join_response(r.version, E.UNKNOWN_MEMBER_ID, member_id))
+        if m.sync_reply is not None:
+            m.sync_reply, r = None, m.sync_reply
+            r.resolve(self.sync_response(E.UNKNOWN_MEMBER_ID))
+        self.remove_member(member_id)
+        if self.state in (State.STABLE, State.COMPLETING_REBALANCE):
+            self.maybe_prepare_rebalance_or_complete_join(reason)
+        elif self.state == State.PREPARING_REBALANCE:
+            self.maybe_complete_join_phase()
+
+    # ---- SyncGroup -------------------------------------------------------------------------------------
+
+    def sync(self, req: wire.SyncGroupRequest, version: int) -> Reply:
+        reply = Reply(version=version)
+        if self.state == State.EMPTY:
+            return self._done(reply, self.sync_response(E.UNKNOWN_MEMBER_ID))
+        if self.state == State.DEAD:
+            return self._done(reply, self.sync_response(E.COORDINATOR_NOT_AVAILABLE))
+        error = self.members.validate(req.member_id, req.group_instance_id)
+        if error:
+            return self._done(reply, self.sync_response(error))
+        if req.generation_id != self.generation:
+            return self._done(reply, self.sync_response(E.ILLEGAL_GENERATION))
+        if (inconsistent(req.protocol_type, self.protocol_type)
+                or inconsistent(req.protocol_name, self.protocol_name)):
+            return self._done(reply, self.sync_response(E.INCONSISTENT_GROUP_PROTOCOL))
+        if self.state == State.PREPARING_REBALANCE:
+            return self._done(reply, self.sync_response(E.REBALANCE_IN_PROGRESS))
+        m = self.members.get(req.member_id)
+        self.pending_sync.discard(m.member_id)
+        if self.state == State.STABLE:
+            return self._done(reply, self.sync_response(E.NONE, m.assignment))
+        # CompletingRebalance: park; the leader's assignment completes everyone.
+        if m.sync_reply is not None:
+            m.sync_reply.resolve(self.sync_response(E.REBALANCE_IN_PROGRESS))
+        m.sync_reply = reply
+        if m.member_id == self.leader_id:
+            given = {a.member_id: a.assignment for a in req.assignments}
+            for member in self.members.members.values():
+                member.assignment = given.get(member.member_id, b"")
+            self.store.write_group(self)  # the assignment is stored before anyone is told
+            for member in self.members.members.values():
+                if member.sync_reply is not None:
+                    member.sync_reply, r = None, member.sync_reply
+                    r.resolve(self.sync_response(E.NONE, member.assignment))
+                    self.arm_heartbeat(member)
+            self.transition(State.STABLE)
+        return reply
+
+    @staticmethod
+    def _done(reply: Reply, response) -> Reply:
+        reply.resolve(response)
+        return reply
+
+    # ---- Heartbeat -------------------------------------------------------------------------------------
+
+    def heartbeat(self, member_id: str, instance_id: str | None, generation: int) -> int:
+        if self.state == State.DEAD:
+            return E.COORDINATOR_NOT_AVAILABLE
+        error = self.members.validate(member_id, instance_id)
+        if error:
+            return error
+        if generation != self.generation:
+            return E.ILLEGAL_GENERATION
+        if self.state == State.EMPTY:
+            return E.UNKNOWN_MEMBER_ID
+        m = self.members.members[member_id]
+        self.timers.heap.schedule(m.timer, self.timers.clock.now_ms() + m.session_timeout_ms)
+        if self.state == State.PREPARING_REBALANCE:
+            return E.REBALANCE_IN_PROGRESS
+        return E.NONE
+
+    # ---- LeaveGroup ------------------------------------------------------------------------------------
+
+    def leave(self, members: list[tuple[str, str | None, str | None]]) -> tuple[int, list[int]]:
+        """members: (member id, instance id, reason). Returns (top-level error, per-member errors)."""
+        if self.state == State.DEAD:
+            return E.COORDINATOR_NOT_AVAILABLE, [E.COORDINATOR_NOT_AVAILABLE] * len(members)
+        results = []
+        left = []
+        for member_id, iid, reason in members:
+            if member_id == "":
+                # KIP-345 admin removal by instance id.
+                mapped = self.members.static_member_id(iid) if iid is not None else None
+                if mapped is None:
+                    results.append(E.UNKNOWN_MEMBER_ID)
+                    continue
+                self.record("admin-removal", mapped, iid, reason or ADMIN_REMOVAL_REASON)
+                self._remove_leaving(mapped)
+                left.append(mapped)
+            elif member_id in self.members.pending:
+                self.drop_pending(member_id)
+                self.record("leave", member_id, iid, join_reason(reason))
+                left.append(member_id)
+            else:
+                error = self.members.validate(member_id, iid)
+                if error:
+                    results.append(error)
+                    continue
+                m = self.members.get(member_id)
+                self.record("leave", member_id, m.group_instance_id, join_reason(reason))
+                self._remove_leaving(member_id)
+                left.append(member_id)
+            results.append(E.NONE)
+        if left:
+            if self.state in (State.STABLE, State.COMPLETING_REBALANCE):
+                self.maybe_prepare_rebalance_or_complete_join(f"explicit LeaveGroup request for {left} members")
+            elif self.state == State.PREPARING_REBALANCE:
+                self.maybe_complete_join_phase()
+        return E.NONE, results
+
+    def _remove_leaving(self, member_id: str) -> None:
+        m = self.members.get(member_id)
+        if m.join_reply is not None:
+            r = self.members.set_join_reply(m, None)
+            r.resolve(self.join_response(r.version, E.UNKNOWN_MEMBER_ID, member_id))
+        if m.sync_reply is not None:
+            m.sync_reply, r = None, m.sync_reply
+            r.resolve(self.sync_response(E.UNKNOWN_MEMBER_ID))
+        self.remove_member(member_id)
+
+    # ---- offsets (Kafka's ClassicGroup.validateOffsetCommit) -------------------------------------------
+
+    def validate_offset_commit(self, member_id: str, instance_id: str | None, generation: int) -> int:
+        if self.state == State.DEAD:
+            return E.COORDINATOR_NOT_AVAILABLE
+        if generation < 0 and self.state == State.EMPTY:
+            return E.NONE  # an admin or a simple consumer
+        if generation >= 0 or member_id or instance_id is not None:
+            error = self.members.validate(member_id, instance_id)
+            if error:
+                return error
+            if generation != self.generation:
+                return E.ILLEGAL_GENERATION
+        elif self.state != State.EMPTY:
+            return E.UNKNOWN_MEMBER_ID
+        if self.state == State.COMPLETING_REBALANCE:
+            return E.REBALANCE_IN_PROGRESS
+        return E.NONE
+
+    def validate_offset_fetch(self, member_id: str | None, member_epoch: int) -> int:
+        return E.NONE  # classic groups do not check the member on OffsetFetch
+
+    # ---- lifecycle -------------------------------------------------------------------------------------
+
+    def unload(self) -> None:
+        """The group moves away (or is deleted): parked requests get NOT_COORDINATOR, timers go."""
+        for m in list(self.members.members.values()):
+            if m.join_reply is not None:
+                r = self.members.set_join_reply(m, None)
+                r.resolve(self.join_response(r.version, E.NOT_COORDINATOR, m.member_id))
+            if m.sync_reply is not None:
+                m.sync_reply, r = None, m.sync_reply
+                r.resolve(self.sync_response(E.NOT_COORDINATOR))
+            self.timers.release(m.timer)
+        for key in self.members.pending.values():
+            self.timers.release(key)
+        self.timers.release(self.join_timer)
+        self.timers.release(self.sync_timer)
+        self.previous_state, self.state = self.state, State.DEAD
+
+
+def inconsistent(given: str | None, current: str | None) -> bool:
+    return given is not None and current is not None and given != current
+
+
+def rebalance_timeout(req: wire.JoinGroupRequest, version: int) -> int:
+    # JoinGroup v0 has no rebalance timeout: Kafka uses the session timeout.
+    return req.session_timeout_ms if version == 0 else req.rebalance_timeout_ms

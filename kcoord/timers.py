@@ -1,0 +1,74 @@
+"""The clock and the coordinator's one deadline structure.
+
+Every timeout (session, join phase, initial delay, pending sync, pending member) is a key in one compiled
+deadline heap. A key's action is set when the timer is created; re-arming it (a heartbeat) only moves the
+deadline, without allocating. The clock is injected: tests drive a ManualClock and never sleep.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Callable
+
+from ._core._members import DeadlineHeap
+
+
+class Clock:
+    def now_ms(self) -> int:
+        return time.monotonic_ns() // 1_000_000
+
+
+class ManualClock(Clock):
+    def __init__(self, start_ms: int = 0) -> None:
+        self.ms = start_ms
+
+    def now_ms(self) -> int:
+        return self.ms
+
+    def advance(self, ms: int) -> None:
+        self.ms += ms
+
+
+class Timers:
+    def __init__(self, clock: Clock) -> None:
+        self.clock = clock
+        self.heap = DeadlineHeap()
+        self.actions: list[Callable[[], None] | None] = []
+
+    def new(self, action: Callable[[], None] | None = None) -> int:
+        key = self.heap.new_key()
+        if key == len(self.actions):
+            self.actions.append(action)
+        else:
+            self.actions[key] = action
+        return key
+
+    def release(self, key: int) -> None:
+        self.heap.release_key(key)
+        self.actions[key] = None
+
+    def arm(self, key: int, delay_ms: int, action: Callable[[], None] | None = None) -> None:
+        """(Re)schedule the key `delay_ms` from now; a given action replaces the key's action."""
+        if action is not None:
+            self.actions[key] = action
+        self.heap.schedule(key, self.clock.now_ms() + delay_ms)
+
+    def cancel(self, key: int) -> None:
+        self.heap.cancel(key)
+
+    def is_armed(self, key: int) -> bool:
+        return self.heap.is_scheduled(key)
+
+    def next_deadline(self) -> int | None:
+        return self.heap.next_deadline()
+
+    def fire_due(self) -> int:
+        """Run every action whose deadline has passed, earliest first; returns how many ran."""
+        now = self.clock.now_ms()
+        fired = 0
+        while (key := self.heap.pop_due(now)) >= 0:
+            action = self.actions[key]
+            fired += 1
+            if action is not None:
+                action()
+        return fired

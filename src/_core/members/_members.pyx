@@ -1,0 +1,370 @@
+# Compiled member tables and the coordinator's deadline heap.
+#
+# A heartbeat is a member lookup (one dict probe) and a deadline move (a sift in an indexed binary heap over
+# integer keys): neither allocates. Group state machines stay in readable Python (kcoord/classic.py) and use
+# these as plain objects.
+
+cimport cython
+from cpython.mem cimport PyMem_Free, PyMem_Malloc, PyMem_Realloc
+from libc.stdint cimport int32_t, int64_t
+
+
+@cython.final
+cdef class DeadlineHeap:
+    """An indexed min-heap of deadlines (ms) keyed by small integers.
+
+    `schedule(key, deadline)` inserts or moves a key (a timer is replaced, never duplicated), `cancel(key)`
+    removes it, `pop_expired(now)` takes every key whose deadline is <= now in deadline order. Keys come from
+    `new_key()` and go back with `release_key()`; storage grows by doubling and is reused.
+    """
+
+    cdef int64_t* deadline   # by key
+    cdef int32_t* pos        # by key: index in heap, or -1
+    cdef int32_t* heap       # heap of keys
+    cdef int32_t* free_keys  # released keys, a stack
+    cdef Py_ssize_t size, cap, nfree, next_key
+
+    def __cinit__(self, Py_ssize_t capacity=64):
+        self.cap = max(capacity, 16)
+        self.deadline = <int64_t*>PyMem_Malloc(self.cap * sizeof(int64_t))
+        self.pos = <int32_t*>PyMem_Malloc(self.cap * sizeof(int32_t))
+        self.heap = <int32_t*>PyMem_Malloc(self.cap * sizeof(int32_t))
+        self.free_keys = <int32_t*>PyMem_Malloc(self.cap * sizeof(int32_t))
+        if not (self.deadline and self.pos and self.heap and self.free_keys):
+            raise MemoryError()
+        self.size = self.nfree = self.next_key = 0
+
+    def __dealloc__(self):
+        PyMem_Free(self.deadline)
+        PyMem_Free(self.pos)
+        PyMem_Free(self.heap)
+        PyMem_Free(self.free_keys)
+
+    def __len__(self):
+        return self.size
+
+    @property
+    def keys_in_use(self):
+        return self.next_key - self.nfree
+
+    cdef int _grow(self) except -1:
+        cdef Py_ssize_t cap = self.cap * 2
+        cdef void* a = PyMem_Realloc(self.deadline, cap * sizeof(int64_t))
+        if a == NULL:
+            raise MemoryError()
+        self.deadline = <int64_t*>a
+        a = PyMem_Realloc(self.pos, cap * sizeof(int32_t))
+        if a == NULL:
+            raise MemoryError()
+        self.pos = <int32_t*>a
+        a = PyMem_Realloc(self.heap, cap * sizeof(int32_t))
+        if a == NULL:
+            raise MemoryError()
+        self.heap = <int32_t*>a
+        a = PyMem_Realloc(self.free_keys, cap * sizeof(int32_t))
+        if a == NULL:
+            raise MemoryError()
+        self.free_keys = <int32_t*>a
+        self.cap = cap
+        return 0
+
+    cpdef int new_key(self) except -1:
+        """A fresh key, not scheduled."""
+        cdef int32_t k
+        if self.nfree:
+            self.nfree -= 1
+            return self.free_keys[self.nfree]
+        if self.next_key == self.cap:
+            self._grow()
+        k = <int32_t>self.next_key
+        self.next_key += 1
+        self.pos[k] = -1
+        return k
+
+    cpdef release_key(self, int key):
+        """Cancel the key's timer and give the key back for reuse."""
+        self._check(key)
+        self._remove(key)
+        self.free_keys[self.nfree] = key
+        self.nfree += 1
+
+    cdef int _check(self, int key) except -1:
+        if key < 0 or key >= self.next_key:
+            raise KeyError(key)
+        return 0
+
+    cdef inline bint _less(self, Py_ssize_t i, Py_ssize_t j) noexcept nogil:
+        # order by deadline, then by key so that equal deadlines pop in a stable order
+        cdef int32_t a = self.heap[i]
+        cdef int32_t b = self.heap[j]
+        if self.deadline[a] != self.deadline[b]:
+            return self.deadline[a] < self.deadline[b]
+        return a < b
+
+    cdef inline void _swap(self, Py_ssize_t i, Py_ssize_t j) noexcept nogil:
+        cdef int32_t a = self.heap[i]
+        cdef int32_t b = self.heap[j]
+        self.heap[i] = b
+        self.heap[j] = a
+        self.pos[b] = <int32_t>i
+        self.pos[a] = <int32_t>j
+
+    cdef void _up(self, Py_ssize_t i) noexcept nogil:
+        cdef Py_ssize_t parent
+        while i > 0:
+            parent = (i - 1) >> 1
+            if not self._less(i, parent):
+                break
+            self._swap(i, parent)
+            i = parent
+
+    cdef void _down(self, Py_ssize_t i) noexcept nogil:
+        cdef Py_ssize_t child
+        while True:
+            child = 2 * i + 1
+            if child >= self.size:
+                break
+            if child + 1 < self.size and self._less(child + 1, child):
+                child += 1
+            if not self._less(child, i):
+                break
+            self._swap(i, child)
+            i = child
+
+    cdef void _remove(self, int key) noexcept nogil:
+        cdef Py_ssize_t i = self.pos[key]
+        if i < 0:
+            return
+        self.size -= 1
+        if i != self.size:
+            self._swap(i, self.size)
+            self._down(i)
+            self._up(i)
+        self.pos[key] = -1
+
+    cpdef schedule(self, int key, int64_t deadline):
+        """Set the key's deadline (ms), inserting it or moving it in place."""
+        self._check(key)
+        cdef Py_ssize_t i = self.pos[key]
+        self.deadline[key] = deadline
+        if i < 0:
+            i = self.size
+            self.heap[i] = key
+            self.pos[key] = <int32_t>i
+            self.size += 1
+            self._up(i)
+        else:
+            self._down(i)
+            self._up(i)
+
+    cpdef bint cancel(self, int key) except -1:
+        """Unschedule the key; True if it was scheduled."""
+        self._check(key)
+        if self.pos[key] < 0:
+            return False
+        self._remove(key)
+        return True
+
+    cpdef bint is_scheduled(self, int key) except -1:
+        self._check(key)
+        return self.pos[key] >= 0
+
+    cpdef int64_t deadline_of(self, int key) except? -1:
+        self._check(key)
+        if self.pos[key] < 0:
+            raise KeyError(f"timer {key} is not scheduled")
+        return self.deadline[key]
+
+    cpdef object next_deadline(self):
+        """The earliest deadline, or None."""
+        if self.size == 0:
+            return None
+        return self.deadline[self.heap[0]]
+
+    cpdef int pop_due(self, int64_t now) except -2:
+        """The key with the earliest deadline if it is <= now (and unschedule it), else -1."""
+        cdef int32_t k
+        if self.size == 0 or self.deadline[self.heap[0]] > now:
+            return -1
+        k = self.heap[0]
+        self._remove(k)
+        return k
+
+    def pop_expired(self, int64_t now):
+        """Every key whose deadline is <= now, earliest first, each unscheduled."""
+        out = []
+        cdef int k = self.pop_due(now)
+        while k >= 0:
+            out.append(k)
+            k = self.pop_due(now)
+        return out
+
+
+@cython.final
+@cython.no_gc
+cdef class ClassicMember:
+    """A member of a classic group: typed fields the state machine reads and writes directly."""
+
+    cdef public str member_id
+    cdef public object group_instance_id  # str or None
+    cdef public str client_id
+    cdef public str client_host
+    cdef public int32_t session_timeout_ms
+    cdef public int32_t rebalance_timeout_ms
+    cdef public str protocol_type
+    cdef public list protocols  # [(name, metadata bytes)] in the member's order of preference
+    cdef public bytes assignment
+    cdef public object join_reply  # the parked JoinGroup, or None
+    cdef public object sync_reply  # the parked SyncGroup, or None
+    cdef public bint is_new
+    cdef public int timer  # the member's heartbeat timer key
+
+    def __init__(self, str member_id, group_instance_id, str client_id, str client_host,
+                 int32_t session_timeout_ms, int32_t rebalance_timeout_ms, str protocol_type, list protocols):
+        self.member_id = member_id
+        self.group_instance_id = group_instance_id
+        self.client_id = client_id
+        self.client_host = client_host
+        self.session_timeout_ms = session_timeout_ms
+        self.rebalance_timeout_ms = rebalance_timeout_ms
+        self.protocol_type = protocol_type
+        self.protocols = protocols
+        self.assignment = b""
+        self.timer = -1
+
+    @property
+    def is_static(self):
+        return self.group_instance_id is not None
+
+    @property
+    def awaiting_join(self):
+        return self.join_reply is not None
+
+    @property
+    def awaiting_sync(self):
+        return self.sync_reply is not None
+
+    cpdef object metadata_for(self, str protocol):
+        for name, metadata in self.protocols:
+            if name == protocol:
+                return metadata
+        return None
+
+    cpdef bint same_protocols(self, list protocols):
+        return self.protocols == protocols
+
+    def __repr__(self):
+        return (f"ClassicMember({self.member_id!r}, instance={self.group_instance_id!r}, "
+                f"join={'parked' if self.join_reply is not None else '-'}, "
+                f"sync={'parked' if self.sync_reply is not None else '-'})")
+
+
+@cython.final
+cdef class MemberTable:
+    """The members of one classic group: member id -> member, instance id -> member id, the protocol
+    support counts, the number of members awaiting a join response, and the KIP-394 pending members.
+    Insertion order is kept (it decides a new leader when the leader leaves)."""
+
+    cdef readonly dict members          # member id -> ClassicMember
+    cdef readonly dict static_members   # instance id -> member id
+    cdef readonly dict protocol_support  # protocol name -> number of members that list it
+    cdef readonly dict pending          # KIP-394 pending member id -> timer key
+    cdef readonly Py_ssize_t num_awaiting_join
+
+    def __init__(self):
+        self.members = {}
+        self.static_members = {}
+        self.protocol_support = {}
+        self.pending = {}
+        self.num_awaiting_join = 0
+
+    def __len__(self):
+        return len(self.members)
+
+    def __contains__(self, member_id):
+        return member_id in self.members
+
+    def __iter__(self):
+        return iter(list(self.members.values()))
+
+    cpdef ClassicMember get(self, str member_id):
+        return self.members.get(member_id)
+
+    cpdef object static_member_id(self, object instance_id):
+        return self.static_members.get(instance_id)
+
+    cdef void _count_protocols(self, ClassicMember m, int delta):
+        for name, _ in m.protocols:
+            self.protocol_support[name] = self.protocol_support.get(name, 0) + delta
+            if self.protocol_support[name] == 0:
+                del self.protocol_support[name]
+
+    cpdef add(self, ClassicMember m):
+        if m.member_id in self.members:
+            raise KeyError(f"member {m.member_id} is already in the group")
+        self.members[m.member_id] = m
+        if m.group_instance_id is not None:
+            self.static_members[m.group_instance_id] = m.member_id
+        self._count_protocols(m, 1)
+        if m.join_reply is not None:
+            self.num_awaiting_join += 1
+
+    cpdef ClassicMember remove(self, str member_id):
+        cdef ClassicMember m = self.members.pop(member_id)
+        if m.group_instance_id is not None and self.static_members.get(m.group_instance_id) == member_id:
+            del self.static_members[m.group_instance_id]
+        self._count_protocols(m, -1)
+        if m.join_reply is not None:
+            self.num_awaiting_join -= 1
+        return m
+
+    cpdef set_protocols(self, ClassicMember m, list protocols):
+        self._count_protocols(m, -1)
+        m.protocols = protocols
+        self._count_protocols(m, 1)
+
+    cpdef object set_join_reply(self, ClassicMember m, object reply):
+        """Park (or clear, with None) the member's JoinGroup; returns the reply it replaced, if any."""
+        old = m.join_reply
+        if old is None and reply is not None:
+            self.num_awaiting_join += 1
+        elif old is not None and reply is None:
+            self.num_awaiting_join -= 1
+        m.join_reply = reply
+        return old
+
+    cpdef rename(self, str old_id, ClassicMember m):
+        """Put `m` (a static member's replacement, with a new member id) where `old_id` was."""
+        cdef ClassicMember old = self.members.pop(old_id)
+        if old.join_reply is not None:
+            self.num_awaiting_join -= 1
+        self._count_protocols(old, -1)
+        self.members[m.member_id] = m
+        self._count_protocols(m, 1)
+        if m.join_reply is not None:
+            self.num_awaiting_join += 1
+        if m.group_instance_id is not None:
+            self.static_members[m.group_instance_id] = m.member_id
+
+    cpdef bint supports(self, str protocol_type, str group_protocol_type, list names):
+        """Kafka's supportsProtocols for a non-empty group: same type, and one protocol all members list."""
+        if protocol_type != group_protocol_type:
+            return False
+        cdef Py_ssize_t n = len(self.members)
+        for name in names:
+            if self.protocol_support.get(name, 0) == n:
+                return True
+        return False
+
+    cpdef int validate(self, str member_id, object instance_id) except -1:
+        """Kafka's validateMember: 0, UNKNOWN_MEMBER_ID (25) or FENCED_INSTANCE_ID (82)."""
+        cdef object mapped
+        if instance_id is not None:
+            mapped = self.static_members.get(instance_id)
+            if mapped is None:
+                return 25
+            if mapped != member_id:
+                return 82
+        if member_id not in self.members:
+            return 25
+        return 0
