@@ -8,7 +8,7 @@ assignment is stored (SyncGroup). Timers live in the coordinator's one deadline 
 
 from __future__ import annotations
 
-import uuid
+import os
 from collections import deque
 from dataclasses import dataclass
 from enum import Enum
@@ -35,6 +35,8 @@ class State(str, Enum):
     DEAD = "Dead"
 
 
+DEAD, EMPTY, PREPARING = State.DEAD, State.EMPTY, State.PREPARING_REBALANCE
+
 # Kafka's ClassicGroupState: the states each state may be entered from.
 VALID_PREVIOUS = {
     State.EMPTY: {State.PREPARING_REBALANCE},
@@ -57,6 +59,21 @@ class RebalanceEvent:
     reason: str
 
 
+_ENTROPY = [b"", 0]
+
+
+def random_uuid() -> str:
+    """A version-4 UUID string, as Kafka's member ids carry (random bytes drawn from os.urandom in bulk)."""
+    pool, i = _ENTROPY
+    if i >= len(pool):
+        pool, i = os.urandom(8192), 0
+        _ENTROPY[0] = pool
+    _ENTROPY[1] = i + 16
+    h = pool[i:i + 16].hex()
+    # the version (4) and variant (10xx) nibbles of RFC 4122, as UUID.randomUUID() sets them
+    return f"{h[:8]}-{h[8:12]}-4{h[13:16]}-{'89ab'[int(h[16], 16) & 3]}{h[17:20]}-{h[20:]}"
+
+
 def join_reason(reason: str | None) -> str:
     return reason if reason else "not provided"
 
@@ -76,8 +93,12 @@ class ClassicGroup:
         self.members = MemberTable()
         self.pending_sync: set[str] = set()
         self.new_member_added = False
+        self._heap, self._now = timers.heap, timers.clock.now_ms
         self.join_timer = timers.new()
         self.sync_timer = timers.new()
+        # Member timers (session, new-member join, KIP-394 pending) share one action; the key says whose.
+        self.timer_owner: dict[int, str] = {}
+        self._member_timer = self.on_member_timer
         self.history: deque[RebalanceEvent] = deque(maxlen=config.group_rebalance_history_size)
         self.offsets: dict[tuple[str, int], tuple[int, int, str | None, int]] = {}
 
@@ -100,37 +121,41 @@ class ClassicGroup:
     def all_joined(self) -> bool:
         return len(self.members) == self.members.num_awaiting_join and not self.members.pending
 
-    def supports_protocols(self, protocol_type: str, names: list[str]) -> bool:
-        if self.state == State.EMPTY:
-            return bool(protocol_type) and bool(names)
-        return self.members.supports(protocol_type, self.protocol_type, names)
+    def supports_protocols(self, protocol_type: str, protocols: list) -> bool:
+        if self.state is EMPTY:
+            return bool(protocol_type) and bool(protocols)
+        return self.members.supports(protocol_type, self.protocol_type, protocols)
 
     def record(self, trigger: str, member_id: str = "", instance_id: str | None = None, reason: str = "") -> None:
+        """Add to the bounded rebalance history: what triggered or changed a rebalance, with the client's
+        KIP-800 reason. Joins that merely take part in a rebalance already under way are not recorded
+        unless they carry a reason (Kafka only logs these; the history is for what an operator asks)."""
         self.history.append(RebalanceEvent(self.timers.clock.now_ms(), self.generation, trigger, member_id,
                                            instance_id, reason))
 
     def select_protocol(self) -> str:
         members = list(self.members.members.values())
-        candidates = [name for name, _ in members[0].protocols
-                      if self.members.protocol_support.get(name, 0) == len(members)]
+        candidates = [p.name for p in members[0].protocols
+                      if self.members.protocol_support.get(p.name, 0) == len(members)]
         votes = {name: 0 for name in candidates}
         for m in members:
-            for name, _ in m.protocols:
-                if name in votes:
-                    votes[name] += 1
+            for p in m.protocols:
+                if p.name in votes:
+                    votes[p.name] += 1
                     break
         return max(candidates, key=lambda n: votes[n])  # ties go to the first member's preference
 
     # ---- membership ------------------------------------------------------------------------------------
 
     def new_member_id(self, client_id: str, instance_id: str | None) -> str:
-        return f"{instance_id if instance_id is not None else client_id}-{uuid.uuid4()}"
+        return f"{instance_id if instance_id is not None else client_id}-{random_uuid()}"
 
     def add_member(self, m: ClassicMember, reply: Reply | None) -> None:
         if not self.members.members:
             self.protocol_type = m.protocol_type
         m.join_reply = reply
-        m.timer = self.timers.new(lambda mid=m.member_id: self.on_heartbeat_expired(mid))
+        m.timer = self.timers.new(self._member_timer)
+        self.timer_owner[m.timer] = m.member_id
         self.members.add(m)
         if self.leader_id is None:
             self.leader_id = m.member_id
@@ -139,6 +164,7 @@ class ClassicGroup:
         m = self.members.remove(member_id)
         self.pending_sync.discard(member_id)
         self.timers.release(m.timer)
+        del self.timer_owner[m.timer]
         if self.leader_id == member_id:
             self.leader_id = next(iter(self.members.members), None)
         return m
@@ -147,12 +173,15 @@ class ClassicGroup:
         self.timers.arm(m.timer, m.session_timeout_ms if timeout_ms is None else timeout_ms)
 
     def add_pending(self, member_id: str, session_timeout_ms: int) -> None:
-        key = self.timers.new(lambda: self.on_pending_expired(member_id))
+        key = self.timers.new(self._member_timer)
+        self.timer_owner[key] = member_id
         self.members.pending[member_id] = key
         self.timers.arm(key, session_timeout_ms)
 
     def drop_pending(self, member_id: str) -> None:
-        self.timers.release(self.members.pending.pop(member_id))
+        key = self.members.pending.pop(member_id)
+        self.timers.release(key)
+        del self.timer_owner[key]
 
     # ---- responses -------------------------------------------------------------------------------------
 
@@ -194,11 +223,10 @@ class ClassicGroup:
                 self.remove_and_rebalance(member_id, "group.max.size reached", "max-size")
             reply.resolve(self.join_response(version, E.GROUP_MAX_SIZE_REACHED))
             return reply
-        names = [p.name for p in req.protocols]
         if member_id == "":
-            self.join_new_member(req, version, client_id, client_host, names, reply)
+            self.join_new_member(req, version, client_id, client_host, reply)
         else:
-            self.join_existing_member(req, version, client_id, client_host, names, reply)
+            self.join_existing_member(req, version, client_id, client_host, reply)
         return reply
 
     def accepts(self, member_id: str) -> bool:
@@ -210,10 +238,10 @@ class ClassicGroup:
             return (m is not None and m.awaiting_join) or self.members.num_awaiting_join < limit
         return member_id in self.members or len(self.members) < limit
 
-    def join_new_member(self, req, version, client_id, client_host, names, reply: Reply) -> None:
+    def join_new_member(self, req, version, client_id, client_host, reply: Reply) -> None:
         if self.state == State.DEAD:
             return reply.resolve(self.join_response(version, E.COORDINATOR_NOT_AVAILABLE))
-        if not self.supports_protocols(req.protocol_type, names):
+        if not self.supports_protocols(req.protocol_type, req.protocols):
             return reply.resolve(self.join_response(version, E.INCONSISTENT_GROUP_PROTOCOL))
         iid = req.group_instance_id
         new_id = self.new_member_id(client_id, iid)
@@ -230,15 +258,21 @@ class ClassicGroup:
     def add_member_and_rebalance(self, req, version, member_id, client_id, client_host, reply: Reply) -> None:
         m = ClassicMember(member_id, req.group_instance_id, client_id, client_host, req.session_timeout_ms,
                           rebalance_timeout(req, version), req.protocol_type,
-                          [(p.name, p.metadata) for p in req.protocols])
+                          req.protocols)
         m.is_new = True
-        if self.state == State.PREPARING_REBALANCE and self.previous_state == State.EMPTY:
+        state = self.state
+        if state is PREPARING and self.previous_state is EMPTY:
             self.new_member_added = True
         self.add_member(m, reply)
         # New members cannot heartbeat until they have joined; their parked join expires after 5 minutes.
-        self.arm_heartbeat(m, CLASSIC_GROUP_NEW_MEMBER_JOIN_TIMEOUT_MS)
-        self.record("join", member_id, req.group_instance_id, join_reason(req.reason))
-        self.maybe_prepare_rebalance_or_complete_join()
+        self._heap.schedule(m.timer, self._now() + CLASSIC_GROUP_NEW_MEMBER_JOIN_TIMEOUT_MS)
+        if state is PREPARING:
+            if req.reason:
+                self.record("join", member_id, req.group_instance_id, join_reason(req.reason))
+            self.maybe_complete_join_phase()
+        else:
+            self.record("join", member_id, req.group_instance_id, join_reason(req.reason))
+            self.maybe_prepare_rebalance_or_complete_join()
 
     def replace_static_member(self, req, version, iid, old_id, new_id, reply: Reply) -> None:
         old = self.members.get(old_id)
@@ -252,10 +286,10 @@ class ClassicGroup:
             r.resolve(self.sync_response(E.FENCED_INSTANCE_ID))
         m = ClassicMember(new_id, iid, old.client_id, old.client_host, req.session_timeout_ms,
                           rebalance_timeout(req, version), req.protocol_type,
-                          [(p.name, p.metadata) for p in req.protocols])
+                          req.protocols)
         m.assignment = old.assignment
         m.timer = old.timer
-        self.timers.actions[m.timer] = lambda mid=new_id: self.on_heartbeat_expired(mid)
+        self.timer_owner[m.timer] = new_id
         self.members.rename(old_id, m)
         if old_id in self.pending_sync:
             self.pending_sync.discard(old_id)
@@ -287,11 +321,11 @@ class ClassicGroup:
             self.members.set_join_reply(m, reply)
             self.maybe_complete_join_phase()
 
-    def join_existing_member(self, req, version, client_id, client_host, names, reply: Reply) -> None:
+    def join_existing_member(self, req, version, client_id, client_host, reply: Reply) -> None:
         member_id = req.member_id
         if self.state == State.DEAD:
             return reply.resolve(self.join_response(version, E.COORDINATOR_NOT_AVAILABLE, member_id))
-        if not self.supports_protocols(req.protocol_type, names):
+        if not self.supports_protocols(req.protocol_type, req.protocols):
             return reply.resolve(self.join_response(version, E.INCONSISTENT_GROUP_PROTOCOL, member_id))
         if member_id in self.members.pending:
             if req.group_instance_id is not None:
@@ -304,10 +338,11 @@ class ClassicGroup:
         if error:
             return reply.resolve(self.join_response(version, error, member_id))
         m = self.members.get(member_id)
-        protocols = [(p.name, p.metadata) for p in req.protocols]
+        protocols = req.protocols
         if self.state == State.PREPARING_REBALANCE:
             self.update_member(m, req, version, protocols, reply)
-            self.record("join", member_id, m.group_instance_id, join_reason(req.reason))
+            if req.reason:
+                self.record("join", member_id, m.group_instance_id, join_reason(req.reason))
             self.maybe_prepare_rebalance_or_complete_join()
         elif self.state == State.COMPLETING_REBALANCE:
             if m.same_protocols(protocols):
@@ -356,7 +391,7 @@ class ClassicGroup:
         if initial:
             delay = self.config.group_initial_rebalance_delay_ms
             remaining = max(self.rebalance_timeout_ms() - delay, 0)
-            self.timers.arm(self.join_timer, delay, lambda: self.on_initial_delay(delay, remaining))
+            self.timers.arm(self.join_timer, delay, lambda _: self.on_initial_delay(delay, remaining))
         elif self.all_joined():
             self.complete_join()
         else:
@@ -367,16 +402,15 @@ class ClassicGroup:
             self.new_member_added = False
             new_delay = min(self.config.group_initial_rebalance_delay_ms, remaining)
             new_remaining = max(remaining - delay, 0)
-            self.timers.arm(self.join_timer, new_delay, lambda: self.on_initial_delay(new_delay, new_remaining))
+            self.timers.arm(self.join_timer, new_delay, lambda _: self.on_initial_delay(new_delay, new_remaining))
         else:
             self.complete_join()
 
-    def on_join_timeout(self) -> None:
+    def on_join_timeout(self, _key: int = -1) -> None:
         self.complete_join()
 
     def maybe_complete_join_phase(self) -> None:
-        if (self.state == State.PREPARING_REBALANCE and self.all_joined()
-                and self.previous_state != State.EMPTY):
+        if self.state is PREPARING and self.previous_state is not EMPTY and self.all_joined():
             self.timers.cancel(self.join_timer)
             self.complete_join()
 
@@ -412,7 +446,7 @@ class ClassicGroup:
             m.is_new = False
             self.pending_sync.add(m.member_id)
         self.timers.arm(self.sync_timer, self.rebalance_timeout_ms(),
-                        lambda g=self.generation: self.on_sync_timeout(g))
+                        lambda _, g=self.generation: self.on_sync_timeout(g))
 
     def elect_joined_leader(self) -> bool:
         if self.leader_id is None:
@@ -444,6 +478,13 @@ class ClassicGroup:
             self.prepare_rebalance(f"removing {missing} on pending sync request expiration")
 
     # ---- timers for members ----------------------------------------------------------------------------
+
+    def on_member_timer(self, key: int) -> None:
+        member_id = self.timer_owner[key]
+        if member_id in self.members.pending:
+            self.on_pending_expired(member_id)
+        else:
+            self.on_heartbeat_expired(member_id)
 
     def on_pending_expired(self, member_id: str) -> None:
         if member_id in self.members.pending:
@@ -522,18 +563,20 @@ class ClassicGroup:
     # ---- Heartbeat -------------------------------------------------------------------------------------
 
     def heartbeat(self, member_id: str, instance_id: str | None, generation: int) -> int:
-        if self.state == State.DEAD:
+        """The hot path: a member lookup and a deadline move, in Kafka's error order."""
+        state = self.state
+        if state is DEAD:
             return E.COORDINATOR_NOT_AVAILABLE
         error = self.members.validate(member_id, instance_id)
         if error:
             return error
         if generation != self.generation:
             return E.ILLEGAL_GENERATION
-        if self.state == State.EMPTY:
+        if state is EMPTY:
             return E.UNKNOWN_MEMBER_ID
         m = self.members.members[member_id]
-        self.timers.heap.schedule(m.timer, self.timers.clock.now_ms() + m.session_timeout_ms)
-        if self.state == State.PREPARING_REBALANCE:
+        self._heap.schedule(m.timer, self._now() + m.session_timeout_ms)
+        if state is PREPARING:
             return E.REBALANCE_IN_PROGRESS
         return E.NONE
 
@@ -622,6 +665,7 @@ class ClassicGroup:
             self.timers.release(m.timer)
         for key in self.members.pending.values():
             self.timers.release(key)
+        self.timer_owner.clear()
         self.timers.release(self.join_timer)
         self.timers.release(self.sync_timer)
         self.previous_state, self.state = self.state, State.DEAD

@@ -60,8 +60,10 @@ class Coordinator:
 
     # ---- plumbing ----------------------------------------------------------------------------------
 
-    def handle(self, api_key: int, version: int, body, client_id: str = "", client_host: str = "") -> Reply:
-        """Answer one decoded request (the caller has checked the API and version are supported)."""
+    def handle(self, api_key: int, version: int, body, client_id: str = "", client_host: str = ""):
+        """Answer one decoded request (the caller has checked the API and version are supported).
+
+        Returns the response message, or a Reply for JoinGroup and SyncGroup, which may be parked."""
         return self.handlers[api_key](body, version, client_id or "", client_host)
 
     def poll(self) -> int:
@@ -77,15 +79,11 @@ class Coordinator:
             g = self.groups[group_id] = ClassicGroup(group_id, self.config, self.timers, self.store)
         return g
 
-    @staticmethod
-    def done(response) -> Reply:
-        return Reply(response)
-
     # ---- JoinGroup / SyncGroup / Heartbeat / LeaveGroup --------------------------------------------
 
     def join_group(self, req: wire.JoinGroupRequest, version: int, client_id: str, client_host: str) -> Reply:
         def fail(error: int) -> Reply:
-            return self.done(wire.JoinGroupResponse(error_code=error, member_id=req.member_id,
+            return Reply(wire.JoinGroupResponse(error_code=error, member_id=req.member_id,
                                                     protocol_name="" if version < 7 else None))
 
         if not req.group_id:
@@ -100,7 +98,7 @@ class Coordinator:
 
     def sync_group(self, req: wire.SyncGroupRequest, version: int, client_id: str, client_host: str) -> Reply:
         def fail(error: int) -> Reply:
-            return self.done(wire.SyncGroupResponse(error_code=error))
+            return Reply(wire.SyncGroupResponse(error_code=error))
 
         if version >= 5 and (req.protocol_type is None or req.protocol_name is None):
             return fail(E.INCONSISTENT_GROUP_PROTOCOL)
@@ -111,19 +109,17 @@ class Coordinator:
             return fail(E.UNKNOWN_MEMBER_ID)
         return g.sync(req, version)
 
-    def heartbeat(self, req: wire.HeartbeatRequest, version: int, client_id: str = "", client_host: str = "") -> Reply:
-        return Reply(wire.HeartbeatResponse(error_code=self.heartbeat_error(req)))
-
-    def heartbeat_error(self, req: wire.HeartbeatRequest) -> int:
-        if not req.group_id:
-            return E.INVALID_GROUP_ID
+    def heartbeat(self, req: wire.HeartbeatRequest, version: int, client_id: str = "",
+                  client_host: str = "") -> wire.HeartbeatResponse:
         g = self.groups.get(req.group_id)
-        if g is None:
-            return E.UNKNOWN_MEMBER_ID
-        return g.heartbeat(req.member_id, req.group_instance_id, req.generation_id)
+        if g is not None:
+            error = g.heartbeat(req.member_id, req.group_instance_id, req.generation_id)
+        else:
+            error = E.INVALID_GROUP_ID if not req.group_id else E.UNKNOWN_MEMBER_ID
+        return wire.HeartbeatResponse(error_code=error)
 
     def leave_group(self, req: wire.LeaveGroupRequest, version: int, client_id: str = "",
-                    client_host: str = "") -> Reply:
+                    client_host: str = ""):
         if version <= 2:
             members = [(req.member_id, None, None)]
         else:
@@ -138,15 +134,15 @@ class Coordinator:
                 top, errors = g.leave(members)
         if version <= 2:
             # v0-2 have one member: its error becomes the top-level error unless there already is one.
-            return self.done(wire.LeaveGroupResponse(error_code=top or errors[0]))
-        return self.done(wire.LeaveGroupResponse(error_code=top, members=[
+            return (wire.LeaveGroupResponse(error_code=top or errors[0]))
+        return (wire.LeaveGroupResponse(error_code=top, members=[
             wire.LeaveGroupResponseMemberResponse(member_id=mid, group_instance_id=iid, error_code=err)
             for (mid, iid, _), err in zip(members, errors)]))
 
     # ---- describe / list / delete -----------------------------------------------------------------
 
     def describe_groups(self, req: wire.DescribeGroupsRequest, version: int, client_id: str = "",
-                        client_host: str = "") -> Reply:
+                        client_host: str = ""):
         out = []
         for gid in req.groups:
             g = self.groups.get(gid)
@@ -163,10 +159,10 @@ class Coordinator:
                     client_host=m.client_host,
                     member_metadata=(m.metadata_for(g.protocol_name) or b"") if stable else b"",
                     member_assignment=m.assignment if stable else b"") for m in g.members]))
-        return self.done(wire.DescribeGroupsResponse(groups=out))
+        return (wire.DescribeGroupsResponse(groups=out))
 
     def list_groups(self, req: wire.ListGroupsRequest, version: int, client_id: str = "",
-                    client_host: str = "") -> Reply:
+                    client_host: str = ""):
         states = {s.lower() for s in req.states_filter} if version >= 4 else set()
         types = {t.lower() for t in req.types_filter} if version >= 5 else set()
         out = []
@@ -179,10 +175,10 @@ class Coordinator:
                 continue
             out.append(wire.ListGroupsResponseListedGroup(group_id=gid, protocol_type=g.protocol_type or "",
                                                           group_state=g.state.value, group_type="classic"))
-        return self.done(wire.ListGroupsResponse(error_code=E.NONE, groups=out))
+        return (wire.ListGroupsResponse(error_code=E.NONE, groups=out))
 
     def delete_groups(self, req: wire.DeleteGroupsRequest, version: int, client_id: str = "",
-                      client_host: str = "") -> Reply:
+                      client_host: str = ""):
         results = []
         for gid in req.groups_names:
             g = self.groups.get(gid)
@@ -198,7 +194,7 @@ class Coordinator:
                 del self.groups[gid]
                 err = E.NONE
             results.append(wire.DeleteGroupsResponseDeletableGroupResult(group_id=gid, error_code=err))
-        return self.done(wire.DeleteGroupsResponse(results=results))
+        return (wire.DeleteGroupsResponse(results=results))
 
     # ---- offsets ----------------------------------------------------------------------------------
 
@@ -208,7 +204,7 @@ class Coordinator:
         return name
 
     def offset_commit(self, req: wire.OffsetCommitRequest, version: int, client_id: str = "",
-                      client_host: str = "") -> Reply:
+                      client_host: str = ""):
         generation = req.generation_id_or_member_epoch if version >= 1 else -1
         g = None
         if not req.group_id:
@@ -243,7 +239,7 @@ class Coordinator:
         if accepted:
             self.store.write_offsets(g.group_id, accepted)  # stored before the response confirms it
             g.offsets.update(accepted)
-        return self.done(wire.OffsetCommitResponse(topics=topics))
+        return (wire.OffsetCommitResponse(topics=topics))
 
     def _fetch_partitions(self, g: ClassicGroup | None, name: str | None, partitions, partition_cls):
         out = []
@@ -264,7 +260,7 @@ class Coordinator:
         return topics
 
     def offset_fetch(self, req: wire.OffsetFetchRequest, version: int, client_id: str = "",
-                     client_host: str = "") -> Reply:
+                     client_host: str = ""):
         if version <= 7:
             g = self.groups.get(req.group_id)
             if req.topics is None:
@@ -276,7 +272,7 @@ class Coordinator:
                     g, name, parts, wire.OffsetFetchResponsePartition))
                 for name, parts in wanted]
             error = E.INVALID_GROUP_ID if not req.group_id else E.NONE
-            return self.done(wire.OffsetFetchResponse(topics=topics, error_code=error))
+            return (wire.OffsetFetchResponse(topics=topics, error_code=error))
         groups = []
         for rg in req.groups:
             g = self.groups.get(rg.group_id)
@@ -293,15 +289,15 @@ class Coordinator:
                 for name, tid, parts in wanted]
             groups.append(wire.OffsetFetchResponseGroup(
                 group_id=rg.group_id, topics=topics, error_code=E.INVALID_GROUP_ID if not rg.group_id else E.NONE))
-        return self.done(wire.OffsetFetchResponse(groups=groups))
+        return (wire.OffsetFetchResponse(groups=groups))
 
     def offset_delete(self, req: wire.OffsetDeleteRequest, version: int, client_id: str = "",
-                      client_host: str = "") -> Reply:
+                      client_host: str = ""):
         g = self.groups.get(req.group_id)
         if not req.group_id:
-            return self.done(wire.OffsetDeleteResponse(error_code=E.INVALID_GROUP_ID))
+            return (wire.OffsetDeleteResponse(error_code=E.INVALID_GROUP_ID))
         if g is None or g.state == State.DEAD:
-            return self.done(wire.OffsetDeleteResponse(error_code=E.GROUP_ID_NOT_FOUND))
+            return (wire.OffsetDeleteResponse(error_code=E.GROUP_ID_NOT_FOUND))
         subscribed = subscribed_topics(g) if g.state != State.EMPTY else set()
         topics = []
         removed: dict[tuple[str, int], None] = {}
@@ -321,7 +317,7 @@ class Coordinator:
             self.store.write_offsets(g.group_id, removed)  # None values are tombstones
             for key in removed:
                 del g.offsets[key]
-        return self.done(wire.OffsetDeleteResponse(error_code=E.NONE, topics=topics))
+        return (wire.OffsetDeleteResponse(error_code=E.NONE, topics=topics))
 
 
 def wire_zero_uuid() -> bytes:

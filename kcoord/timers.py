@@ -1,8 +1,8 @@
 """The clock and the coordinator's one deadline structure.
 
 Every timeout (session, join phase, initial delay, pending sync, pending member) is a key in one compiled
-deadline heap. A key's action is set when the timer is created; re-arming it (a heartbeat) only moves the
-deadline, without allocating. The clock is injected: tests drive a ManualClock and never sleep.
+deadline heap. A key's action (called with the key) is set when the timer is created; re-arming it (a
+heartbeat) only moves the deadline, without allocating. The clock is injected: tests drive a ManualClock and never sleep.
 """
 
 from __future__ import annotations
@@ -33,9 +33,9 @@ class Timers:
     def __init__(self, clock: Clock) -> None:
         self.clock = clock
         self.heap = DeadlineHeap()
-        self.actions: list[Callable[[], None] | None] = []
+        self.actions: list[Callable[[int], None] | None] = []
 
-    def new(self, action: Callable[[], None] | None = None) -> int:
+    def new(self, action: Callable[[int], None] | None = None) -> int:
         key = self.heap.new_key()
         if key == len(self.actions):
             self.actions.append(action)
@@ -47,7 +47,7 @@ class Timers:
         self.heap.release_key(key)
         self.actions[key] = None
 
-    def arm(self, key: int, delay_ms: int, action: Callable[[], None] | None = None) -> None:
+    def arm(self, key: int, delay_ms: int, action: Callable[[int], None] | None = None) -> None:
         """(Re)schedule the key `delay_ms` from now; a given action replaces the key's action."""
         if action is not None:
             self.actions[key] = action
@@ -70,5 +70,5 @@ class Timers:
             action = self.actions[key]
             fired += 1
             if action is not None:
-                action()
+                action(key)
         return fired

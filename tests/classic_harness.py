@@ -57,7 +57,7 @@ class Harness:
                   v: int = 4) -> int:
         req = wire.HeartbeatRequest(group_id=gid, generation_id=generation, member_id=member_id,
                                     group_instance_id=iid if v >= 3 else None)
-        return self.c.handle(12, v, req).response.error_code
+        return self.c.handle(12, v, req).error_code
 
     def leave(self, *members: tuple[str, str | None] | tuple[str, str | None, str | None], gid: str = "g",
               v: int = 5) -> wire.LeaveGroupResponse:
@@ -68,7 +68,7 @@ class Harness:
                 wire.LeaveGroupRequestMemberIdentity(member_id=m[0], group_instance_id=m[1],
                                                      reason=m[2] if len(m) > 2 and v >= 5 else None)
                 for m in members])
-        return self.c.handle(13, v, req).response
+        return self.c.handle(13, v, req)
 
     def advance_alive(self, ms: int, members: dict[str, str | None], step: int = SESSION // 3) -> None:
         """Advance while the given members (member id -> instance id) keep heartbeating."""

@@ -547,7 +547,13 @@ class Generator:
             self.collect_classes(msg, msg.root)
         classes = [self.class_code(c) for c in self.class_order]
         tables = [self.tables_code(m) for m in self.messages]
-        disp = []
+        disp = ["cdef dec_fn _DEC_BY_KEY_REQ(int api_key, int v) except NULL:"]
+        for m in self.messages:
+            if m.kind == "request":
+                disp.append(f"    if api_key == {m.api_key}:")
+                disp.append(f"        return _dec_{m.name}(v)")
+        disp.append('    raise UnsupportedVersionError(f"no request for API {api_key}", api_key, v)')
+        disp.append("")
         for kind, fn in (("request", "_ENC_BY_KEY_REQ"), ("response", "_ENC_BY_KEY_RESP")):
             disp.append(f"cdef enc_fn {fn}(int api_key, int v) except NULL:")
             for m in self.messages:

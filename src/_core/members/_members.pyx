@@ -212,7 +212,7 @@ cdef class ClassicMember:
     cdef public int32_t session_timeout_ms
     cdef public int32_t rebalance_timeout_ms
     cdef public str protocol_type
-    cdef public list protocols  # [(name, metadata bytes)] in the member's order of preference
+    cdef public list protocols  # JoinGroupRequestProtocol (name, metadata) in the member's order of preference
     cdef public bytes assignment
     cdef public object join_reply  # the parked JoinGroup, or None
     cdef public object sync_reply  # the parked SyncGroup, or None
@@ -245,13 +245,19 @@ cdef class ClassicMember:
         return self.sync_reply is not None
 
     cpdef object metadata_for(self, str protocol):
-        for name, metadata in self.protocols:
-            if name == protocol:
-                return metadata
+        for p in self.protocols:
+            if p.name == protocol:
+                return p.metadata
         return None
 
     cpdef bint same_protocols(self, list protocols):
-        return self.protocols == protocols
+        """Kafka's member.matches: the same protocols, in the same order, with the same metadata."""
+        if len(protocols) != len(self.protocols):
+            return False
+        for a, b in zip(self.protocols, protocols):
+            if a.name != b.name or a.metadata != b.metadata:
+                return False
+        return True
 
     def __repr__(self):
         return (f"ClassicMember({self.member_id!r}, instance={self.group_instance_id!r}, "
@@ -294,7 +300,8 @@ cdef class MemberTable:
         return self.static_members.get(instance_id)
 
     cdef void _count_protocols(self, ClassicMember m, int delta):
-        for name, _ in m.protocols:
+        for p in m.protocols:
+            name = p.name
             self.protocol_support[name] = self.protocol_support.get(name, 0) + delta
             if self.protocol_support[name] == 0:
                 del self.protocol_support[name]
@@ -346,13 +353,13 @@ cdef class MemberTable:
         if m.group_instance_id is not None:
             self.static_members[m.group_instance_id] = m.member_id
 
-    cpdef bint supports(self, str protocol_type, str group_protocol_type, list names):
+    cpdef bint supports(self, str protocol_type, str group_protocol_type, list protocols):
         """Kafka's supportsProtocols for a non-empty group: same type, and one protocol all members list."""
         if protocol_type != group_protocol_type:
             return False
         cdef Py_ssize_t n = len(self.members)
-        for name in names:
-            if self.protocol_support.get(name, 0) == n:
+        for p in protocols:
+            if self.protocol_support.get(p.name, 0) == n:
                 return True
         return False
 
@@ -368,3 +375,45 @@ cdef class MemberTable:
         if member_id not in self.members:
             return 25
         return 0
+
+
+@cython.final
+@cython.no_gc
+cdef class Reply:
+    """A response that may not be ready yet: JoinGroup waits for the join phase, SyncGroup for the leader.
+
+    `version` is the request's API version (a parked reply is built for it when answered). Replies are made
+    in bulk during a rebalance, so they stay out of the cyclic GC; the callbacks a reply holds are dropped
+    when it is answered, which is what would otherwise keep a cycle alive.
+    """
+
+    cdef public object response
+    cdef public bint done
+    cdef public int version
+    cdef list _callbacks
+
+    def __init__(self, response=None, int version=0):
+        self.response = response
+        self.done = response is not None
+        self.version = version
+
+    cpdef resolve(self, response):
+        if self.done:
+            raise RuntimeError("a reply is answered exactly once")
+        self.response = response
+        self.done = True
+        callbacks, self._callbacks = self._callbacks, None
+        if callbacks is not None:
+            for cb in callbacks:
+                cb(response)
+
+    def on_done(self, cb):
+        if self.done:
+            cb(self.response)
+        elif self._callbacks is None:
+            self._callbacks = [cb]
+        else:
+            self._callbacks.append(cb)
+
+    def __repr__(self):
+        return f"Reply({self.response!r})" if self.done else "Reply(<parked>)"

@@ -318,18 +318,33 @@ def peek_request(frame):
 
 
 def decode_request(frame):
-    """Decode a request frame (without its size prefix) into (RequestHeader, body).
+    """Decode a request frame (without its size prefix) into (RequestHeader, body), in one pass.
 
     Raises UnsupportedVersionError (carrying api_key, api_version and correlation_id, so the caller can
     answer) for an API or version this codec does not implement, DecodeError for malformed bytes.
     """
-    api_key, api_version, correlation_id = peek_request(frame)
-    if not is_supported(api_key, api_version):
-        raise UnsupportedVersionError(
-            f"API {api_key} version {api_version} is not supported", api_key, api_version, correlation_id)
-    header, offset = RequestHeader.decode_from(frame, request_header_version(api_key, api_version))
-    body = REQUEST_TYPES[api_key].decode_from(frame, api_version, offset)[0]
-    return header, body
+    cdef Py_buffer view
+    cdef Cursor c
+    cdef int api_key, api_version, correlation_id
+    PyObject_GetBuffer(frame, &view, PyBUF_SIMPLE)
+    try:
+        c.p = <const unsigned char*>view.buf
+        c.end = c.p + view.len
+        c.bad = 0
+        api_key = rd_int16(&c)
+        api_version = rd_int16(&c)
+        correlation_id = rd_int32(&c)
+        if c.bad:
+            raise DecodeError("a request header needs at least 8 bytes")
+        if not is_supported(api_key, api_version):
+            raise UnsupportedVersionError(
+                f"API {api_key} version {api_version} is not supported", api_key, api_version, correlation_id)
+        c.p = <const unsigned char*>view.buf
+        header = _run(&c, _DEC_RequestHeader[request_header_version(api_key, api_version)], 0)
+        body = _run(&c, _DEC_BY_KEY_REQ(api_key, api_version), 1)
+        return header, body
+    finally:
+        PyBuffer_Release(&view)
 
 
 cdef object _finish(WBuf* w):

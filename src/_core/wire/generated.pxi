@@ -23275,6 +23275,47 @@ cdef inline enc_fn _enc_ConsumerGroupCurrentMemberAssignmentValue(int v) except 
     return _ENC_ConsumerGroupCurrentMemberAssignmentValue[v]
 
 
+cdef dec_fn _DEC_BY_KEY_REQ(int api_key, int v) except NULL:
+    if api_key == 18:
+        return _dec_ApiVersionsRequest(v)
+    if api_key == 3:
+        return _dec_MetadataRequest(v)
+    if api_key == 10:
+        return _dec_FindCoordinatorRequest(v)
+    if api_key == 2:
+        return _dec_ListOffsetsRequest(v)
+    if api_key == 1:
+        return _dec_FetchRequest(v)
+    if api_key == 0:
+        return _dec_ProduceRequest(v)
+    if api_key == 19:
+        return _dec_CreateTopicsRequest(v)
+    if api_key == 11:
+        return _dec_JoinGroupRequest(v)
+    if api_key == 14:
+        return _dec_SyncGroupRequest(v)
+    if api_key == 12:
+        return _dec_HeartbeatRequest(v)
+    if api_key == 13:
+        return _dec_LeaveGroupRequest(v)
+    if api_key == 15:
+        return _dec_DescribeGroupsRequest(v)
+    if api_key == 16:
+        return _dec_ListGroupsRequest(v)
+    if api_key == 42:
+        return _dec_DeleteGroupsRequest(v)
+    if api_key == 8:
+        return _dec_OffsetCommitRequest(v)
+    if api_key == 9:
+        return _dec_OffsetFetchRequest(v)
+    if api_key == 47:
+        return _dec_OffsetDeleteRequest(v)
+    if api_key == 68:
+        return _dec_ConsumerGroupHeartbeatRequest(v)
+    if api_key == 69:
+        return _dec_ConsumerGroupDescribeRequest(v)
+    raise UnsupportedVersionError(f"no request for API {api_key}", api_key, v)
+
 cdef enc_fn _ENC_BY_KEY_REQ(int api_key, int v) except NULL:
     if api_key == 18:
         return _enc_ApiVersionsRequest(v)
