@@ -724,3 +724,39 @@ def test_delete_groups_non_empty_and_not_found(h):
     resp = h.c.handle(42, 2, wire.DeleteGroupsRequest(groups_names=["g", "empty", "nope"]))
     assert [r.error_code for r in resp.results] == [E.NON_EMPTY_GROUP, E.NONE, E.GROUP_ID_NOT_FOUND]
     assert "empty" not in h.c.groups
+
+
+# ---- a group that moved away (Dead): every classic API says so ---------------------------------------
+
+def dead_group(h):
+    ids = h.form("A", "B")
+    g = h.group()
+    g.unload()
+    return g, ids
+
+
+def test_known_member_dead_group_coordinator_not_available(h):
+    g, ids = dead_group(h)
+    assert h.join(ids["A"], "A").response.error_code == E.COORDINATOR_NOT_AVAILABLE
+
+
+def test_sync_dead_group_coordinator_not_available(h):
+    g, ids = dead_group(h)
+    assert h.sync(ids["A"], 1, "A").response.error_code == E.COORDINATOR_NOT_AVAILABLE
+
+
+def test_heartbeat_dead_group_coordinator_not_available(h):
+    g, ids = dead_group(h)
+    assert h.heartbeat(ids["A"], 1, "A") == E.COORDINATOR_NOT_AVAILABLE
+
+
+def test_leave_dead_group_top_level_coordinator_not_available(h):
+    g, ids = dead_group(h)
+    assert h.leave((ids["A"], "A")).error_code == E.COORDINATOR_NOT_AVAILABLE
+
+
+def test_unload_answers_parked_requests_not_coordinator(h):
+    ids = h.form("A", "B")
+    parked = h.join(ids["A"], "A")
+    h.group().unload()
+    assert parked.response.error_code == E.NOT_COORDINATOR
