@@ -130,7 +130,7 @@ class ClassicGroup:
         """Add to the bounded rebalance history: what triggered or changed a rebalance, with the client's
         KIP-800 reason. Joins that merely take part in a rebalance already under way are not recorded
         unless they carry a reason (Kafka only logs these; the history is for what an operator asks)."""
-        self.history.append(RebalanceEvent(self.timers.clock.now_ms(), self.generation, trigger, member_id,
+        self.history.append(RebalanceEvent(self.timers.clock.wall_ms(), self.generation, trigger, member_id,
                                            instance_id, reason))
 
     def select_protocol(self) -> str:

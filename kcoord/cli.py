@@ -1,35 +1,206 @@
-"""`kcoord` command line: `kcoord serve` runs the coordinator; `kcoord apis` lists what the codec speaks."""
+"""`kcoord` command line.
+
+    kcoord serve [--port 9092] [--topic orders:12] [--set group.initial.rebalance.delay.ms=0] [--config FILE]
+    kcoord groups [--state Stable] [--json]
+    kcoord describe GROUP [--json]
+    kcoord remove-members GROUP --instance-id A [--instance-id B] [--reason TEXT] [--json]
+    kcoord apis [--json]
+
+The group commands talk to a running server over the Kafka protocol (--bootstrap, default 127.0.0.1:9092).
+"""
 
 from __future__ import annotations
 
 import argparse
-import asyncio
+import datetime
 import json
 import logging
+import struct
 import sys
+from dataclasses import fields
 
+from . import errors as E
 from . import wire
-from .server import Server
+from .client import Client, KafkaError
+from .config import GroupConfig
+from .coordinator import KCOORD_DESCRIBE_TAG
+from .server import ServerConfig, run
+from .topics import TopicError, parse_topic_spec
+
+# Broker settings accepted with --set/--config, by their Kafka names.
+SERVER_SETTINGS = {
+    "socket.request.max.bytes": "max_frame_size",
+    "max.connections": "max_connections",
+    "connections.max.idle.ms": "connections_max_idle_ms",
+    "auto.create.topics.enable": "auto_create_topics",
+    "num.partitions": "num_partitions",
+    "node.id": "node_id",
+}
+GROUP_SETTINGS = {f.name.replace("_", "."): f.name for f in fields(GroupConfig)}
+
+
+def read_properties(path: str) -> dict[str, str]:
+    out = {}
+    with open(path) as fh:
+        for n, line in enumerate(fh, 1):
+            line = line.strip()
+            if not line or line.startswith(("#", "!")):
+                continue
+            key, sep, value = line.partition("=")
+            if not sep:
+                raise ValueError(f"{path}:{n}: expected name=value")
+            out[key.strip()] = value.strip()
+    return out
+
+
+def server_config(args) -> ServerConfig:
+    settings: dict[str, str] = {}
+    if args.config:
+        settings.update(read_properties(args.config))
+    for item in args.set or ():
+        key, sep, value = item.partition("=")
+        if not sep:
+            raise ValueError(f"--set takes name=value, not {item!r}")
+        settings[key.strip()] = value.strip()
+    server_kw: dict[str, object] = {}
+    group_kw: dict[str, int] = {}
+    for key, value in settings.items():
+        if key in SERVER_SETTINGS:
+            attr = SERVER_SETTINGS[key]
+            server_kw[attr] = value.lower() == "true" if attr == "auto_create_topics" else int(value)
+        elif key in GROUP_SETTINGS:
+            group_kw[GROUP_SETTINGS[key]] = int(value)
+        else:
+            known = ", ".join(sorted([*SERVER_SETTINGS, *GROUP_SETTINGS]))
+            raise ValueError(f"unknown setting {key!r}; known: {known}")
+    for spec in args.topic or ():
+        parse_topic_spec(spec)
+    return ServerConfig(host=args.host, port=args.port, advertised_host=args.advertised_host,
+                        advertised_port=args.advertised_port, topics=list(args.topic or ()),
+                        group=GroupConfig(**group_kw), **server_kw)
 
 
 def _serve(args) -> int:
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    server = Server(args.host, args.port, max_frame_size=args.max_frame_size)
     try:
-        asyncio.run(server.serve_forever())
+        cfg = server_config(args)
+    except (ValueError, OSError, TopicError) as e:
+        print(f"kcoord serve: {e}", file=sys.stderr)
+        return 2
+    try:
+        run(cfg)
     except OSError as e:
-        print(f"kcoord serve: cannot listen on {args.host}:{args.port}: {e.strerror}", file=sys.stderr)
+        print(f"kcoord serve: cannot listen on {cfg.host}:{cfg.port}: {e.strerror}", file=sys.stderr)
         return 1
     return 0
+
+
+# ---- group commands -----------------------------------------------------------------------------------
+
+def table(headers: list[str], rows: list[list[object]]) -> str:
+    cells = [[str(c) for c in headers]] + [["-" if c is None else str(c) for c in r] for r in rows]
+    widths = [max(len(r[i]) for r in cells) for i in range(len(headers))]
+    return "\n".join("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in cells)
+
+
+def consumer_assignment(data: bytes) -> dict[str, list[int]] | None:
+    """The partitions in ConsumerProtocolAssignment bytes (protocol type "consumer"), or None if unreadable."""
+    if len(data) < 2:
+        return None
+    (v,) = struct.unpack_from(">h", data)
+    try:
+        a, _ = wire.ConsumerProtocolAssignment.decode_from(data, min(max(v, 0), 3), 2)
+    except wire.DecodeError:
+        return None
+    return {tp.topic: sorted(tp.partitions) for tp in a.assigned_partitions}
+
+
+def describe_group(client: Client, group: str) -> dict:
+    resp = client.call(15, 5, wire.DescribeGroupsRequest(groups=[group]))
+    g = resp.groups[0]
+    if g.error_code:
+        raise KafkaError(f"DescribeGroups {group}: {E.name(g.error_code)}")
+    extra = dict(g.unknown_tags or ())
+    ext = json.loads(extra[KCOORD_DESCRIBE_TAG]) if KCOORD_DESCRIBE_TAG in extra else {}
+    members = []
+    for m in g.members:
+        assigned = consumer_assignment(m.member_assignment) if g.protocol_type == "consumer" else None
+        members.append({"member_id": m.member_id, "group_instance_id": m.group_instance_id,
+                        "client_id": m.client_id, "host": m.client_host,
+                        "assignment": assigned if assigned is not None else m.member_assignment.hex()})
+    return {"group": g.group_id, "state": g.group_state, "protocol_type": g.protocol_type,
+            "protocol": ext.get("protocol") or g.protocol_data or None, "generation": ext.get("generation"),
+            "leader": ext.get("leader"), "members": members, "history": ext.get("history", [])}
+
+
+def _fmt_assignment(a) -> str:
+    if isinstance(a, dict):
+        return " ".join(f"{t}:{','.join(map(str, ps))}" for t, ps in sorted(a.items())) or "-"
+    return a or "-"
+
+
+def _describe(args) -> int:
+    with Client(args.bootstrap) as c:
+        d = describe_group(c, args.group)
+    if args.json:
+        print(json.dumps(d, indent=2))
+        return 0
+    if d["state"] == "Dead":
+        print(f"group {args.group} does not exist")
+        return 1
+    print(f"GROUP {d['group']}  state {d['state']}  generation {d['generation']}  protocol "
+          f"{d['protocol_type'] or '-'}/{d['protocol'] or '-'}  leader {d['leader'] or '-'}\n")
+    print(table(["MEMBER-ID", "INSTANCE-ID", "CLIENT-ID", "HOST", "ASSIGNMENT"],
+                [[m["member_id"], m["group_instance_id"], m["client_id"], m["host"], _fmt_assignment(m["assignment"])]
+                 for m in d["members"]]) if d["members"] else "(no members)")
+    if d["history"]:
+        print("\nREBALANCE HISTORY (newest last)")
+        print(table(["TIME", "GEN", "TRIGGER", "MEMBER-ID", "INSTANCE-ID", "REASON"], [
+            [datetime.datetime.fromtimestamp(h["time_ms"] / 1000, datetime.timezone.utc).strftime("%H:%M:%S.%f")[:-3],
+             h["generation"], h["trigger"], h["member_id"], h["group_instance_id"], h["reason"]]
+            for h in d["history"]]))
+    return 0
+
+
+def _groups(args) -> int:
+    with Client(args.bootstrap) as c:
+        resp = c.call(16, 4, wire.ListGroupsRequest(states_filter=args.state or []))
+    if resp.error_code:
+        print(f"kcoord groups: {E.name(resp.error_code)}", file=sys.stderr)
+        return 1
+    rows = sorted((g.group_id, g.group_state, g.protocol_type) for g in resp.groups)
+    if args.json:
+        print(json.dumps([{"group": g, "state": s, "protocol_type": p} for g, s, p in rows], indent=2))
+    else:
+        print(table(["GROUP", "STATE", "PROTOCOL-TYPE"], [list(r) for r in rows]) if rows else "(no groups)")
+    return 0
+
+
+def _remove_members(args) -> int:
+    # KIP-345 admin removal: a batch LeaveGroup v5 naming instance ids, with an empty member id each.
+    reason = args.reason or "member was removed by an admin"
+    req = wire.LeaveGroupRequest(group_id=args.group, members=[
+        wire.LeaveGroupRequestMemberIdentity(member_id="", group_instance_id=iid, reason=reason)
+        for iid in args.instance_id])
+    with Client(args.bootstrap) as c:
+        resp = c.call(13, 5, req)
+    results = [{"group_instance_id": m.group_instance_id, "error": E.name(m.error_code)} for m in resp.members]
+    if args.json:
+        print(json.dumps({"error": E.name(resp.error_code), "members": results}, indent=2))
+    else:
+        if resp.error_code:
+            print(f"LeaveGroup: {E.name(resp.error_code)}")
+        print(table(["INSTANCE-ID", "RESULT"], [[r["group_instance_id"], r["error"]] for r in results]))
+    failed = resp.error_code or any(m.error_code for m in resp.members)
+    return 1 if failed else 0
 
 
 def _apis(args) -> int:
     rows = []
     for key, cls in sorted(wire.REQUEST_TYPES.items()):
-        name = cls.__name__.removesuffix("Request")
         flex = cls.FIRST_FLEXIBLE_VERSION
-        rows.append({"api_key": key, "name": name, "min_version": cls.MIN_VERSION,
+        rows.append({"api_key": key, "name": cls.__name__.removesuffix("Request"), "min_version": cls.MIN_VERSION,
                      "max_version": cls.MAX_VERSION, "first_flexible_version": flex if flex >= 0 else None})
     if args.json:
         print(json.dumps(rows, indent=2))
@@ -44,18 +215,41 @@ def _apis(args) -> int:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="kcoord", description="A Kafka-compatible group coordinator.")
     sub = ap.add_subparsers(dest="command", required=True)
-    sp = sub.add_parser("serve", help="run the coordinator")
+    sp = sub.add_parser("serve", help="run the coordinator (a Kafka-wire server)")
     sp.add_argument("--host", default="127.0.0.1")
     sp.add_argument("--port", type=int, default=9092)
-    sp.add_argument("--max-frame-size", type=int, default=wire.DEFAULT_MAX_FRAME_SIZE,
-                    help="largest request accepted, bytes (Kafka: socket.request.max.bytes)")
+    sp.add_argument("--advertised-host", help="host clients are told to connect to (default: --host)")
+    sp.add_argument("--advertised-port", type=int, help="port clients are told to connect to (default: --port)")
+    sp.add_argument("--topic", action="append", metavar="NAME:PARTITIONS", help="a topic to create at start")
+    sp.add_argument("--set", action="append", metavar="NAME=VALUE",
+                    help="a Kafka-named setting, e.g. group.initial.rebalance.delay.ms=0 (repeatable)")
+    sp.add_argument("--config", metavar="FILE", help="a properties file of Kafka-named settings")
     sp.add_argument("-v", "--verbose", action="store_true")
     sp.set_defaults(func=_serve)
+    def group_cmd(name: str, help: str, func) -> argparse.ArgumentParser:
+        p = sub.add_parser(name, help=help)
+        p.add_argument("--bootstrap", default="127.0.0.1:9092", help="HOST:PORT of a kcoord server")
+        p.add_argument("--json", action="store_true", help="machine-readable output")
+        p.set_defaults(func=func)
+        return p
+
+    group_cmd("groups", "list groups with their state", _groups).add_argument(
+        "--state", action="append", help="only groups in this state (repeatable)")
+    group_cmd("describe", "describe a group: members, assignments, rebalance history", _describe).add_argument(
+        "group")
+    rm = group_cmd("remove-members", "remove static members by instance id (KIP-345)", _remove_members)
+    rm.add_argument("group")
+    rm.add_argument("--instance-id", action="append", required=True, help="group.instance.id to remove")
+    rm.add_argument("--reason", help="KIP-800 reason (default: member was removed by an admin)")
     sa = sub.add_parser("apis", help="list the APIs and versions the codec implements")
     sa.add_argument("--json", action="store_true")
     sa.set_defaults(func=_apis)
     args = ap.parse_args(argv)
-    return args.func(args)
+    try:
+        return args.func(args)
+    except (OSError, KafkaError) as e:
+        print(f"kcoord {args.command}: {e}", file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":

@@ -5,6 +5,7 @@ group answers it). The server (kcoord.server) and the tests drive it the same wa
 
 from __future__ import annotations
 
+import json
 import struct
 from typing import Callable, Protocol
 
@@ -14,8 +15,13 @@ from .classic import ClassicGroup, State
 from .config import GroupConfig
 from .reply import Reply
 from .timers import Clock, Timers
+from .topics import TopicCatalogue
 
 NO_OFFSET = -1
+# DescribeGroups v5+ carries kcoord's own view of a group (generation, leader, the KIP-800 rebalance history)
+# as a tagged field with this tag. Kafka clients skip tagged fields they do not know, so this is invisible to
+# them; `kcoord describe` reads it.
+KCOORD_DESCRIBE_TAG = 10_000
 
 
 class Store(Protocol):
@@ -45,13 +51,13 @@ class MemoryStore:
 
 class Coordinator:
     def __init__(self, config: GroupConfig | None = None, clock: Clock | None = None,
-                 store: Store | None = None) -> None:
+                 store: Store | None = None, topics: TopicCatalogue | None = None) -> None:
         self.config = config or GroupConfig()
         self.clock = clock or Clock()
         self.timers = Timers(self.clock)
         self.store: Store = store or MemoryStore()
         self.groups: dict[str, ClassicGroup] = {}
-        self.topic_names: dict[bytes, str] = {}  # topic id -> name, from the topic catalogue
+        self.topics = topics if topics is not None else TopicCatalogue()
         self.handlers: dict[int, Callable[..., Reply]] = {
             11: self.join_group, 14: self.sync_group, 12: self.heartbeat, 13: self.leave_group,
             15: self.describe_groups, 16: self.list_groups, 42: self.delete_groups,
@@ -151,7 +157,9 @@ class Coordinator:
                     error_code=E.NONE, group_id=gid, group_state=State.DEAD.value))
                 continue
             stable = g.state == State.STABLE
+            extra = [(KCOORD_DESCRIBE_TAG, describe_extension(g))] if version >= 5 else None
             out.append(wire.DescribeGroupsResponseDescribedGroup(
+                unknown_tags=extra,
                 error_code=E.NONE, group_id=gid, group_state=g.state.value, protocol_type=g.protocol_type or "",
                 protocol_data=(g.protocol_name or "") if stable else "",
                 members=[wire.DescribeGroupsResponseDescribedGroupMember(
@@ -200,7 +208,8 @@ class Coordinator:
 
     def _topic_key(self, name: str, topic_id: bytes, version: int, id_version: int) -> str | None:
         if version >= id_version:
-            return self.topic_names.get(topic_id)
+            t = self.topics.by_id.get(topic_id)
+            return t.name if t is not None else None
         return name
 
     def offset_commit(self, req: wire.OffsetCommitRequest, version: int, client_id: str = "",
@@ -278,8 +287,8 @@ class Coordinator:
             g = self.groups.get(rg.group_id)
             if rg.topics is None:
                 wanted = [(name, b"", parts) for name, parts in self._all_committed(g).items()]
-                by_name = {name: tid for tid, name in self.topic_names.items()}
-                wanted = [(name, by_name.get(name, wire_zero_uuid()), parts) for name, _, parts in wanted]
+                wanted = [(name, t.topic_id if (t := self.topics.get(name)) else wire_zero_uuid(), parts)
+                          for name, _, parts in wanted]
             else:
                 wanted = [(self._topic_key(t.name, t.topic_id, version, 10), t.topic_id, t.partition_indexes)
                           for t in rg.topics]
@@ -340,3 +349,14 @@ def subscribed_topics(g: ClassicGroup) -> set[str]:
             continue
         topics.update(sub.topics)
     return topics
+
+
+def describe_extension(g: ClassicGroup) -> bytes:
+    doc = {
+        "generation": g.generation,
+        "leader": g.leader_id,
+        "protocol": g.protocol_name,
+        "history": [{"time_ms": e.time_ms, "generation": e.generation, "trigger": e.trigger, "member_id": e.member_id,
+                     "group_instance_id": e.group_instance_id, "reason": e.reason} for e in g.history],
+    }
+    return json.dumps(doc, separators=(",", ":")).encode()

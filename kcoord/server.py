@@ -1,135 +1,277 @@
-"""The asyncio server: framing, per-connection in-order responses, API dispatch.
+"""The asyncio server: framing, per-connection in-order responses, parked requests, API dispatch, timers.
 
-At this stage it speaks ApiVersions only (advertising exactly that); the group APIs are added as the
-coordinator lands. Framing errors close the connection; an unknown API or version closes it too, as Kafka
-brokers do, except ApiVersions, which answers a too-new version in v0 format with UNSUPPORTED_VERSION (35).
+Bytes arrive in a compiled FrameReader (a size prefix above socket.request.max.bytes closes the connection
+before anything is allocated); each frame is decoded once in C, handled by the coordinator or the broker
+surface, and its response encoded once in C. A request whose answer is parked (JoinGroup, SyncGroup, a held
+Fetch) keeps its place: responses on one connection leave in request order, as a Kafka broker's do.
+An unknown API key or version closes the connection, as brokers do, except ApiVersions, which answers a
+too-new version in v0 format with UNSUPPORTED_VERSION (35).
 """
 
 from __future__ import annotations
 
 import asyncio
+import gc
 import logging
 import signal
+from collections import deque
+from dataclasses import dataclass, field
 
+from . import errors as E
 from . import wire
-from .errors import UNSUPPORTED_VERSION
+from .broker import Broker
+from .config import GroupConfig
+from .coordinator import Coordinator
+from .reply import Reply
+from .timers import Clock
+from .topics import TopicCatalogue, parse_topic_spec
 
 log = logging.getLogger("kcoord.server")
 
 API_VERSIONS_KEY = 18
 
 
-class Handlers:
-    """Maps API keys to handlers; what is registered here is exactly what ApiVersions advertises."""
-
-    def __init__(self) -> None:
-        self.by_key: dict[int, object] = {API_VERSIONS_KEY: self.api_versions}
-
-    def advertised(self) -> list[wire.ApiVersionsResponseApiVersion]:
-        return [
-            wire.ApiVersionsResponseApiVersion(api_key=k, min_version=lo, max_version=hi)
-            for k, (lo, hi) in sorted(wire.API_VERSIONS.items())
-            if k in self.by_key
-        ]
-
-    def api_versions(self, header, body) -> wire.ApiVersionsResponse:
-        return wire.ApiVersionsResponse(error_code=0, api_keys=self.advertised(), throttle_time_ms=0)
-
-    def unsupported_api_versions(self) -> wire.ApiVersionsResponse:
-        return wire.ApiVersionsResponse(error_code=UNSUPPORTED_VERSION, api_keys=self.advertised())
+@dataclass
+class ServerConfig:
+    host: str = "127.0.0.1"
+    port: int = 9092
+    advertised_host: str | None = None
+    advertised_port: int | None = None
+    node_id: int = 0
+    cluster_id: str = "kcoord"
+    max_frame_size: int = wire.DEFAULT_MAX_FRAME_SIZE  # socket.request.max.bytes
+    max_connections: int = 2**31 - 1  # max.connections
+    connections_max_idle_ms: int = 600_000  # connections.max.idle.ms
+    auto_create_topics: bool = True  # auto.create.topics.enable
+    num_partitions: int = 1  # num.partitions
+    topics: list[str] = field(default_factory=list)  # NAME:PARTITIONS
+    group: GroupConfig = field(default_factory=GroupConfig)
 
 
 class KafkaConnection(asyncio.BufferedProtocol):
     def __init__(self, server: "Server") -> None:
         self.server = server
-        self.reader = wire.FrameReader(server.max_frame_size)
+        self.reader = wire.FrameReader(server.config.max_frame_size)
         self.transport: asyncio.Transport | None = None
+        self.queue: deque = deque()  # [reply, api_key, version, correlation id] awaiting their turn
+        self.host = ""
+        self.last_active = 0.0
+
+    # ---- asyncio protocol ------------------------------------------------------------------------
 
     def connection_made(self, transport) -> None:
         self.transport = transport
-        self.server.connections.add(self)
+        srv = self.server
+        if len(srv.connections) >= srv.config.max_connections:
+            log.warning("refusing a connection: max.connections (%d) reached", srv.config.max_connections)
+            transport.abort()
+            return
+        srv.connections.add(self)
+        peer = transport.get_extra_info("peername")
+        self.host = f"/{peer[0]}" if peer else ""
+        self.last_active = srv.loop.time()
 
     def connection_lost(self, exc) -> None:
         self.server.connections.discard(self)
+        self.queue.clear()  # parked replies are still answered by the group, to nobody
 
     def get_buffer(self, sizehint: int) -> memoryview:
         try:
             return self.reader.get_buffer(sizehint)
         except wire.FrameError:
-            self.transport.close()
-            return memoryview(bytearray(4096))  # the transport is closing; whatever lands here is dropped
+            self.transport.abort()
+            return memoryview(bytearray(4096))  # the transport is closing; what lands here is dropped
 
     def buffer_updated(self, nbytes: int) -> None:
+        self.last_active = self.server.loop.time()
         try:
             frames = self.reader.buffer_updated(nbytes)
         except wire.FrameError as e:
-            log.info("closing %s: %s", self.peer(), e)
-            self.transport.close()
+            log.info("closing %s: %s", self.host, e)
+            self.transport.abort()
             return
         for frame in frames:
             if not self.handle(frame):
                 self.transport.close()
                 return
+        self.server.rearm_timer()
 
-    def peer(self) -> str:
-        info = self.transport.get_extra_info("peername") if self.transport else None
-        return f"{info[0]}:{info[1]}" if info else "?"
+    # ---- requests --------------------------------------------------------------------------------
 
     def handle(self, frame: bytes) -> bool:
-        """Answer one request; False closes the connection."""
-        handlers = self.server.handlers
+        """Answer (or park) one request; False closes the connection."""
+        srv = self.server
         try:
             header, body = wire.decode_request(frame)
         except wire.UnsupportedVersionError as e:
             if e.api_key == API_VERSIONS_KEY:
-                # Clients probe with their newest ApiVersions; answer in v0 so any client can read it.
-                self.send(API_VERSIONS_KEY, 0, e.correlation_id, handlers.unsupported_api_versions())
+                self.respond(srv.broker.unsupported_api_versions(), API_VERSIONS_KEY, 0, e.correlation_id)
                 return True
-            log.info("closing %s: %s", self.peer(), e)
+            log.info("closing %s: %s", self.host, e)
             return False
         except wire.DecodeError as e:
-            log.info("closing %s: malformed request: %s", self.peer(), e)
+            log.info("closing %s: malformed request: %s", self.host, e)
             return False
-        handler = handlers.by_key.get(header.request_api_key)
+        key = header.request_api_key
+        handler = srv.handlers.get(key)
         if handler is None:
-            log.info("closing %s: API %d is not served", self.peer(), header.request_api_key)
+            log.info("closing %s: API %d is not served", self.host, key)
             return False
-        response = handler(header, body)
-        self.send(header.request_api_key, header.request_api_version, header.correlation_id, response)
+        version = header.request_api_version
+        try:
+            response = handler(body, version, header.client_id or "", self.host)
+            if response is not None:  # None: Produce with acks=0 is never answered
+                self.respond(response, key, version, header.correlation_id)
+        except Exception:
+            log.exception("closing %s: API %d v%d failed", self.host, key, version)
+            return False
         return True
 
-    def send(self, api_key: int, version: int, correlation_id: int, body) -> None:
-        self.transport.write(wire.encode_response(api_key, version, correlation_id, body))
+    def respond(self, response, key: int, version: int, correlation_id: int) -> None:
+        if type(response) is Reply and not response.done:
+            self.queue.append((response, key, version, correlation_id))
+            response.on_done(self._flush)
+            return
+        if type(response) is Reply:
+            response = response.response
+        if self.queue:
+            self.queue.append((response, key, version, correlation_id))
+            return
+        self.transport.write(wire.encode_response(key, version, correlation_id, response))
+
+    def _flush(self, _=None) -> None:
+        # Called when a parked reply is answered, from inside the group's state change: never raise here.
+        q = self.queue
+        out = []
+        try:
+            while q:
+                response, key, version, corr = q[0]
+                if type(response) is Reply:
+                    if not response.done:
+                        break
+                    response = response.response
+                q.popleft()
+                out.append(wire.encode_response(key, version, corr, response))
+        except Exception:
+            log.exception("closing %s: a parked response could not be encoded", self.host)
+            q.clear()
+            if self.transport is not None:
+                self.transport.abort()
+            return
+        if out and self.transport is not None and not self.transport.is_closing():
+            self.transport.writelines(out)
 
 
 class Server:
-    def __init__(self, host: str = "127.0.0.1", port: int = 9092, *,
-                 max_frame_size: int = wire.DEFAULT_MAX_FRAME_SIZE) -> None:
-        self.host = host
-        self.port = port
-        self.max_frame_size = max_frame_size
-        self.handlers = Handlers()
+    def __init__(self, config: ServerConfig | None = None, clock: Clock | None = None) -> None:
+        self.config = cfg = config or ServerConfig()
+        self.clock = clock or Clock()
+        self.topics = TopicCatalogue(cfg.auto_create_topics, cfg.num_partitions)
+        for spec in cfg.topics:
+            self.topics.create(*parse_topic_spec(spec))
+        self.coordinator = Coordinator(cfg.group, self.clock, topics=self.topics)
+        self.broker: Broker | None = None
+        self.handlers: dict = {}
         self.connections: set[KafkaConnection] = set()
+        self.loop: asyncio.AbstractEventLoop | None = None
         self._server: asyncio.AbstractServer | None = None
+        self._timer: asyncio.TimerHandle | None = None
+        self._timer_at: int | None = None
+        self._reaper: asyncio.Task | None = None
+
+    @property
+    def port(self) -> int:
+        return self.config.port
 
     async def start(self) -> None:
-        loop = asyncio.get_running_loop()
-        self._server = await loop.create_server(lambda: KafkaConnection(self), self.host, self.port)
-        self.port = self._server.sockets[0].getsockname()[1]
+        cfg = self.config
+        self.loop = asyncio.get_running_loop()
+        self._server = await self.loop.create_server(lambda: KafkaConnection(self), cfg.host, cfg.port,
+                                                     reuse_address=True, backlog=1024)
+        if cfg.port == 0:
+            cfg.port = self._server.sockets[0].getsockname()[1]
+        self.broker = Broker(self.coordinator, self.topics, node_id=cfg.node_id,
+                             host=cfg.advertised_host or cfg.host, port=cfg.advertised_port or cfg.port,
+                             cluster_id=cfg.cluster_id, later=self.loop.call_later,
+                             served=lambda: set(self.handlers))
+        self.handlers = {**self.broker.handlers, **self.coordinator.handlers}
+        self._reaper = self.loop.create_task(self._reap_idle())
+        gc.freeze()  # what start-up made lives as long as the server: keep it out of every collection
+
+    # ---- timers ----------------------------------------------------------------------------------
+
+    def rearm_timer(self) -> None:
+        """Make sure the one timer callback fires at the coordinator's earliest deadline."""
+        nd = self.coordinator.next_deadline()
+        if nd == self._timer_at:
+            return
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        self._timer_at = nd
+        if nd is not None:
+            delay = max(nd - self.clock.now_ms(), 0) / 1000
+            self._timer = self.loop.call_later(delay, self._on_timer)
+
+    def _on_timer(self) -> None:
+        self._timer = None
+        self._timer_at = None
+        try:
+            self.coordinator.poll()
+        except Exception:
+            log.exception("a coordinator timer failed")
+        self.rearm_timer()
+
+    async def _reap_idle(self) -> None:
+        idle = self.config.connections_max_idle_ms / 1000
+        while True:
+            await asyncio.sleep(min(idle / 4, 10))
+            cutoff = self.loop.time() - idle
+            for conn in list(self.connections):
+                if conn.last_active < cutoff and not conn.queue:
+                    log.info("closing idle connection %s", conn.host)
+                    conn.transport.close()
+
+    # ---- lifecycle -------------------------------------------------------------------------------
 
     async def close(self) -> None:
-        if self._server is not None:
-            self._server.close()
-            for conn in list(self.connections):
-                conn.transport.close()
-            await self._server.wait_closed()
+        """Stop accepting, answer parked requests (NOT_COORDINATOR, so clients look again), flush, close."""
+        if self._server is None:
+            return
+        self._server.close()
+        if self._reaper is not None:
+            self._reaper.cancel()
+        if self._timer is not None:
+            self._timer.cancel()
+        for g in list(self.coordinator.groups.values()):
+            g.unload()
+        for conn in list(self.connections):
+            conn._flush()
+            for response, *_ in conn.queue:  # held Fetches: answer them now
+                if type(response) is Reply and not response.done:
+                    response.resolve(wire.FetchResponse(error_code=E.NONE))
+            conn._flush()
+            conn.transport.close()
+        await self._server.wait_closed()
+        self._server = None
 
     async def serve_forever(self) -> None:
         await self.start()
         stop = asyncio.Event()
-        loop = asyncio.get_running_loop()
         for sig in (signal.SIGINT, signal.SIGTERM):
-            loop.add_signal_handler(sig, stop.set)
-        print(f"kcoord listening on {self.host}:{self.port}", flush=True)
+            self.loop.add_signal_handler(sig, stop.set)
+        cfg = self.config
+        print(f"kcoord listening on {cfg.host}:{cfg.port} (node {cfg.node_id}, "
+              f"{len(self.topics.by_name)} topics)", flush=True)
         await stop.wait()
         await self.close()
+
+
+def run(config: ServerConfig) -> None:
+    """Run a server until SIGINT/SIGTERM, under uvloop when it is installed."""
+    try:
+        import uvloop  # type: ignore[import-not-found]
+    except ImportError:
+        asyncio.run(Server(config).serve_forever())
+    else:
+        uvloop.run(Server(config).serve_forever())

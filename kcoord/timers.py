@@ -15,7 +15,12 @@ from ._core._members import DeadlineHeap
 
 class Clock:
     def now_ms(self) -> int:
+        """Monotonic milliseconds: what every deadline is measured in."""
         return time.monotonic_ns() // 1_000_000
+
+    def wall_ms(self) -> int:
+        """Wall-clock milliseconds since the epoch: what an operator reads in a group's history."""
+        return time.time_ns() // 1_000_000
 
 
 class ManualClock(Clock):
@@ -23,6 +28,9 @@ class ManualClock(Clock):
         self.ms = start_ms
 
     def now_ms(self) -> int:
+        return self.ms
+
+    def wall_ms(self) -> int:
         return self.ms
 
     def advance(self, ms: int) -> None:

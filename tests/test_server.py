@@ -1,4 +1,4 @@
-"""`kcoord serve` as a subprocess on a free loopback port: ApiVersions over a real socket, bad input."""
+"""`kcoord serve` as a subprocess on a free loopback port, driven over real sockets with kcoord's own codec."""
 
 from __future__ import annotations
 
@@ -14,6 +14,11 @@ import pytest
 from kcoord import wire
 
 
+# Exactly what is implemented: the broker surface consumers need, and the classic group and offset APIs.
+# Not advertised: ConsumerGroupHeartbeat/Describe (KIP-848 comes later), GetTelemetrySubscriptions.
+SERVED = {0, 1, 2, 3, 8, 9, 10, 11, 12, 13, 14, 15, 16, 18, 19, 42, 47}
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -24,7 +29,7 @@ def free_port() -> int:
 def server():
     port = free_port()
     proc = subprocess.Popen(
-        [sys.executable, "-m", "kcoord.cli", "serve", "--port", str(port), "--max-frame-size", "1048576"],
+        [sys.executable, "-m", "kcoord.cli", "serve", "--port", str(port), "--set", "socket.request.max.bytes=1048576"],
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env={**os.environ, "PYTHONUNBUFFERED": "1"},
     )
     deadline = time.monotonic() + 20
@@ -72,7 +77,7 @@ def test_api_versions_every_version(server, version) -> None:
     with socket.create_connection(("127.0.0.1", server), timeout=5) as s:
         resp = api_versions(s, version)
     assert resp.error_code == 0
-    assert {k.api_key for k in resp.api_keys} == {18}
+    assert {k.api_key for k in resp.api_keys} == SERVED
 
 
 def test_too_new_api_versions_answers_v0_with_unsupported_version(server) -> None:
@@ -80,7 +85,7 @@ def test_too_new_api_versions_answers_v0_with_unsupported_version(server) -> Non
         s.sendall(struct.pack(">ihhih", 10, 18, 99, 5, -1))
         corr, resp = wire.decode_response(18, 0, recv_frame(s))
     assert corr == 5 and resp.error_code == 35
-    assert [(k.api_key, k.min_version, k.max_version) for k in resp.api_keys] == [(18, 0, 4)]
+    assert (18, 0, 4) in [(k.api_key, k.min_version, k.max_version) for k in resp.api_keys]
 
 
 @pytest.mark.parametrize("payload", [

@@ -1,0 +1,189 @@
+"""The broker APIs real consumers need around the group protocol (real-clients.md, "minimal server surface").
+
+kcoord is the only broker of its cluster and the leader of every partition; it stores no records, so Fetch
+answers empty (held for the client's max_wait_ms, as a broker with nothing to send does), ListOffsets answers
+0, and Produce is advertised (librdkafka requires it) but refused with a clear error.
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+from . import errors as E
+from . import wire
+from .coordinator import Coordinator
+from .reply import Reply
+from .topics import TopicCatalogue, TopicError, validate_name
+
+UNKNOWN_TOPIC_ID = 100
+INVALID_TOPIC_EXCEPTION = 17
+TOPIC_ALREADY_EXISTS = 36
+INVALID_PARTITIONS = 37
+ZERO_UUID = b"\x00" * 16
+MAX_FETCH_WAIT_MS = 30_000
+NO_RECORDS = "kcoord is a group coordinator and stores no records"
+
+
+class Broker:
+    def __init__(self, coordinator: Coordinator, topics: TopicCatalogue, *, node_id: int, host: str, port: int,
+                 cluster_id: str = "kcoord", later: Callable[[float, Callable[[], None]], object] | None = None,
+                 served: Callable[[], set[int]] | None = None) -> None:
+        self.coordinator = coordinator
+        self.topics = topics
+        self.node_id = node_id
+        self.host = host
+        self.port = port
+        self.cluster_id = cluster_id
+        self.later = later  # (delay seconds, fn): how a held Fetch is answered later (the event loop's)
+        self.served = served
+        self.handlers = {18: self.api_versions, 3: self.metadata, 10: self.find_coordinator, 2: self.list_offsets,
+                         1: self.fetch, 0: self.produce, 19: self.create_topics}
+
+    # ---- ApiVersions -----------------------------------------------------------------------------
+
+    def advertised(self) -> list[wire.ApiVersionsResponseApiVersion]:
+        keys = self.served() if self.served is not None else set(self.handlers)
+        return [wire.ApiVersionsResponseApiVersion(api_key=k, min_version=lo, max_version=hi)
+                for k, (lo, hi) in sorted(wire.API_VERSIONS.items()) if k in keys]
+
+    def api_versions(self, req, version, client_id="", client_host=""):
+        return wire.ApiVersionsResponse(error_code=E.NONE, api_keys=self.advertised())
+
+    def unsupported_api_versions(self) -> wire.ApiVersionsResponse:
+        return wire.ApiVersionsResponse(error_code=E.UNSUPPORTED_VERSION, api_keys=self.advertised())
+
+    # ---- Metadata --------------------------------------------------------------------------------
+
+    def partitions(self, n: int) -> list[wire.MetadataResponsePartition]:
+        node = [self.node_id]
+        return [wire.MetadataResponsePartition(error_code=E.NONE, partition_index=p, leader_id=self.node_id,
+                                               leader_epoch=0, replica_nodes=node, isr_nodes=node, offline_replicas=[])
+                for p in range(n)]
+
+    def metadata(self, req: wire.MetadataRequest, version, client_id="", client_host=""):
+        cat = self.topics
+        if req.topics is None or (version == 0 and not req.topics):
+            wanted = [(t.name, None) for t in cat.by_name.values()]
+        else:
+            wanted = [(t.name, t.topic_id) for t in req.topics]
+        allow_create = version < 4 or req.allow_auto_topic_creation
+        out = []
+        for name, topic_id in wanted:
+            t = cat.get(name) if name is not None else cat.by_id.get(topic_id)
+            if t is None and name is not None and allow_create and cat.auto_create:
+                try:
+                    t = cat.create(name, cat.default_partitions)
+                except TopicError:
+                    out.append(wire.MetadataResponseTopic(error_code=INVALID_TOPIC_EXCEPTION, name=name))
+                    continue
+            if t is None:
+                code = E.UNKNOWN_TOPIC_OR_PARTITION if name is not None else UNKNOWN_TOPIC_ID
+                out.append(wire.MetadataResponseTopic(error_code=code, name=name, topic_id=topic_id or ZERO_UUID))
+                continue
+            out.append(wire.MetadataResponseTopic(error_code=E.NONE, name=t.name, topic_id=t.topic_id,
+                                                  is_internal=False, partitions=self.partitions(t.partitions)))
+        return wire.MetadataResponse(
+            brokers=[wire.MetadataResponseBroker(node_id=self.node_id, host=self.host, port=self.port)],
+            cluster_id=self.cluster_id, controller_id=self.node_id, topics=out)
+
+    # ---- FindCoordinator -------------------------------------------------------------------------
+
+    def find_coordinator(self, req: wire.FindCoordinatorRequest, version, client_id="", client_host=""):
+        # Key type 0 is a group: this node owns every group. Transactions (1) are not coordinated here.
+        def answer(key_type: int) -> tuple[int, str | None]:
+            if key_type == 0:
+                return E.NONE, None
+            return E.COORDINATOR_NOT_AVAILABLE, "kcoord coordinates groups only"
+
+        if version <= 3:
+            err, msg = answer(req.key_type)
+            ok = err == E.NONE
+            return wire.FindCoordinatorResponse(error_code=err, error_message=msg, node_id=self.node_id if ok else -1,
+                                                host=self.host if ok else "", port=self.port if ok else -1)
+        coords = []
+        for key in req.coordinator_keys:
+            err, msg = answer(req.key_type)
+            ok = err == E.NONE
+            coords.append(wire.FindCoordinatorResponseCoordinator(
+                key=key, node_id=self.node_id if ok else -1, host=self.host if ok else "",
+                port=self.port if ok else -1, error_code=err, error_message=msg))
+        return wire.FindCoordinatorResponse(coordinators=coords)
+
+    # ---- ListOffsets / Fetch / Produce -----------------------------------------------------------
+
+    def list_offsets(self, req: wire.ListOffsetsRequest, version, client_id="", client_host=""):
+        topics = []
+        for t in req.topics:
+            known = t.name in self.topics
+            parts = []
+            for p in t.partitions:
+                err = E.NONE if known and 0 <= p.partition_index < self.topics.get(t.name).partitions \
+                    else E.UNKNOWN_TOPIC_OR_PARTITION
+                ok = err == E.NONE
+                parts.append(wire.ListOffsetsResponseListOffsetsPartitionResponse(
+                    partition_index=p.partition_index, error_code=err,
+                    old_style_offsets=[0] if version == 0 and ok else [], timestamp=-1, offset=0 if ok else -1,
+                    leader_epoch=0 if ok and version >= 4 else -1))
+            topics.append(wire.ListOffsetsResponseListOffsetsTopicResponse(name=t.name, partitions=parts))
+        return wire.ListOffsetsResponse(topics=topics)
+
+    def fetch(self, req: wire.FetchRequest, version, client_id="", client_host=""):
+        by_id = version >= 13
+        responses = []
+        for t in req.topics:
+            topic = self.topics.by_id.get(t.topic_id) if by_id else self.topics.get(t.topic)
+            parts = []
+            for p in t.partitions:
+                if topic is None:
+                    err = UNKNOWN_TOPIC_ID if by_id else E.UNKNOWN_TOPIC_OR_PARTITION
+                elif not 0 <= p.partition < topic.partitions:
+                    err = E.UNKNOWN_TOPIC_OR_PARTITION
+                else:
+                    err = E.NONE
+                # Nothing is ever stored: the log ends where the consumer is, so it neither resets nor spins.
+                end = max(p.fetch_offset, 0)
+                parts.append(wire.FetchResponsePartitionData(
+                    partition_index=p.partition, error_code=err, high_watermark=end, last_stable_offset=end,
+                    log_start_offset=0, aborted_transactions=[], preferred_read_replica=-1, records=b""))
+            responses.append(wire.FetchResponseFetchableTopicResponse(topic=t.topic, topic_id=t.topic_id,
+                                                                      partitions=parts))
+        response = wire.FetchResponse(error_code=E.NONE, session_id=0, responses=responses)
+        wait = min(max(req.max_wait_ms, 0), MAX_FETCH_WAIT_MS)
+        if wait == 0 or self.later is None:
+            return response
+        reply = Reply(version=version)
+        self.later(wait / 1000, lambda: reply.done or reply.resolve(response))
+        return reply
+
+    def produce(self, req: wire.ProduceRequest, version, client_id="", client_host=""):
+        if req.acks == 0:
+            return None  # acks=0: Kafka sends no response at all
+        return wire.ProduceResponse(responses=[wire.ProduceResponseTopicProduceResponse(
+            name=t.name, partition_responses=[wire.ProduceResponsePartitionProduceResponse(
+                index=p.index, error_code=E.INVALID_REQUEST, base_offset=-1, error_message=NO_RECORDS)
+                for p in t.partition_data]) for t in req.topic_data])
+
+    # ---- CreateTopics ----------------------------------------------------------------------------
+
+    def create_topics(self, req: wire.CreateTopicsRequest, version, client_id="", client_host=""):
+        results = []
+        for t in req.topics:
+            n = t.num_partitions if t.num_partitions != -1 else self.topics.default_partitions
+            err, msg, tid = E.NONE, None, ZERO_UUID
+            if t.name in self.topics:
+                err, msg = TOPIC_ALREADY_EXISTS, f"Topic '{t.name}' already exists."
+            elif n < 1:
+                err, msg = INVALID_PARTITIONS, "Number of partitions must be larger than 0."
+            else:
+                try:
+                    if req.validate_only:
+                        validate_name(t.name)
+                    else:
+                        tid = self.topics.create(t.name, n).topic_id
+                except TopicError as e:
+                    err, msg = INVALID_TOPIC_EXCEPTION, str(e)
+            results.append(wire.CreateTopicsResponseCreatableTopicResult(
+                name=t.name, topic_id=tid, error_code=err, error_message=msg,
+                num_partitions=n if err == E.NONE else -1, replication_factor=1 if err == E.NONE else -1,
+                configs=[] if err == E.NONE else None))
+        return wire.CreateTopicsResponse(topics=results)
