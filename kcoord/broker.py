@@ -15,10 +15,6 @@ from .coordinator import Coordinator
 from .reply import Reply
 from .topics import TopicCatalogue, TopicError, validate_name
 
-UNKNOWN_TOPIC_ID = 100
-INVALID_TOPIC_EXCEPTION = 17
-TOPIC_ALREADY_EXISTS = 36
-INVALID_PARTITIONS = 37
 ZERO_UUID = b"\x00" * 16
 MAX_FETCH_WAIT_MS = 30_000
 NO_RECORDS = "kcoord is a group coordinator and stores no records"
@@ -37,7 +33,7 @@ class Broker:
         self.later = later  # (delay seconds, fn): how a held Fetch is answered later (the event loop's)
         self.served = served
         self.handlers = {18: self.api_versions, 3: self.metadata, 10: self.find_coordinator, 2: self.list_offsets,
-                         1: self.fetch, 0: self.produce, 19: self.create_topics}
+                         1: self.fetch, 0: self.produce, 19: self.create_topics, 37: self.create_partitions}
 
     # ---- ApiVersions -----------------------------------------------------------------------------
 
@@ -74,10 +70,10 @@ class Broker:
                 try:
                     t = cat.create(name, cat.default_partitions)
                 except TopicError:
-                    out.append(wire.MetadataResponseTopic(error_code=INVALID_TOPIC_EXCEPTION, name=name))
+                    out.append(wire.MetadataResponseTopic(error_code=E.INVALID_TOPIC_EXCEPTION, name=name))
                     continue
             if t is None:
-                code = E.UNKNOWN_TOPIC_OR_PARTITION if name is not None else UNKNOWN_TOPIC_ID
+                code = E.UNKNOWN_TOPIC_OR_PARTITION if name is not None else E.UNKNOWN_TOPIC_ID
                 out.append(wire.MetadataResponseTopic(error_code=code, name=name, topic_id=topic_id or ZERO_UUID))
                 continue
             out.append(wire.MetadataResponseTopic(error_code=E.NONE, name=t.name, topic_id=t.topic_id,
@@ -135,7 +131,7 @@ class Broker:
             parts = []
             for p in t.partitions:
                 if topic is None:
-                    err = UNKNOWN_TOPIC_ID if by_id else E.UNKNOWN_TOPIC_OR_PARTITION
+                    err = E.UNKNOWN_TOPIC_ID if by_id else E.UNKNOWN_TOPIC_OR_PARTITION
                 elif not 0 <= p.partition < topic.partitions:
                     err = E.UNKNOWN_TOPIC_OR_PARTITION
                 else:
@@ -171,9 +167,9 @@ class Broker:
             n = t.num_partitions if t.num_partitions != -1 else self.topics.default_partitions
             err, msg, tid = E.NONE, None, ZERO_UUID
             if t.name in self.topics:
-                err, msg = TOPIC_ALREADY_EXISTS, f"Topic '{t.name}' already exists."
+                err, msg = E.TOPIC_ALREADY_EXISTS, f"Topic '{t.name}' already exists."
             elif n < 1:
-                err, msg = INVALID_PARTITIONS, "Number of partitions must be larger than 0."
+                err, msg = E.INVALID_PARTITIONS, "Number of partitions must be larger than 0."
             else:
                 try:
                     if req.validate_only:
@@ -181,9 +177,30 @@ class Broker:
                     else:
                         tid = self.topics.create(t.name, n).topic_id
                 except TopicError as e:
-                    err, msg = INVALID_TOPIC_EXCEPTION, str(e)
+                    err, msg = E.INVALID_TOPIC_EXCEPTION, str(e)
             results.append(wire.CreateTopicsResponseCreatableTopicResult(
                 name=t.name, topic_id=tid, error_code=err, error_message=msg,
                 num_partitions=n if err == E.NONE else -1, replication_factor=1 if err == E.NONE else -1,
                 configs=[] if err == E.NONE else None))
         return wire.CreateTopicsResponse(topics=results)
+
+    # ---- CreatePartitions ------------------------------------------------------------------------
+
+    def create_partitions(self, req: wire.CreatePartitionsRequest, version, client_id="", client_host=""):
+        """Grow topics: consumer group leaders see the new count in Metadata and rebalance."""
+        results = []
+        for t in req.topics:
+            topic = self.topics.get(t.name)
+            err, msg = E.NONE, None
+            if topic is None:
+                err, msg = E.UNKNOWN_TOPIC_OR_PARTITION, f"The topic '{t.name}' does not exist."
+            elif t.count <= topic.partitions:
+                err, msg = E.INVALID_PARTITIONS, (f"Topic currently has {topic.partitions} partitions, which is higher "
+                                                f"than or equal to the requested {t.count}.")
+            elif t.assignments is not None and len(t.assignments) != t.count - topic.partitions:
+                err, msg = E.INVALID_REQUEST, "one replica assignment per new partition is expected"
+            elif not req.validate_only:
+                self.topics.grow(t.name, t.count)
+            results.append(wire.CreatePartitionsResponseCreatePartitionsTopicResult(
+                name=t.name, error_code=err, error_message=msg))
+        return wire.CreatePartitionsResponse(results=results)

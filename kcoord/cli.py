@@ -4,6 +4,7 @@
     kcoord groups [--state Stable] [--json]
     kcoord describe GROUP [--json]
     kcoord remove-members GROUP --instance-id A [--instance-id B] [--reason TEXT] [--json]
+    kcoord topics [--create NAME:PARTITIONS] [--grow NAME:PARTITIONS] [--json]
     kcoord apis [--json]
 
 The group commands talk to a running server over the Kafka protocol (--bootstrap, default 127.0.0.1:9092).
@@ -196,6 +197,35 @@ def _remove_members(args) -> int:
     return 1 if failed else 0
 
 
+def _topics(args) -> int:
+    with Client(args.bootstrap) as c:
+        problems = []
+        for spec in args.create or ():
+            name, n = parse_topic_spec(spec)
+            r = c.call(19, 5, wire.CreateTopicsRequest(timeout_ms=30_000, topics=[
+                wire.CreateTopicsRequestCreatableTopic(name=name, num_partitions=n, replication_factor=1)]))
+            res = r.topics[0]
+            if res.error_code:
+                problems.append(f"create {name}: {E.name(res.error_code)} {res.error_message or ''}".rstrip())
+        for spec in args.grow or ():
+            name, n = parse_topic_spec(spec)
+            r = c.call(37, 3, wire.CreatePartitionsRequest(timeout_ms=30_000, topics=[
+                wire.CreatePartitionsRequestCreatePartitionsTopic(name=name, count=n, assignments=None)]))
+            res = r.results[0]
+            if res.error_code:
+                problems.append(f"grow {name}: {E.name(res.error_code)} {res.error_message or ''}".rstrip())
+        meta = c.call(3, 12, wire.MetadataRequest(topics=None, allow_auto_topic_creation=False))
+    rows = sorted((t.name, len(t.partitions), t.topic_id.hex()) for t in meta.topics if t.error_code == 0)
+    if args.json:
+        print(json.dumps({"topics": [{"topic": n, "partitions": p, "topic_id": i} for n, p, i in rows],
+                          "errors": problems}, indent=2))
+    else:
+        for p in problems:
+            print(p, file=sys.stderr)
+        print(table(["TOPIC", "PARTITIONS", "TOPIC-ID"], [list(r) for r in rows]) if rows else "(no topics)")
+    return 1 if problems else 0
+
+
 def _apis(args) -> int:
     rows = []
     for key, cls in sorted(wire.REQUEST_TYPES.items()):
@@ -241,6 +271,9 @@ def main(argv: list[str] | None = None) -> int:
     rm.add_argument("group")
     rm.add_argument("--instance-id", action="append", required=True, help="group.instance.id to remove")
     rm.add_argument("--reason", help="KIP-800 reason (default: member was removed by an admin)")
+    tp = group_cmd("topics", "list topics; create or grow them", _topics)
+    tp.add_argument("--create", action="append", metavar="NAME:PARTITIONS")
+    tp.add_argument("--grow", action="append", metavar="NAME:PARTITIONS", help="raise the partition count")
     sa = sub.add_parser("apis", help="list the APIs and versions the codec implements")
     sa.add_argument("--json", action="store_true")
     sa.set_defaults(func=_apis)

@@ -16,6 +16,8 @@ class KafkaError(Exception):
 class Client:
     def __init__(self, bootstrap: str, client_id: str = "kcoord-cli", timeout: float = 10.0) -> None:
         host, _, port = bootstrap.rpartition(":")
+        if not port.isdigit():
+            raise KafkaError(f"bootstrap {bootstrap!r} is not HOST:PORT")
         self.sock = socket.create_connection((host or "127.0.0.1", int(port)), timeout=timeout)
         self.client_id = client_id
         self.correlation_id = 0

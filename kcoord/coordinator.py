@@ -234,7 +234,7 @@ class Coordinator:
             for p in t.partitions:
                 err = error
                 if not err and name is None:
-                    err = 100  # UNKNOWN_TOPIC_ID
+                    err = E.UNKNOWN_TOPIC_ID
                 elif not err and p.committed_metadata is not None and \
                         len(p.committed_metadata.encode()) > self.config.offset_metadata_max_bytes:
                     err = E.OFFSET_METADATA_TOO_LARGE

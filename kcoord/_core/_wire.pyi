@@ -558,6 +558,50 @@ class CreateTopicsResponse(Message):
     def encode_into(self, buf: WriteBuffer, version: int) -> None: ...
 
 
+class CreatePartitionsRequestCreatePartitionsAssignment(Message):
+    broker_ids: list[int]
+    def __init__(self, *, broker_ids: list[int] = ..., unknown_tags: list[tuple[int, bytes]] | None = ...) -> None: ...
+
+
+class CreatePartitionsRequestCreatePartitionsTopic(Message):
+    name: str
+    count: int
+    assignments: list[CreatePartitionsRequestCreatePartitionsAssignment] | None
+    def __init__(self, *, name: str = ..., count: int = ..., assignments: list[CreatePartitionsRequestCreatePartitionsAssignment] | None = ..., unknown_tags: list[tuple[int, bytes]] | None = ...) -> None: ...
+
+
+class CreatePartitionsRequest(Message):
+    topics: list[CreatePartitionsRequestCreatePartitionsTopic]
+    timeout_ms: int
+    validate_only: bool
+    def __init__(self, *, topics: list[CreatePartitionsRequestCreatePartitionsTopic] = ..., timeout_ms: int = ..., validate_only: bool = ..., unknown_tags: list[tuple[int, bytes]] | None = ...) -> None: ...
+    @staticmethod
+    def decode(buf: Buffer, version: int) -> CreatePartitionsRequest: ...
+    @staticmethod
+    def decode_from(buf: Buffer, version: int, offset: int = 0) -> tuple[CreatePartitionsRequest, int]: ...
+    def encode(self, version: int) -> bytes: ...
+    def encode_into(self, buf: WriteBuffer, version: int) -> None: ...
+
+
+class CreatePartitionsResponseCreatePartitionsTopicResult(Message):
+    name: str
+    error_code: int
+    error_message: str | None
+    def __init__(self, *, name: str = ..., error_code: int = ..., error_message: str | None = ..., unknown_tags: list[tuple[int, bytes]] | None = ...) -> None: ...
+
+
+class CreatePartitionsResponse(Message):
+    throttle_time_ms: int
+    results: list[CreatePartitionsResponseCreatePartitionsTopicResult]
+    def __init__(self, *, throttle_time_ms: int = ..., results: list[CreatePartitionsResponseCreatePartitionsTopicResult] = ..., unknown_tags: list[tuple[int, bytes]] | None = ...) -> None: ...
+    @staticmethod
+    def decode(buf: Buffer, version: int) -> CreatePartitionsResponse: ...
+    @staticmethod
+    def decode_from(buf: Buffer, version: int, offset: int = 0) -> tuple[CreatePartitionsResponse, int]: ...
+    def encode(self, version: int) -> bytes: ...
+    def encode_into(self, buf: WriteBuffer, version: int) -> None: ...
+
+
 class JoinGroupRequestProtocol(Message):
     name: str
     metadata: bytes

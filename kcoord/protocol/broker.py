@@ -278,3 +278,26 @@ CREATE_TOPICS_RESPONSE = response(19, "CreateTopics", "0-7", "5+", [
     ]),
 ])
 
+
+# Grows a topic's partition count (Kafka's admin createPartitions); not in the shared schema set, checked
+# against Kafka's JSON as bundled by kafka-python.
+CREATE_PARTITIONS_REQUEST = request(37, "CreatePartitions", "0-3", "2+", [
+    array("topics", "CreatePartitionsTopic", "0+", [
+        f("name", "string"),
+        f("count", "int32"),
+        array("assignments", "CreatePartitionsAssignment", "0+", [
+            f("broker_ids", "[]int32"),
+        ], null="0+"),
+    ]),
+    f("timeout_ms", "int32"),
+    f("validate_only", "bool"),
+])
+
+CREATE_PARTITIONS_RESPONSE = response(37, "CreatePartitions", "0-3", "2+", [
+    f("throttle_time_ms", "int32"),
+    array("results", "CreatePartitionsTopicResult", "0+", [
+        f("name", "string"),
+        f("error_code", "int16"),
+        f("error_message", "string", null="0+", default=None),
+    ]),
+])

@@ -1924,6 +1924,187 @@ cdef class CreateTopicsResponse:
 @cython.final
 @cython.no_gc
 @cython.freelist(32)
+cdef class CreatePartitionsRequestCreatePartitionsAssignment:
+    cdef public object broker_ids
+    cdef public object unknown_tags
+    _FIELDS = ("broker_ids",)
+
+    def __init__(self, *, broker_ids=_DEFAULT, unknown_tags=None):
+        self.broker_ids = [] if broker_ids is _DEFAULT else broker_ids
+        self.unknown_tags = unknown_tags
+
+    def __eq__(self, other):
+        return msg_eq(self, other)
+
+    __hash__ = None
+
+    def __repr__(self):
+        return msg_repr(self)
+
+    def to_dict(self):
+        """A plain dict (nested structs as dicts) for JSON output and tests."""
+        return msg_to_dict(self)
+
+
+@cython.final
+@cython.no_gc
+@cython.freelist(32)
+cdef class CreatePartitionsRequestCreatePartitionsTopic:
+    cdef public object name
+    cdef public int32_t count
+    cdef public object assignments
+    cdef public object unknown_tags
+    _FIELDS = ("name", "count", "assignments")
+
+    def __init__(self, *, name='', count=0, assignments=_DEFAULT, unknown_tags=None):
+        self.name = name
+        self.count = count
+        self.assignments = [] if assignments is _DEFAULT else assignments
+        self.unknown_tags = unknown_tags
+
+    def __eq__(self, other):
+        return msg_eq(self, other)
+
+    __hash__ = None
+
+    def __repr__(self):
+        return msg_repr(self)
+
+    def to_dict(self):
+        """A plain dict (nested structs as dicts) for JSON output and tests."""
+        return msg_to_dict(self)
+
+
+@cython.final
+@cython.no_gc
+@cython.freelist(32)
+cdef class CreatePartitionsRequest:
+    cdef public object topics
+    cdef public int32_t timeout_ms
+    cdef public bint validate_only
+    cdef public object unknown_tags
+    _FIELDS = ("topics", "timeout_ms", "validate_only")
+    KIND = "request"
+    API_KEY = 37
+    MIN_VERSION = 0
+    MAX_VERSION = 3
+    FIRST_FLEXIBLE_VERSION = 2
+
+    def __init__(self, *, topics=_DEFAULT, timeout_ms=0, validate_only=False, unknown_tags=None):
+        self.topics = [] if topics is _DEFAULT else topics
+        self.timeout_ms = timeout_ms
+        self.validate_only = validate_only
+        self.unknown_tags = unknown_tags
+
+    def __eq__(self, other):
+        return msg_eq(self, other)
+
+    __hash__ = None
+
+    def __repr__(self):
+        return msg_repr(self)
+
+    def to_dict(self):
+        """A plain dict (nested structs as dicts) for JSON output and tests."""
+        return msg_to_dict(self)
+
+    @staticmethod
+    def decode(buf, int version):
+        """Decode a whole buffer holding one CreatePartitionsRequest of the given version."""
+        return decode_whole(buf, _dec_CreatePartitionsRequest(version))
+
+    @staticmethod
+    def decode_from(buf, int version, Py_ssize_t offset=0):
+        """Decode one message starting at offset; returns (message, offset after it)."""
+        return decode_prefix(buf, offset, _dec_CreatePartitionsRequest(version))
+
+    def encode(self, int version):
+        return encode_bytes(self, _enc_CreatePartitionsRequest(version), version)
+
+    def encode_into(self, WriteBuffer buf, int version):
+        encode_into_buffer(buf, self, _enc_CreatePartitionsRequest(version), version)
+
+
+@cython.final
+@cython.no_gc
+@cython.freelist(32)
+cdef class CreatePartitionsResponseCreatePartitionsTopicResult:
+    cdef public object name
+    cdef public int16_t error_code
+    cdef public object error_message
+    cdef public object unknown_tags
+    _FIELDS = ("name", "error_code", "error_message")
+
+    def __init__(self, *, name='', error_code=0, error_message=None, unknown_tags=None):
+        self.name = name
+        self.error_code = error_code
+        self.error_message = error_message
+        self.unknown_tags = unknown_tags
+
+    def __eq__(self, other):
+        return msg_eq(self, other)
+
+    __hash__ = None
+
+    def __repr__(self):
+        return msg_repr(self)
+
+    def to_dict(self):
+        """A plain dict (nested structs as dicts) for JSON output and tests."""
+        return msg_to_dict(self)
+
+
+@cython.final
+@cython.no_gc
+@cython.freelist(32)
+cdef class CreatePartitionsResponse:
+    cdef public int32_t throttle_time_ms
+    cdef public object results
+    cdef public object unknown_tags
+    _FIELDS = ("throttle_time_ms", "results")
+    KIND = "response"
+    API_KEY = 37
+    MIN_VERSION = 0
+    MAX_VERSION = 3
+    FIRST_FLEXIBLE_VERSION = 2
+
+    def __init__(self, *, throttle_time_ms=0, results=_DEFAULT, unknown_tags=None):
+        self.throttle_time_ms = throttle_time_ms
+        self.results = [] if results is _DEFAULT else results
+        self.unknown_tags = unknown_tags
+
+    def __eq__(self, other):
+        return msg_eq(self, other)
+
+    __hash__ = None
+
+    def __repr__(self):
+        return msg_repr(self)
+
+    def to_dict(self):
+        """A plain dict (nested structs as dicts) for JSON output and tests."""
+        return msg_to_dict(self)
+
+    @staticmethod
+    def decode(buf, int version):
+        """Decode a whole buffer holding one CreatePartitionsResponse of the given version."""
+        return decode_whole(buf, _dec_CreatePartitionsResponse(version))
+
+    @staticmethod
+    def decode_from(buf, int version, Py_ssize_t offset=0):
+        """Decode one message starting at offset; returns (message, offset after it)."""
+        return decode_prefix(buf, offset, _dec_CreatePartitionsResponse(version))
+
+    def encode(self, int version):
+        return encode_bytes(self, _enc_CreatePartitionsResponse(version), version)
+
+    def encode_into(self, WriteBuffer buf, int version):
+        encode_into_buffer(buf, self, _enc_CreatePartitionsResponse(version), version)
+
+
+@cython.final
+@cython.no_gc
+@cython.freelist(32)
 cdef class JoinGroupRequestProtocol:
     cdef public object name
     cdef public object metadata
@@ -13469,6 +13650,409 @@ cdef int _e_CreateTopicsResponse_4(WBuf* w, object obj) except -1:
     return 0
 
 
+cdef object _d_CreatePartitionsRequestCreatePartitionsAssignment_0(Cursor* c):
+    cdef CreatePartitionsRequestCreatePartitionsAssignment o = CreatePartitionsRequestCreatePartitionsAssignment.__new__(CreatePartitionsRequestCreatePartitionsAssignment)
+    cdef Py_ssize_t n, i
+    cdef list lst
+    n = cap_count(c, not_null(c, rd_len32(c)), 4)
+    if n < 0:
+        o.broker_ids = None
+    else:
+        lst = [None] * n
+        for i in range(n):
+            lst[i] = rd_int32(c)
+            if c.bad:
+                break
+        o.broker_ids = lst
+    return o
+
+
+cdef int _e_CreatePartitionsRequestCreatePartitionsAssignment_0(WBuf* w, object obj) except -1:
+    cdef CreatePartitionsRequestCreatePartitionsAssignment o = <CreatePartitionsRequestCreatePartitionsAssignment>obj
+    cdef object items, x
+    items = o.broker_ids
+    if items is None:
+        null_error("CreatePartitionsRequestCreatePartitionsAssignment", "broker_ids")
+    else:
+        items = as_seq(items)
+        w_len(w, len(items), 4)
+        for x in items:
+            w_int32(w, x)
+    return 0
+
+
+cdef object _d_CreatePartitionsRequestCreatePartitionsTopic_0(Cursor* c):
+    cdef CreatePartitionsRequestCreatePartitionsTopic o = CreatePartitionsRequestCreatePartitionsTopic.__new__(CreatePartitionsRequestCreatePartitionsTopic)
+    cdef Py_ssize_t n, i
+    cdef list lst
+    o.name = rd_string(c)
+    o.count = rd_int32(c)
+    n = cap_count(c, rd_len32(c), 4)
+    if n < 0:
+        o.assignments = None
+    else:
+        lst = [None] * n
+        for i in range(n):
+            lst[i] = _d_CreatePartitionsRequestCreatePartitionsAssignment_0(c)
+            if c.bad:
+                break
+        o.assignments = lst
+    return o
+
+
+cdef int _e_CreatePartitionsRequestCreatePartitionsTopic_0(WBuf* w, object obj) except -1:
+    cdef CreatePartitionsRequestCreatePartitionsTopic o = <CreatePartitionsRequestCreatePartitionsTopic>obj
+    cdef object items, x
+    if o.name is None:
+        null_error("CreatePartitionsRequestCreatePartitionsTopic", "name")
+    w_str(w, o.name, 2)
+    w_int32(w, o.count)
+    items = o.assignments
+    if items is None:
+        w_len(w, -1, 4)
+    else:
+        items = as_seq(items)
+        w_len(w, len(items), 4)
+        for x in items:
+            _e_CreatePartitionsRequestCreatePartitionsAssignment_0(w, <CreatePartitionsRequestCreatePartitionsAssignment?>x)
+    return 0
+
+
+cdef object _d_CreatePartitionsRequest_0(Cursor* c):
+    cdef CreatePartitionsRequest o = CreatePartitionsRequest.__new__(CreatePartitionsRequest)
+    cdef Py_ssize_t n, i
+    cdef list lst
+    n = cap_count(c, not_null(c, rd_len32(c)), 10)
+    if n < 0:
+        o.topics = None
+    else:
+        lst = [None] * n
+        for i in range(n):
+            lst[i] = _d_CreatePartitionsRequestCreatePartitionsTopic_0(c)
+            if c.bad:
+                break
+        o.topics = lst
+    o.timeout_ms = rd_int32(c)
+    o.validate_only = rd_bool(c)
+    return o
+
+
+cdef int _e_CreatePartitionsRequest_0(WBuf* w, object obj) except -1:
+    cdef CreatePartitionsRequest o = <CreatePartitionsRequest>obj
+    cdef object items, x
+    items = o.topics
+    if items is None:
+        null_error("CreatePartitionsRequest", "topics")
+    else:
+        items = as_seq(items)
+        w_len(w, len(items), 4)
+        for x in items:
+            _e_CreatePartitionsRequestCreatePartitionsTopic_0(w, <CreatePartitionsRequestCreatePartitionsTopic?>x)
+    w_int32(w, o.timeout_ms)
+    w_bool(w, o.validate_only)
+    return 0
+
+
+cdef object _d_CreatePartitionsRequestCreatePartitionsAssignment_1(Cursor* c):
+    cdef CreatePartitionsRequestCreatePartitionsAssignment o = CreatePartitionsRequestCreatePartitionsAssignment.__new__(CreatePartitionsRequestCreatePartitionsAssignment)
+    cdef Py_ssize_t n, i
+    cdef list lst
+    cdef Py_ssize_t ntags, size
+    cdef uint32_t tag
+    cdef Cursor sub
+    cdef list unknown = None
+    n = cap_count(c, not_null(c, rd_ulen(c)), 4)
+    if n < 0:
+        o.broker_ids = None
+    else:
+        lst = [None] * n
+        for i in range(n):
+            lst[i] = rd_int32(c)
+            if c.bad:
+                break
+        o.broker_ids = lst
+    ntags = cap_count(c, rd_uvarint(c), 2)
+    for _ in range(ntags):
+        tag = rd_uvarint(c)
+        size = cap_count(c, rd_uvarint(c), 1)
+        if c.bad:
+            break
+        if unknown is None:
+            unknown = []
+        unknown.append((tag, PyBytes_FromStringAndSize(<const char*>c.p, size)))
+        c.p += size
+    o.unknown_tags = unknown
+    return o
+
+
+cdef int _e_CreatePartitionsRequestCreatePartitionsAssignment_1(WBuf* w, object obj) except -1:
+    cdef CreatePartitionsRequestCreatePartitionsAssignment o = <CreatePartitionsRequestCreatePartitionsAssignment>obj
+    cdef object items, x
+    items = o.broker_ids
+    if items is None:
+        null_error("CreatePartitionsRequestCreatePartitionsAssignment", "broker_ids")
+    else:
+        items = as_seq(items)
+        w_len(w, len(items), 0)
+        for x in items:
+            w_int32(w, x)
+    if o.unknown_tags:
+        w_tagged(w, sorted(o.unknown_tags))
+    else:
+        w_uvarint(w, 0)
+    return 0
+
+
+cdef object _d_CreatePartitionsRequestCreatePartitionsTopic_1(Cursor* c):
+    cdef CreatePartitionsRequestCreatePartitionsTopic o = CreatePartitionsRequestCreatePartitionsTopic.__new__(CreatePartitionsRequestCreatePartitionsTopic)
+    cdef Py_ssize_t n, i
+    cdef list lst
+    cdef Py_ssize_t ntags, size
+    cdef uint32_t tag
+    cdef Cursor sub
+    cdef list unknown = None
+    o.name = rd_cstring(c)
+    o.count = rd_int32(c)
+    n = cap_count(c, rd_ulen(c), 2)
+    if n < 0:
+        o.assignments = None
+    else:
+        lst = [None] * n
+        for i in range(n):
+            lst[i] = _d_CreatePartitionsRequestCreatePartitionsAssignment_1(c)
+            if c.bad:
+                break
+        o.assignments = lst
+    ntags = cap_count(c, rd_uvarint(c), 2)
+    for _ in range(ntags):
+        tag = rd_uvarint(c)
+        size = cap_count(c, rd_uvarint(c), 1)
+        if c.bad:
+            break
+        if unknown is None:
+            unknown = []
+        unknown.append((tag, PyBytes_FromStringAndSize(<const char*>c.p, size)))
+        c.p += size
+    o.unknown_tags = unknown
+    return o
+
+
+cdef int _e_CreatePartitionsRequestCreatePartitionsTopic_1(WBuf* w, object obj) except -1:
+    cdef CreatePartitionsRequestCreatePartitionsTopic o = <CreatePartitionsRequestCreatePartitionsTopic>obj
+    cdef object items, x
+    if o.name is None:
+        null_error("CreatePartitionsRequestCreatePartitionsTopic", "name")
+    w_str(w, o.name, 0)
+    w_int32(w, o.count)
+    items = o.assignments
+    if items is None:
+        w_len(w, -1, 0)
+    else:
+        items = as_seq(items)
+        w_len(w, len(items), 0)
+        for x in items:
+            _e_CreatePartitionsRequestCreatePartitionsAssignment_1(w, <CreatePartitionsRequestCreatePartitionsAssignment?>x)
+    if o.unknown_tags:
+        w_tagged(w, sorted(o.unknown_tags))
+    else:
+        w_uvarint(w, 0)
+    return 0
+
+
+cdef object _d_CreatePartitionsRequest_1(Cursor* c):
+    cdef CreatePartitionsRequest o = CreatePartitionsRequest.__new__(CreatePartitionsRequest)
+    cdef Py_ssize_t n, i
+    cdef list lst
+    cdef Py_ssize_t ntags, size
+    cdef uint32_t tag
+    cdef Cursor sub
+    cdef list unknown = None
+    n = cap_count(c, not_null(c, rd_ulen(c)), 7)
+    if n < 0:
+        o.topics = None
+    else:
+        lst = [None] * n
+        for i in range(n):
+            lst[i] = _d_CreatePartitionsRequestCreatePartitionsTopic_1(c)
+            if c.bad:
+                break
+        o.topics = lst
+    o.timeout_ms = rd_int32(c)
+    o.validate_only = rd_bool(c)
+    ntags = cap_count(c, rd_uvarint(c), 2)
+    for _ in range(ntags):
+        tag = rd_uvarint(c)
+        size = cap_count(c, rd_uvarint(c), 1)
+        if c.bad:
+            break
+        if unknown is None:
+            unknown = []
+        unknown.append((tag, PyBytes_FromStringAndSize(<const char*>c.p, size)))
+        c.p += size
+    o.unknown_tags = unknown
+    return o
+
+
+cdef int _e_CreatePartitionsRequest_1(WBuf* w, object obj) except -1:
+    cdef CreatePartitionsRequest o = <CreatePartitionsRequest>obj
+    cdef object items, x
+    items = o.topics
+    if items is None:
+        null_error("CreatePartitionsRequest", "topics")
+    else:
+        items = as_seq(items)
+        w_len(w, len(items), 0)
+        for x in items:
+            _e_CreatePartitionsRequestCreatePartitionsTopic_1(w, <CreatePartitionsRequestCreatePartitionsTopic?>x)
+    w_int32(w, o.timeout_ms)
+    w_bool(w, o.validate_only)
+    if o.unknown_tags:
+        w_tagged(w, sorted(o.unknown_tags))
+    else:
+        w_uvarint(w, 0)
+    return 0
+
+
+cdef object _d_CreatePartitionsResponseCreatePartitionsTopicResult_0(Cursor* c):
+    cdef CreatePartitionsResponseCreatePartitionsTopicResult o = CreatePartitionsResponseCreatePartitionsTopicResult.__new__(CreatePartitionsResponseCreatePartitionsTopicResult)
+    o.name = rd_string(c)
+    o.error_code = rd_int16(c)
+    o.error_message = rd_nstring(c)
+    return o
+
+
+cdef int _e_CreatePartitionsResponseCreatePartitionsTopicResult_0(WBuf* w, object obj) except -1:
+    cdef CreatePartitionsResponseCreatePartitionsTopicResult o = <CreatePartitionsResponseCreatePartitionsTopicResult>obj
+    if o.name is None:
+        null_error("CreatePartitionsResponseCreatePartitionsTopicResult", "name")
+    w_str(w, o.name, 2)
+    w_int16(w, o.error_code)
+    w_str(w, o.error_message, 2)
+    return 0
+
+
+cdef object _d_CreatePartitionsResponse_0(Cursor* c):
+    cdef CreatePartitionsResponse o = CreatePartitionsResponse.__new__(CreatePartitionsResponse)
+    cdef Py_ssize_t n, i
+    cdef list lst
+    o.throttle_time_ms = rd_int32(c)
+    n = cap_count(c, not_null(c, rd_len32(c)), 6)
+    if n < 0:
+        o.results = None
+    else:
+        lst = [None] * n
+        for i in range(n):
+            lst[i] = _d_CreatePartitionsResponseCreatePartitionsTopicResult_0(c)
+            if c.bad:
+                break
+        o.results = lst
+    return o
+
+
+cdef int _e_CreatePartitionsResponse_0(WBuf* w, object obj) except -1:
+    cdef CreatePartitionsResponse o = <CreatePartitionsResponse>obj
+    cdef object items, x
+    w_int32(w, o.throttle_time_ms)
+    items = o.results
+    if items is None:
+        null_error("CreatePartitionsResponse", "results")
+    else:
+        items = as_seq(items)
+        w_len(w, len(items), 4)
+        for x in items:
+            _e_CreatePartitionsResponseCreatePartitionsTopicResult_0(w, <CreatePartitionsResponseCreatePartitionsTopicResult?>x)
+    return 0
+
+
+cdef object _d_CreatePartitionsResponseCreatePartitionsTopicResult_1(Cursor* c):
+    cdef CreatePartitionsResponseCreatePartitionsTopicResult o = CreatePartitionsResponseCreatePartitionsTopicResult.__new__(CreatePartitionsResponseCreatePartitionsTopicResult)
+    cdef Py_ssize_t ntags, size
+    cdef uint32_t tag
+    cdef Cursor sub
+    cdef list unknown = None
+    o.name = rd_cstring(c)
+    o.error_code = rd_int16(c)
+    o.error_message = rd_cnstring(c)
+    ntags = cap_count(c, rd_uvarint(c), 2)
+    for _ in range(ntags):
+        tag = rd_uvarint(c)
+        size = cap_count(c, rd_uvarint(c), 1)
+        if c.bad:
+            break
+        if unknown is None:
+            unknown = []
+        unknown.append((tag, PyBytes_FromStringAndSize(<const char*>c.p, size)))
+        c.p += size
+    o.unknown_tags = unknown
+    return o
+
+
+cdef int _e_CreatePartitionsResponseCreatePartitionsTopicResult_1(WBuf* w, object obj) except -1:
+    cdef CreatePartitionsResponseCreatePartitionsTopicResult o = <CreatePartitionsResponseCreatePartitionsTopicResult>obj
+    if o.name is None:
+        null_error("CreatePartitionsResponseCreatePartitionsTopicResult", "name")
+    w_str(w, o.name, 0)
+    w_int16(w, o.error_code)
+    w_str(w, o.error_message, 0)
+    if o.unknown_tags:
+        w_tagged(w, sorted(o.unknown_tags))
+    else:
+        w_uvarint(w, 0)
+    return 0
+
+
+cdef object _d_CreatePartitionsResponse_1(Cursor* c):
+    cdef CreatePartitionsResponse o = CreatePartitionsResponse.__new__(CreatePartitionsResponse)
+    cdef Py_ssize_t n, i
+    cdef list lst
+    cdef Py_ssize_t ntags, size
+    cdef uint32_t tag
+    cdef Cursor sub
+    cdef list unknown = None
+    o.throttle_time_ms = rd_int32(c)
+    n = cap_count(c, not_null(c, rd_ulen(c)), 5)
+    if n < 0:
+        o.results = None
+    else:
+        lst = [None] * n
+        for i in range(n):
+            lst[i] = _d_CreatePartitionsResponseCreatePartitionsTopicResult_1(c)
+            if c.bad:
+                break
+        o.results = lst
+    ntags = cap_count(c, rd_uvarint(c), 2)
+    for _ in range(ntags):
+        tag = rd_uvarint(c)
+        size = cap_count(c, rd_uvarint(c), 1)
+        if c.bad:
+            break
+        if unknown is None:
+            unknown = []
+        unknown.append((tag, PyBytes_FromStringAndSize(<const char*>c.p, size)))
+        c.p += size
+    o.unknown_tags = unknown
+    return o
+
+
+cdef int _e_CreatePartitionsResponse_1(WBuf* w, object obj) except -1:
+    cdef CreatePartitionsResponse o = <CreatePartitionsResponse>obj
+    cdef object items, x
+    w_int32(w, o.throttle_time_ms)
+    items = o.results
+    if items is None:
+        null_error("CreatePartitionsResponse", "results")
+    else:
+        items = as_seq(items)
+        w_len(w, len(items), 0)
+        for x in items:
+            _e_CreatePartitionsResponseCreatePartitionsTopicResult_1(w, <CreatePartitionsResponseCreatePartitionsTopicResult?>x)
+    if o.unknown_tags:
+        w_tagged(w, sorted(o.unknown_tags))
+    else:
+        w_uvarint(w, 0)
+    return 0
+
+
 cdef object _d_JoinGroupRequestProtocol_0(Cursor* c):
     cdef JoinGroupRequestProtocol o = JoinGroupRequestProtocol.__new__(JoinGroupRequestProtocol)
     o.name = rd_string(c)
@@ -22345,6 +22929,50 @@ cdef inline enc_fn _enc_CreateTopicsResponse(int v) except NULL:
     return _ENC_CreateTopicsResponse[v]
 
 
+cdef dec_fn _DEC_CreatePartitionsRequest[4]
+cdef enc_fn _ENC_CreatePartitionsRequest[4]
+_DEC_CreatePartitionsRequest[0] = _d_CreatePartitionsRequest_0
+_ENC_CreatePartitionsRequest[0] = _e_CreatePartitionsRequest_0
+_DEC_CreatePartitionsRequest[1] = _d_CreatePartitionsRequest_0
+_ENC_CreatePartitionsRequest[1] = _e_CreatePartitionsRequest_0
+_DEC_CreatePartitionsRequest[2] = _d_CreatePartitionsRequest_1
+_ENC_CreatePartitionsRequest[2] = _e_CreatePartitionsRequest_1
+_DEC_CreatePartitionsRequest[3] = _d_CreatePartitionsRequest_1
+_ENC_CreatePartitionsRequest[3] = _e_CreatePartitionsRequest_1
+
+cdef inline dec_fn _dec_CreatePartitionsRequest(int v) except NULL:
+    if v < 0 or v > 3:
+        unsupported("CreatePartitionsRequest", v, 0, 3)
+    return _DEC_CreatePartitionsRequest[v]
+
+cdef inline enc_fn _enc_CreatePartitionsRequest(int v) except NULL:
+    if v < 0 or v > 3:
+        unsupported("CreatePartitionsRequest", v, 0, 3)
+    return _ENC_CreatePartitionsRequest[v]
+
+
+cdef dec_fn _DEC_CreatePartitionsResponse[4]
+cdef enc_fn _ENC_CreatePartitionsResponse[4]
+_DEC_CreatePartitionsResponse[0] = _d_CreatePartitionsResponse_0
+_ENC_CreatePartitionsResponse[0] = _e_CreatePartitionsResponse_0
+_DEC_CreatePartitionsResponse[1] = _d_CreatePartitionsResponse_0
+_ENC_CreatePartitionsResponse[1] = _e_CreatePartitionsResponse_0
+_DEC_CreatePartitionsResponse[2] = _d_CreatePartitionsResponse_1
+_ENC_CreatePartitionsResponse[2] = _e_CreatePartitionsResponse_1
+_DEC_CreatePartitionsResponse[3] = _d_CreatePartitionsResponse_1
+_ENC_CreatePartitionsResponse[3] = _e_CreatePartitionsResponse_1
+
+cdef inline dec_fn _dec_CreatePartitionsResponse(int v) except NULL:
+    if v < 0 or v > 3:
+        unsupported("CreatePartitionsResponse", v, 0, 3)
+    return _DEC_CreatePartitionsResponse[v]
+
+cdef inline enc_fn _enc_CreatePartitionsResponse(int v) except NULL:
+    if v < 0 or v > 3:
+        unsupported("CreatePartitionsResponse", v, 0, 3)
+    return _ENC_CreatePartitionsResponse[v]
+
+
 cdef dec_fn _DEC_JoinGroupRequest[10]
 cdef enc_fn _ENC_JoinGroupRequest[10]
 _DEC_JoinGroupRequest[0] = _d_JoinGroupRequest_0
@@ -23290,6 +23918,8 @@ cdef dec_fn _DEC_BY_KEY_REQ(int api_key, int v) except NULL:
         return _dec_ProduceRequest(v)
     if api_key == 19:
         return _dec_CreateTopicsRequest(v)
+    if api_key == 37:
+        return _dec_CreatePartitionsRequest(v)
     if api_key == 11:
         return _dec_JoinGroupRequest(v)
     if api_key == 14:
@@ -23331,6 +23961,8 @@ cdef enc_fn _ENC_BY_KEY_REQ(int api_key, int v) except NULL:
         return _enc_ProduceRequest(v)
     if api_key == 19:
         return _enc_CreateTopicsRequest(v)
+    if api_key == 37:
+        return _enc_CreatePartitionsRequest(v)
     if api_key == 11:
         return _enc_JoinGroupRequest(v)
     if api_key == 14:
@@ -23372,6 +24004,8 @@ cdef enc_fn _ENC_BY_KEY_RESP(int api_key, int v) except NULL:
         return _enc_ProduceResponse(v)
     if api_key == 19:
         return _enc_CreateTopicsResponse(v)
+    if api_key == 37:
+        return _enc_CreatePartitionsResponse(v)
     if api_key == 11:
         return _enc_JoinGroupResponse(v)
     if api_key == 14:
@@ -23407,6 +24041,7 @@ REQUEST_TYPES = {
     1: FetchRequest,
     0: ProduceRequest,
     19: CreateTopicsRequest,
+    37: CreatePartitionsRequest,
     11: JoinGroupRequest,
     14: SyncGroupRequest,
     12: HeartbeatRequest,
@@ -23428,6 +24063,7 @@ RESPONSE_TYPES = {
     1: FetchResponse,
     0: ProduceResponse,
     19: CreateTopicsResponse,
+    37: CreatePartitionsResponse,
     11: JoinGroupResponse,
     14: SyncGroupResponse,
     12: HeartbeatResponse,
@@ -23458,6 +24094,8 @@ MESSAGE_TYPES = {
     "ProduceResponse": ProduceResponse,
     "CreateTopicsRequest": CreateTopicsRequest,
     "CreateTopicsResponse": CreateTopicsResponse,
+    "CreatePartitionsRequest": CreatePartitionsRequest,
+    "CreatePartitionsResponse": CreatePartitionsResponse,
     "JoinGroupRequest": JoinGroupRequest,
     "JoinGroupResponse": JoinGroupResponse,
     "SyncGroupRequest": SyncGroupRequest,
@@ -23501,4 +24139,4 @@ MESSAGE_TYPES = {
     "ConsumerGroupCurrentMemberAssignmentKey": ConsumerGroupCurrentMemberAssignmentKey,
     "ConsumerGroupCurrentMemberAssignmentValue": ConsumerGroupCurrentMemberAssignmentValue,
 }
-STRUCT_TYPES = (RequestHeader, ResponseHeader, ApiVersionsRequest, ApiVersionsResponseApiVersion, ApiVersionsResponseSupportedFeatureKey, ApiVersionsResponseFinalizedFeatureKey, ApiVersionsResponse, MetadataRequestTopic, MetadataRequest, MetadataResponseBroker, MetadataResponsePartition, MetadataResponseTopic, MetadataResponse, FindCoordinatorRequest, FindCoordinatorResponseCoordinator, FindCoordinatorResponse, ListOffsetsRequestListOffsetsPartition, ListOffsetsRequestListOffsetsTopic, ListOffsetsRequest, ListOffsetsResponseListOffsetsPartitionResponse, ListOffsetsResponseListOffsetsTopicResponse, ListOffsetsResponse, FetchRequestReplicaState, FetchRequestFetchPartition, FetchRequestFetchTopic, FetchRequestForgottenTopic, FetchRequest, FetchResponseEpochEndOffset, FetchResponseLeaderIdAndEpoch, FetchResponseSnapshotId, FetchResponseAbortedTransaction, FetchResponsePartitionData, FetchResponseFetchableTopicResponse, FetchResponseNodeEndpoint, FetchResponse, ProduceRequestPartitionProduceData, ProduceRequestTopicProduceData, ProduceRequest, ProduceResponseBatchIndexAndErrorMessage, ProduceResponseLeaderIdAndEpoch, ProduceResponsePartitionProduceResponse, ProduceResponseTopicProduceResponse, ProduceResponseNodeEndpoint, ProduceResponse, CreateTopicsRequestCreatableReplicaAssignment, CreateTopicsRequestCreatableTopicConfig, CreateTopicsRequestCreatableTopic, CreateTopicsRequest, CreateTopicsResponseCreatableTopicConfigs, CreateTopicsResponseCreatableTopicResult, CreateTopicsResponse, JoinGroupRequestProtocol, JoinGroupRequest, JoinGroupResponseMember, JoinGroupResponse, SyncGroupRequestAssignment, SyncGroupRequest, SyncGroupResponse, HeartbeatRequest, HeartbeatResponse, LeaveGroupRequestMemberIdentity, LeaveGroupRequest, LeaveGroupResponseMemberResponse, LeaveGroupResponse, DescribeGroupsRequest, DescribeGroupsResponseDescribedGroupMember, DescribeGroupsResponseDescribedGroup, DescribeGroupsResponse, ListGroupsRequest, ListGroupsResponseListedGroup, ListGroupsResponse, DeleteGroupsRequest, DeleteGroupsResponseDeletableGroupResult, DeleteGroupsResponse, OffsetCommitRequestPartition, OffsetCommitRequestTopic, OffsetCommitRequest, OffsetCommitResponsePartition, OffsetCommitResponseTopic, OffsetCommitResponse, OffsetFetchRequestTopic, OffsetFetchRequestTopics, OffsetFetchRequestGroup, OffsetFetchRequest, OffsetFetchResponsePartition, OffsetFetchResponseTopic, OffsetFetchResponsePartitions, OffsetFetchResponseTopics, OffsetFetchResponseGroup, OffsetFetchResponse, OffsetDeleteRequestPartition, OffsetDeleteRequestTopic, OffsetDeleteRequest, OffsetDeleteResponsePartition, OffsetDeleteResponseTopic, OffsetDeleteResponse, ConsumerGroupHeartbeatRequestTopicPartitions, ConsumerGroupHeartbeatRequest, ConsumerGroupHeartbeatResponseTopicPartitions, ConsumerGroupHeartbeatResponseAssignment, ConsumerGroupHeartbeatResponse, ConsumerGroupDescribeRequest, ConsumerGroupDescribeResponseTopicPartitions, ConsumerGroupDescribeResponseAssignment, ConsumerGroupDescribeResponseMember, ConsumerGroupDescribeResponseDescribedGroup, ConsumerGroupDescribeResponse, ConsumerProtocolSubscriptionTopicPartition, ConsumerProtocolSubscription, ConsumerProtocolAssignmentTopicPartition, ConsumerProtocolAssignment, GroupMetadataKey, GroupMetadataValueMemberMetadata, GroupMetadataValue, OffsetCommitKey, OffsetCommitValue, ConsumerGroupMetadataKey, ConsumerGroupMetadataValue, ConsumerGroupPartitionMetadataKey, ConsumerGroupPartitionMetadataValuePartitionMetadata, ConsumerGroupPartitionMetadataValueTopicMetadata, ConsumerGroupPartitionMetadataValue, ConsumerGroupMemberMetadataKey, ConsumerGroupMemberMetadataValueClassicProtocol, ConsumerGroupMemberMetadataValueClassicMemberMetadata, ConsumerGroupMemberMetadataValue, ConsumerGroupTargetAssignmentMetadataKey, ConsumerGroupTargetAssignmentMetadataValue, ConsumerGroupTargetAssignmentMemberKey, ConsumerGroupTargetAssignmentMemberValueTopicPartition, ConsumerGroupTargetAssignmentMemberValue, ConsumerGroupCurrentMemberAssignmentKey, ConsumerGroupCurrentMemberAssignmentValueTopicPartitions, ConsumerGroupCurrentMemberAssignmentValue,)
+STRUCT_TYPES = (RequestHeader, ResponseHeader, ApiVersionsRequest, ApiVersionsResponseApiVersion, ApiVersionsResponseSupportedFeatureKey, ApiVersionsResponseFinalizedFeatureKey, ApiVersionsResponse, MetadataRequestTopic, MetadataRequest, MetadataResponseBroker, MetadataResponsePartition, MetadataResponseTopic, MetadataResponse, FindCoordinatorRequest, FindCoordinatorResponseCoordinator, FindCoordinatorResponse, ListOffsetsRequestListOffsetsPartition, ListOffsetsRequestListOffsetsTopic, ListOffsetsRequest, ListOffsetsResponseListOffsetsPartitionResponse, ListOffsetsResponseListOffsetsTopicResponse, ListOffsetsResponse, FetchRequestReplicaState, FetchRequestFetchPartition, FetchRequestFetchTopic, FetchRequestForgottenTopic, FetchRequest, FetchResponseEpochEndOffset, FetchResponseLeaderIdAndEpoch, FetchResponseSnapshotId, FetchResponseAbortedTransaction, FetchResponsePartitionData, FetchResponseFetchableTopicResponse, FetchResponseNodeEndpoint, FetchResponse, ProduceRequestPartitionProduceData, ProduceRequestTopicProduceData, ProduceRequest, ProduceResponseBatchIndexAndErrorMessage, ProduceResponseLeaderIdAndEpoch, ProduceResponsePartitionProduceResponse, ProduceResponseTopicProduceResponse, ProduceResponseNodeEndpoint, ProduceResponse, CreateTopicsRequestCreatableReplicaAssignment, CreateTopicsRequestCreatableTopicConfig, CreateTopicsRequestCreatableTopic, CreateTopicsRequest, CreateTopicsResponseCreatableTopicConfigs, CreateTopicsResponseCreatableTopicResult, CreateTopicsResponse, CreatePartitionsRequestCreatePartitionsAssignment, CreatePartitionsRequestCreatePartitionsTopic, CreatePartitionsRequest, CreatePartitionsResponseCreatePartitionsTopicResult, CreatePartitionsResponse, JoinGroupRequestProtocol, JoinGroupRequest, JoinGroupResponseMember, JoinGroupResponse, SyncGroupRequestAssignment, SyncGroupRequest, SyncGroupResponse, HeartbeatRequest, HeartbeatResponse, LeaveGroupRequestMemberIdentity, LeaveGroupRequest, LeaveGroupResponseMemberResponse, LeaveGroupResponse, DescribeGroupsRequest, DescribeGroupsResponseDescribedGroupMember, DescribeGroupsResponseDescribedGroup, DescribeGroupsResponse, ListGroupsRequest, ListGroupsResponseListedGroup, ListGroupsResponse, DeleteGroupsRequest, DeleteGroupsResponseDeletableGroupResult, DeleteGroupsResponse, OffsetCommitRequestPartition, OffsetCommitRequestTopic, OffsetCommitRequest, OffsetCommitResponsePartition, OffsetCommitResponseTopic, OffsetCommitResponse, OffsetFetchRequestTopic, OffsetFetchRequestTopics, OffsetFetchRequestGroup, OffsetFetchRequest, OffsetFetchResponsePartition, OffsetFetchResponseTopic, OffsetFetchResponsePartitions, OffsetFetchResponseTopics, OffsetFetchResponseGroup, OffsetFetchResponse, OffsetDeleteRequestPartition, OffsetDeleteRequestTopic, OffsetDeleteRequest, OffsetDeleteResponsePartition, OffsetDeleteResponseTopic, OffsetDeleteResponse, ConsumerGroupHeartbeatRequestTopicPartitions, ConsumerGroupHeartbeatRequest, ConsumerGroupHeartbeatResponseTopicPartitions, ConsumerGroupHeartbeatResponseAssignment, ConsumerGroupHeartbeatResponse, ConsumerGroupDescribeRequest, ConsumerGroupDescribeResponseTopicPartitions, ConsumerGroupDescribeResponseAssignment, ConsumerGroupDescribeResponseMember, ConsumerGroupDescribeResponseDescribedGroup, ConsumerGroupDescribeResponse, ConsumerProtocolSubscriptionTopicPartition, ConsumerProtocolSubscription, ConsumerProtocolAssignmentTopicPartition, ConsumerProtocolAssignment, GroupMetadataKey, GroupMetadataValueMemberMetadata, GroupMetadataValue, OffsetCommitKey, OffsetCommitValue, ConsumerGroupMetadataKey, ConsumerGroupMetadataValue, ConsumerGroupPartitionMetadataKey, ConsumerGroupPartitionMetadataValuePartitionMetadata, ConsumerGroupPartitionMetadataValueTopicMetadata, ConsumerGroupPartitionMetadataValue, ConsumerGroupMemberMetadataKey, ConsumerGroupMemberMetadataValueClassicProtocol, ConsumerGroupMemberMetadataValueClassicMemberMetadata, ConsumerGroupMemberMetadataValue, ConsumerGroupTargetAssignmentMetadataKey, ConsumerGroupTargetAssignmentMetadataValue, ConsumerGroupTargetAssignmentMemberKey, ConsumerGroupTargetAssignmentMemberValueTopicPartition, ConsumerGroupTargetAssignmentMemberValue, ConsumerGroupCurrentMemberAssignmentKey, ConsumerGroupCurrentMemberAssignmentValueTopicPartitions, ConsumerGroupCurrentMemberAssignmentValue,)

@@ -1,0 +1,71 @@
+"""Topics over the wire: `kcoord topics` creates and grows them, and a live group's leader follows."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+
+from .test_server import fresh_server  # noqa: F401  (fixture)
+
+
+def cli(port: int, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "kcoord.cli", *args, "--bootstrap", f"127.0.0.1:{port}"],
+                          capture_output=True, text=True, timeout=60)
+
+
+def test_topics_cli_create_grow_and_refuse_shrink(fresh_server) -> None:  # noqa: F811
+    out = cli(fresh_server, "topics", "--create", "events:4", "--json")
+    assert out.returncode == 0, out.stderr
+    assert [(t["topic"], t["partitions"]) for t in json.loads(out.stdout)["topics"]] == [("events", 4)]
+    out = cli(fresh_server, "topics", "--grow", "events:6")
+    assert out.returncode == 0 and "events  6" in out.stdout
+    out = cli(fresh_server, "topics", "--grow", "events:2")
+    assert out.returncode == 1 and "INVALID_PARTITIONS" in out.stderr
+
+
+@pytest.mark.interop
+def test_partition_growth_reaches_a_live_group(fresh_server) -> None:  # noqa: F811
+    from kafka import KafkaConsumer
+
+    assert cli(fresh_server, "topics", "--create", "grow:4").returncode == 0
+    owned: dict[int, set[int]] = {}
+    stop = threading.Event()
+
+    def member(i: int) -> None:
+        c = KafkaConsumer("grow", bootstrap_servers=f"127.0.0.1:{fresh_server}", group_id="grow-g",
+                          client_id=f"m{i}", metadata_max_age_ms=500, session_timeout_ms=6000,
+                          heartbeat_interval_ms=500)
+        try:
+            while not stop.is_set():
+                c.poll(timeout_ms=200)
+                owned[i] = {tp.partition for tp in c.assignment()}
+        finally:
+            c.close()
+
+    threads = [threading.Thread(target=member, args=(i,)) for i in range(2)]
+    for t in threads:
+        t.start()
+
+    def covered(n: int) -> bool:
+        parts = [p for s in owned.values() for p in s]
+        return len(owned) == 2 and sorted(parts) == list(range(n))
+
+    try:
+        deadline = time.monotonic() + 30
+        while not covered(4):
+            assert time.monotonic() < deadline, f"group never covered 4 partitions: {owned}"
+            time.sleep(0.1)
+        assert cli(fresh_server, "topics", "--grow", "grow:8").returncode == 0
+        deadline = time.monotonic() + 30
+        while not covered(8):  # the leader sees 8 partitions in Metadata and rejoins; everyone gets the new ones
+            assert time.monotonic() < deadline, f"group never covered 8 partitions: {owned}"
+            time.sleep(0.1)
+    finally:
+        stop.set()
+        for t in threads:
+            t.join(30)
