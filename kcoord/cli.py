@@ -90,7 +90,10 @@ def _serve(args) -> int:
         print(f"kcoord serve: {e}", file=sys.stderr)
         return 2
     try:
-        run(cfg)
+        run(cfg, args.loop)
+    except ImportError:
+        print("kcoord serve: --loop uvloop needs uvloop installed", file=sys.stderr)
+        return 2
     except OSError as e:
         print(f"kcoord serve: cannot listen on {cfg.host}:{cfg.port}: {e.strerror}", file=sys.stderr)
         return 1
@@ -254,6 +257,8 @@ def main(argv: list[str] | None = None) -> int:
     sp.add_argument("--set", action="append", metavar="NAME=VALUE",
                     help="a Kafka-named setting, e.g. group.initial.rebalance.delay.ms=0 (repeatable)")
     sp.add_argument("--config", metavar="FILE", help="a properties file of Kafka-named settings")
+    sp.add_argument("--loop", choices=("auto", "asyncio", "uvloop"), default="auto",
+                    help="event loop (auto: uvloop when installed)")
     sp.add_argument("-v", "--verbose", action="store_true")
     sp.set_defaults(func=_serve)
     def group_cmd(name: str, help: str, func) -> argparse.ArgumentParser:

@@ -279,11 +279,18 @@ class Server:
         await self.close()
 
 
-def run(config: ServerConfig) -> None:
-    """Run a server until SIGINT/SIGTERM, under uvloop when it is installed."""
-    try:
-        import uvloop  # type: ignore[import-not-found]
-    except ImportError:
-        asyncio.run(Server(config).serve_forever())
-    else:
-        uvloop.run(Server(config).serve_forever())
+def run(config: ServerConfig, loop: str = "auto") -> None:
+    """Run a server until SIGINT/SIGTERM: under uvloop when it is installed ("auto"), or as `loop` says
+    ("asyncio" or "uvloop")."""
+    if loop not in ("auto", "asyncio", "uvloop"):
+        raise ValueError(f"unknown event loop {loop!r}")
+    if loop != "asyncio":
+        try:
+            import uvloop  # type: ignore[import-not-found]
+        except ImportError:
+            if loop == "uvloop":
+                raise
+        else:
+            uvloop.run(Server(config).serve_forever())
+            return
+    asyncio.run(Server(config).serve_forever())

@@ -143,12 +143,12 @@ def form_static_pair(server, version: int):
     return a, b, ra, rb
 
 
-@pytest.fixture
-def fresh_server():
+@pytest.fixture(params=["asyncio", "uvloop"])
+def fresh_server(request):
     port = free_port()
     proc = subprocess.Popen(
         [sys.executable, "-m", "kcoord.cli", "serve", "--port", str(port), "--set",
-         "group.initial.rebalance.delay.ms=200"],
+         "group.initial.rebalance.delay.ms=200", "--loop", request.param],
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     deadline = time.monotonic() + 20
     while time.monotonic() < deadline:
