@@ -278,3 +278,74 @@ def test_responses_keep_request_order_behind_a_parked_join(fresh_server) -> None
         first = c.receive(11, 9, 1)
         second = c.receive(18, 3, 2)
     assert first.error_code == 0 and first.generation_id == 1 and second.error_code == 0
+
+
+# ---- limits and shutdown ------------------------------------------------------------------------------
+
+def start(*settings: str) -> tuple[subprocess.Popen, int]:
+    port = free_port()
+    args = [sys.executable, "-m", "kcoord.cli", "serve", "--port", str(port)]
+    for s in settings:
+        args += ["--set", s]
+    proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    deadline = time.monotonic() + 20
+    while True:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            return proc, port
+        except OSError:
+            assert time.monotonic() < deadline and proc.poll() is None, "server did not start"
+            time.sleep(0.05)
+
+
+def stop(proc: subprocess.Popen) -> int:
+    proc.terminate()
+    rc = proc.wait(timeout=10)
+    proc.stdout.close()
+    return rc
+
+
+def test_max_connections_refuses_the_extra_connection() -> None:
+    proc, port = start("max.connections=3")
+    try:
+        held = [socket.create_connection(("127.0.0.1", port), timeout=5) for _ in range(3)]
+        for s in held:
+            assert api_versions(s, 3).error_code == 0
+        extra = socket.create_connection(("127.0.0.1", port), timeout=5)
+        assert extra.recv(10) == b""  # closed at once
+        extra.close()
+        assert api_versions(held[0], 3).error_code == 0  # the others are still served
+        for s in held:
+            s.close()
+    finally:
+        assert stop(proc) == 0
+
+
+def test_idle_connections_are_reaped() -> None:
+    proc, port = start("connections.max.idle.ms=1000")
+    try:
+        idle = socket.create_connection(("127.0.0.1", port), timeout=10)
+        t0 = time.monotonic()
+        assert idle.recv(10) == b""  # the server closes it
+        assert 1.0 <= time.monotonic() - t0 < 5.0
+        idle.close()
+    finally:
+        assert stop(proc) == 0
+
+
+def test_sigterm_answers_parked_requests_then_exits_cleanly() -> None:
+    from kcoord.client import Client
+
+    proc, port = start("group.initial.rebalance.delay.ms=60000")
+    c = Client(f"127.0.0.1:{port}")
+    corr = c.send(11, 9, wire.JoinGroupRequest(
+        group_id="shutdown-g", session_timeout_ms=30_000, member_id="", group_instance_id="i",
+        protocol_type="consumer", protocols=[wire.JoinGroupRequestProtocol(name="range", metadata=b"")]))
+    time.sleep(0.3)  # the join is parked for the initial delay
+    proc.terminate()
+    resp = c.receive(11, 9, corr)
+    assert resp.error_code == 16  # NOT_COORDINATOR: the client looks for the coordinator again
+    assert c.sock.recv(10) == b""
+    c.close()
+    assert proc.wait(timeout=10) == 0
+    proc.stdout.close()
