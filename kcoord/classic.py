@@ -185,6 +185,15 @@ class ClassicGroup:
 
     # ---- responses -------------------------------------------------------------------------------------
 
+    def fail_parked(self, m: ClassicMember, error: int, member_id: str | None = None) -> None:
+        """Answer the member's parked JoinGroup and SyncGroup, if any, with `error`."""
+        if m.join_reply is not None:
+            r = self.members.set_join_reply(m, None)
+            r.resolve(self.join_response(r.version, error, m.member_id if member_id is None else member_id))
+        if m.sync_reply is not None:
+            m.sync_reply, r = None, m.sync_reply
+            r.resolve(self.sync_response(error))
+
     def join_response(self, version: int, error: int, member_id: str = "", *, generation: int = -1,
                       leader: str = "", members: list | None = None, skip: bool = False,
                       with_protocol: bool = False) -> wire.JoinGroupResponse:
@@ -278,12 +287,7 @@ class ClassicGroup:
         old = self.members.get(old_id)
         current_leader = self.leader_id
         # The old member's parked requests are fenced.
-        if old.join_reply is not None:
-            r = self.members.set_join_reply(old, None)
-            r.resolve(self.join_response(r.version, E.FENCED_INSTANCE_ID, old_id))
-        if old.sync_reply is not None:
-            old.sync_reply, r = None, old.sync_reply
-            r.resolve(self.sync_response(E.FENCED_INSTANCE_ID))
+        self.fail_parked(old, E.FENCED_INSTANCE_ID)
         m = ClassicMember(new_id, iid, old.client_id, old.client_host, req.session_timeout_ms,
                           rebalance_timeout(req, version), req.protocol_type,
                           req.protocols)
@@ -504,12 +508,7 @@ class ClassicGroup:
         m = self.members.get(member_id)
         if trigger is not None:
             self.record(trigger, member_id, m.group_instance_id, reason)
-        if m.join_reply is not None:
-            r = self.members.set_join_reply(m, None)
-            r.resolve(self.join_response(r.version, E.UNKNOWN_MEMBER_ID, member_id))
-        if m.sync_reply is not None:
-            m.sync_reply, r = None, m.sync_reply
-            r.resolve(self.sync_response(E.UNKNOWN_MEMBER_ID))
+        self.fail_parked(m, E.UNKNOWN_MEMBER_ID)
         self.remove_member(member_id)
         if self.state in (State.STABLE, State.COMPLETING_REBALANCE):
             self.maybe_prepare_rebalance_or_complete_join(reason)
@@ -621,12 +620,7 @@ class ClassicGroup:
 
     def _remove_leaving(self, member_id: str) -> None:
         m = self.members.get(member_id)
-        if m.join_reply is not None:
-            r = self.members.set_join_reply(m, None)
-            r.resolve(self.join_response(r.version, E.UNKNOWN_MEMBER_ID, member_id))
-        if m.sync_reply is not None:
-            m.sync_reply, r = None, m.sync_reply
-            r.resolve(self.sync_response(E.UNKNOWN_MEMBER_ID))
+        self.fail_parked(m, E.UNKNOWN_MEMBER_ID)
         self.remove_member(member_id)
 
     # ---- offsets (Kafka's ClassicGroup.validateOffsetCommit) -------------------------------------------
@@ -656,12 +650,7 @@ class ClassicGroup:
     def unload(self) -> None:
         """The group moves away (or is deleted): parked requests get NOT_COORDINATOR, timers go."""
         for m in list(self.members.members.values()):
-            if m.join_reply is not None:
-                r = self.members.set_join_reply(m, None)
-                r.resolve(self.join_response(r.version, E.NOT_COORDINATOR, m.member_id))
-            if m.sync_reply is not None:
-                m.sync_reply, r = None, m.sync_reply
-                r.resolve(self.sync_response(E.NOT_COORDINATOR))
+            self.fail_parked(m, E.NOT_COORDINATOR)
             self.timers.release(m.timer)
         for key in self.members.pending.values():
             self.timers.release(key)

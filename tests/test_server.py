@@ -28,25 +28,33 @@ def free_port() -> int:
 
 @pytest.fixture(scope="module")
 def server():
+    proc, port = start("socket.request.max.bytes=1048576")
+    yield port
+    assert stop(proc) == 0, "server did not shut down cleanly on SIGTERM"
+
+
+def start(*settings: str, loop: str = "auto") -> tuple[subprocess.Popen, int]:
+    """`kcoord serve` on a free loopback port with Kafka-named settings; returns once it accepts."""
     port = free_port()
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "kcoord.cli", "serve", "--port", str(port), "--set", "socket.request.max.bytes=1048576"],
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env={**os.environ, "PYTHONUNBUFFERED": "1"},
-    )
+    args = [sys.executable, "-m", "kcoord.cli", "serve", "--port", str(port), "--loop", loop]
+    for s in settings:
+        args += ["--set", s]
+    proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     deadline = time.monotonic() + 20
-    while time.monotonic() < deadline:
+    while True:
         try:
             socket.create_connection(("127.0.0.1", port), timeout=1).close()
-            break
+            return proc, port
         except OSError:
-            if proc.poll() is not None:
-                pytest.fail(f"server exited: {proc.stdout.read().decode()}")
+            assert time.monotonic() < deadline and proc.poll() is None, "server did not start"
             time.sleep(0.05)
-    yield port
+
+
+def stop(proc: subprocess.Popen) -> int:
     proc.terminate()
     rc = proc.wait(timeout=10)
     proc.stdout.close()
-    assert rc == 0, "server did not shut down cleanly on SIGTERM"
+    return rc
 
 
 def recv_frame(sock: socket.socket) -> bytes:
@@ -145,22 +153,9 @@ def form_static_pair(server, version: int):
 
 @pytest.fixture(params=["asyncio", "uvloop"])
 def fresh_server(request):
-    port = free_port()
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "kcoord.cli", "serve", "--port", str(port), "--set",
-         "group.initial.rebalance.delay.ms=200", "--loop", request.param],
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
-    deadline = time.monotonic() + 20
-    while time.monotonic() < deadline:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=1).close()
-            break
-        except OSError:
-            time.sleep(0.05)
+    proc, port = start("group.initial.rebalance.delay.ms=200", loop=request.param)
     yield port
-    proc.terminate()
-    assert proc.wait(timeout=10) == 0
-    proc.stdout.close()
+    assert stop(proc) == 0
 
 
 @pytest.mark.parametrize("version,skip", [(9, True), (8, False)])
@@ -237,18 +232,8 @@ def rss_kb(pid: int) -> int:
 
 
 def test_thousand_idle_connections_memory_bounded_others_served() -> None:
-    port = free_port()
-    proc = subprocess.Popen([sys.executable, "-m", "kcoord.cli", "serve", "--port", str(port)],
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    proc, port = start()
     try:
-        deadline = time.monotonic() + 20
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=1).close()
-                break
-            except OSError:
-                assert time.monotonic() < deadline
-                time.sleep(0.05)
         before = rss_kb(proc.pid)
         idle = [socket.create_connection(("127.0.0.1", port), timeout=5) for _ in range(1000)]
         with socket.create_connection(("127.0.0.1", port), timeout=5) as s:
@@ -259,9 +244,7 @@ def test_thousand_idle_connections_memory_bounded_others_served() -> None:
         # 1,000 idle connections cost their read buffers and protocol objects, not more: about 20 KiB each
         assert grown < 1000 * 40, f"RSS grew by {grown} KiB for 1,000 idle connections"
     finally:
-        proc.terminate()
-        proc.wait(timeout=10)
-        proc.stdout.close()
+        assert stop(proc) == 0
 
 
 def test_responses_keep_request_order_behind_a_parked_join(fresh_server) -> None:
@@ -281,29 +264,6 @@ def test_responses_keep_request_order_behind_a_parked_join(fresh_server) -> None
 
 
 # ---- limits and shutdown ------------------------------------------------------------------------------
-
-def start(*settings: str) -> tuple[subprocess.Popen, int]:
-    port = free_port()
-    args = [sys.executable, "-m", "kcoord.cli", "serve", "--port", str(port)]
-    for s in settings:
-        args += ["--set", s]
-    proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
-    deadline = time.monotonic() + 20
-    while True:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=1).close()
-            return proc, port
-        except OSError:
-            assert time.monotonic() < deadline and proc.poll() is None, "server did not start"
-            time.sleep(0.05)
-
-
-def stop(proc: subprocess.Popen) -> int:
-    proc.terminate()
-    rc = proc.wait(timeout=10)
-    proc.stdout.close()
-    return rc
-
 
 def test_max_connections_refuses_the_extra_connection() -> None:
     proc, port = start("max.connections=3")
