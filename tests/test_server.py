@@ -11,6 +11,8 @@ import sys
 import time
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from kcoord import wire
 
@@ -309,3 +311,32 @@ def test_sigterm_answers_parked_requests_then_exits_cleanly() -> None:
     c.close()
     assert proc.wait(timeout=10) == 0
     proc.stdout.close()
+
+
+# ---- fuzzed frames against a live server ---------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def fuzz_server():
+    proc, port = start("group.initial.rebalance.delay.ms=0", "socket.request.max.bytes=65536")
+    yield proc, port
+    assert stop(proc) == 0
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(api_key=st.sampled_from(sorted(SERVED) + [7, 68, 71, 999, -1]), version=st.integers(-2, 20),
+       correlation_id=st.integers(-(2**31), 2**31 - 1), body=st.binary(max_size=300))
+def test_fuzzed_frames_answered_or_closed_server_stays_up(fuzz_server, api_key, version, correlation_id,
+                                                          body) -> None:
+    # Header fields chosen, body random: the server answers (what happens to decode) or closes this connection;
+    # it never hangs on a whole frame and never stops serving the others.
+    proc, port = fuzz_server
+    frame = struct.pack(">hhih", api_key, version, correlation_id, 4) + b"fuzz" + body
+    with socket.create_connection(("127.0.0.1", port), timeout=5) as s:
+        s.sendall(struct.pack(">i", len(frame)) + frame)
+        first = s.recv(4)  # a response's size prefix, or b"" when the server closes: never a timeout
+        if first:
+            (size,) = struct.unpack(">i", first.ljust(4, b"\0"))
+            assert 0 < size < 1 << 20
+    assert proc.poll() is None
+    with socket.create_connection(("127.0.0.1", port), timeout=5) as good:
+        assert api_versions(good, 3).error_code == 0
