@@ -1,4 +1,5 @@
-"""A per-operation summary of the codec benches: medians per codec and kcoord's speedups against the targets."""
+"""Session summaries: the codec benches (medians per codec, kcoord's speedups against the targets) and the assignor
+benches (Kafka's JMH grid next to the published Java figures, the issue's targets, kafka-python in the same run)."""
 
 from __future__ import annotations
 
@@ -26,9 +27,22 @@ def _fmt_speedup(kind: str, peer: str, speedup: float) -> str:
 @pytest.hookimpl(trylast=True)
 def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
     session = getattr(config, "_benchmarksession", None)
+    benchmarks = list(session.benchmarks) if session is not None else []
+    _codec_summary(terminalreporter, benchmarks)
+    _assignor_summary(terminalreporter, benchmarks)
+
+
+def _write_table(terminalreporter: Any, title: str, header: tuple[str, ...], rows: list[tuple[str, ...]]) -> None:
+    widths = [max(len(r[i]) for r in (header, *rows)) for i in range(len(header))]
+    terminalreporter.write_sep("=", title)
+    for row in (header, *rows):
+        terminalreporter.write_line("  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip())
+
+
+def _codec_summary(terminalreporter: Any, benchmarks: list[Any]) -> None:
     medians: dict[str, dict[str, float]] = {}
     kinds: dict[str, str] = {}
-    for bench in session.benchmarks if session is not None else ():
+    for bench in benchmarks:
         if not bench or "codec" not in bench.extra_info:
             continue
         info = bench.extra_info
@@ -47,3 +61,95 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
     terminalreporter.write_sep("=", "codec summary (median per call; speedup = peer median / kcoord median)")
     for row in (header, *rows):
         terminalreporter.write_line("  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip())
+
+
+# --- assignors -------------------------------------------------------------------------------------------------
+
+GRID_COLUMNS = (("homogeneous", "full"), ("homogeneous", "incremental"), ("heterogeneous", "full"),
+                ("heterogeneous", "incremental"))
+
+
+def _ms(seconds: float) -> str:
+    ms = seconds * 1e3
+    return f"{ms:.3f}" if ms < 10 else f"{ms:.1f}"
+
+
+def _verdict(measured: float, target: float) -> str:
+    return "ok" if measured < target else "MISS"
+
+
+def _assignor_summary(terminalreporter: Any, benchmarks: list[Any]) -> None:
+    grid = [b for b in benchmarks if b and b.extra_info.get("assignor_grid")]
+    sources: dict[str, None] = {}
+    for assignor in dict.fromkeys(b.extra_info["assignor"] for b in grid):
+        cells: dict[tuple[int, int, int], dict[tuple[str, str], str]] = {}
+        parts: dict[tuple[int, int, int], int] = {}
+        for b in grid:
+            info = b.extra_info
+            if info["assignor"] != assignor:
+                continue
+            key = (info["members"], info["ratio"], info["topics"])
+            parts[key] = info["partitions"]
+            cell = _ms(b.stats.median)
+            if info["java_ms"] is not None:
+                cell += f" [{info['java_ms']:g}]"
+                sources[info["java_source"]] = None
+            cells.setdefault(key, {})[(info["subscription"], info["assignment"])] = cell
+        rows = [(f"{m:,} × {r} × {t:,} ({parts[(m, r, t)]:,})",
+                 *(cells[(m, r, t)].get(col, "-") for col in GRID_COLUMNS)) for m, r, t in sorted(cells)]
+        _write_table(terminalreporter,
+                     f"assignor grid: {assignor} (assign_arrays, median ms; [published Java JMH ms])",
+                     ("members × per member × topics (partitions)", "hom full", "hom incremental", "het full",
+                      "het incremental"), rows)
+    if sources:
+        terminalreporter.write_line("Java figures from Apache Kafka PRs " + "; ".join(sources)
+                                    + " (other hardware; read as orders of magnitude)")
+
+    targets = []
+    for b in benchmarks:
+        if not b:
+            continue
+        info = b.extra_info
+        if info.get("assignor_grid") and info.get("target_s"):
+            name = f"{info['target_name']} ({info['members']:,} × {info['ratio']} × {info['topics']:,} topics)"
+            targets.append((name, b.stats.median, info["target_s"]))
+        elif info.get("assignor_target"):
+            targets.append((info["assignor_target"], b.stats.median, info["target_s"]))
+    if targets:
+        _write_table(terminalreporter, "assignor targets (median; reported, not asserted)",
+                     ("case", "kcoord", "target", "verdict"),
+                     [(n, f"{_ms(m)} ms", f"< {_ms(t)} ms", _verdict(m, t)) for n, m, t in targets])
+
+    peers: dict[str, dict[str, float]] = {}
+    wanted: dict[str, float | None] = {}
+    for b in benchmarks:
+        if b and b.extra_info.get("assignor_peer"):
+            peers.setdefault(b.extra_info["assignor_peer"], {})[b.extra_info["impl"]] = b.stats.median
+            wanted[b.extra_info["assignor_peer"]] = b.extra_info.get("target_speedup")
+    if peers:
+        rows = []
+        for op, times in peers.items():
+            ours, theirs, target = times.get("kcoord"), times.get("kafka-python"), wanted[op]
+            speedup = f"{theirs / ours:,.0f}x" if ours and theirs else "-"
+            if ours and theirs and target:
+                met = theirs / ours >= target
+                speedup += f" ({'>=' if met else '<'} {target:g}x {'ok' if met else 'MISS'})"
+            rows.append((op, f"{_ms(ours)} ms" if ours else "-", f"{_ms(theirs)} ms" if theirs else "-", speedup))
+        _write_table(terminalreporter, "assignors vs kafka-python 3.0.12, same run (median per call)",
+                     ("operation", "kcoord", "kafka-python", "speedup"), rows)
+
+    threads: dict[str, dict[str, float]] = {}
+    for b in benchmarks:
+        if b and b.extra_info.get("assignor_threads"):
+            threads.setdefault(b.extra_info["kernel"], {})[b.extra_info["assignor_threads"]] = b.stats.min
+    rows = [(kernel, f"{_ms(t['one thread'])} ms", f"{_ms(t['two threads'])} ms",
+             f"{t['one thread'] / t['two threads']:.2f}x") for kernel, t in threads.items() if len(t) == 2]
+    if rows:
+        _write_table(terminalreporter, "assignor kernels without the GIL: 2 × 10 calls on 1M partitions (best round; "
+                     "2.00x = perfect scaling on two free cores)", ("kernel", "one thread", "two threads", "scaling"),
+                     rows)
+    gil = [(b.extra_info["assignor_gil"], f"{b.extra_info['python_progress']:.2f}") for b in benchmarks
+           if b and b.extra_info.get("assignor_gil")]
+    if gil:
+        _write_table(terminalreporter, "a pure-Python thread beside kernel calls: its speed relative to running "
+                     "alone (1.00 = the GIL stays free)", ("kernel", "Python thread speed"), gil)
