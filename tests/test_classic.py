@@ -187,7 +187,7 @@ def test_join_completing_rebalance_same_protocols_current_generation_no_rebalanc
 
 
 def test_join_completing_rebalance_changed_protocols_rebalances(h):
-    ra, rb = h.join(iid="A"), h.join(iid="B")
+    _ra, rb = h.join(iid="A"), h.join(iid="B")
     h.advance(2 * DELAY)
     r = h.join(rb.response.member_id, "B", protocols=(("range", b"other"),))
     assert not r.done and h.group().state == State.PREPARING_REBALANCE
@@ -280,7 +280,7 @@ def test_kip345_static_rejoin_fences_old_parked_join(h):
 
 
 def test_kip345_static_rejoin_fences_old_parked_sync(h):
-    ra, rb = h.join(iid="A"), h.join(iid="B")
+    _ra, rb = h.join(iid="A"), h.join(iid="B")
     h.advance(2 * DELAY)
     follower_sync = h.sync(rb.response.member_id, 1, "B")
     assert not follower_sync.done
@@ -304,7 +304,7 @@ def test_kip345_static_rejoin_preparing_completes_join_phase(h):
 
 
 def test_kip345_static_leader_replacement_moves_leadership(h):
-    ids = h.form("A", "B")
+    h.form("A", "B")
     r = h.join(iid="A")
     assert h.group().leader_id == r.response.member_id
 
@@ -359,7 +359,7 @@ def test_initial_rebalance_waits_the_delay_even_when_all_joined(h):
 
 
 def test_generations_start_at_one(h):
-    ids = h.form("A")
+    h.form("A")
     assert h.group().generation == 1
 
 
@@ -503,7 +503,7 @@ def test_sync_stable_returns_stored_assignment(h):
 
 
 def test_sync_parked_followers_get_rebalance_in_progress_on_new_rebalance(h):
-    ra, rb = h.join(iid="A"), h.join(iid="B")
+    _ra, rb = h.join(iid="A"), h.join(iid="B")
     h.advance(2 * DELAY)
     fs = h.sync(rb.response.member_id, 1, "B")
     h.join(iid="C")  # a new member: the group rebalances while B waits for its assignment
@@ -538,7 +538,7 @@ def test_heartbeat_preparing_rebalance_in_progress_and_keeps_member_alive(h):
 
 
 def test_heartbeat_completing_rebalance_none(h):
-    ra, rb = h.join(iid="A"), h.join(iid="B")
+    _ra, rb = h.join(iid="A"), h.join(iid="B")
     h.advance(2 * DELAY)
     assert h.heartbeat(rb.response.member_id, 1, "B") == E.NONE
 
@@ -580,7 +580,7 @@ def test_kip345_batch_leave_admin_removal_by_instance_id(h):
 
 
 def test_kip800_leave_v5_reason_kept_in_history(h):
-    ids = h.form("A", "B")
+    h.form("A", "B")
     h.leave(("", "A", "decommissioning host-1"))
     ev = h.group().history[-1]
     assert (ev.trigger, ev.group_instance_id, ev.reason) == ("admin-removal", "A", "decommissioning host-1")
@@ -669,7 +669,7 @@ def test_offset_commit_illegal_generation_and_unknown_member(h):
 
 
 def test_offset_commit_completing_rebalance_in_progress(h):
-    ra, rb = h.join(iid="A"), h.join(iid="B")
+    ra, _rb = h.join(iid="A"), h.join(iid="B")
     h.advance(2 * DELAY)
     assert offset_commit(h, "g", ra.response.member_id, 1, "A") == [E.REBALANCE_IN_PROGRESS]
 
@@ -702,7 +702,7 @@ def test_describe_groups_unknown_is_dead(h):
 
 
 def test_describe_groups_stable_has_metadata_and_assignments(h):
-    ids = h.form("A", "B")
+    h.form("A", "B")
     resp = h.c.handle(15, 5, wire.DescribeGroupsRequest(groups=["g"]))
     grp = resp.groups[0]
     assert (grp.group_state, grp.protocol_type, grp.protocol_data) == ("Stable", "consumer", "range")
