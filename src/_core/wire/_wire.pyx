@@ -298,20 +298,27 @@ cpdef bint is_supported(int api_key, int api_version) noexcept:
     return 0 <= api_key < 128 and _MIN_V[api_key] <= api_version <= _MAX_V[api_key]
 
 
+cdef int _peek(Cursor* c, int* api_key, int* api_version, int* correlation_id) except -1:
+    # the three fields every request header version starts with
+    api_key[0] = rd_int16(c)
+    api_version[0] = rd_int16(c)
+    correlation_id[0] = rd_int32(c)
+    if c.bad:
+        raise DecodeError("a request header needs at least 8 bytes")
+    return 0
+
+
 def peek_request(frame):
     """(api_key, api_version, correlation_id) of a request frame without decoding the rest."""
     cdef Cursor c
     cdef Py_buffer view
+    cdef int api_key, api_version, correlation_id
     PyObject_GetBuffer(frame, &view, PyBUF_SIMPLE)
     try:
         c.p = <const unsigned char*>view.buf
         c.end = c.p + view.len
         c.bad = 0
-        api_key = rd_int16(&c)
-        api_version = rd_int16(&c)
-        correlation_id = rd_int32(&c)
-        if c.bad:
-            raise DecodeError("a request header needs at least 8 bytes")
+        _peek(&c, &api_key, &api_version, &correlation_id)
         return api_key, api_version, correlation_id
     finally:
         PyBuffer_Release(&view)
@@ -331,11 +338,7 @@ def decode_request(frame):
         c.p = <const unsigned char*>view.buf
         c.end = c.p + view.len
         c.bad = 0
-        api_key = rd_int16(&c)
-        api_version = rd_int16(&c)
-        correlation_id = rd_int32(&c)
-        if c.bad:
-            raise DecodeError("a request header needs at least 8 bytes")
+        _peek(&c, &api_key, &api_version, &correlation_id)
         if not is_supported(api_key, api_version):
             raise UnsupportedVersionError(
                 f"API {api_key} version {api_version} is not supported", api_key, api_version, correlation_id)
