@@ -104,9 +104,6 @@ class ClassicGroup:
 
     # ---- small queries -------------------------------------------------------------------------------
 
-    def is_(self, *states: State) -> bool:
-        return self.state in states
-
     def can_rebalance(self) -> bool:
         return self.state in VALID_PREVIOUS[State.PREPARING_REBALANCE]
 
@@ -641,9 +638,6 @@ class ClassicGroup:
         if self.state == State.COMPLETING_REBALANCE:
             return E.REBALANCE_IN_PROGRESS
         return E.NONE
-
-    def validate_offset_fetch(self, member_id: str | None, member_epoch: int) -> int:
-        return E.NONE  # classic groups do not check the member on OffsetFetch
 
     # ---- lifecycle -------------------------------------------------------------------------------------
 

@@ -18,6 +18,7 @@ from .timers import Clock, Timers
 from .topics import TopicCatalogue
 
 NO_OFFSET = -1
+ZERO_UUID = b"\x00" * 16
 # DescribeGroups v5+ carries kcoord's own view of a group (generation, leader, the KIP-800 rebalance history)
 # as a tagged field with this tag. Kafka clients skip tagged fields they do not know, so this is invisible to
 # them; `kcoord describe` reads it.
@@ -287,7 +288,7 @@ class Coordinator:
             g = self.groups.get(rg.group_id)
             if rg.topics is None:
                 wanted = [(name, b"", parts) for name, parts in self._all_committed(g).items()]
-                wanted = [(name, t.topic_id if (t := self.topics.get(name)) else wire_zero_uuid(), parts)
+                wanted = [(name, t.topic_id if (t := self.topics.get(name)) else ZERO_UUID, parts)
                           for name, _, parts in wanted]
             else:
                 wanted = [(self._topic_key(t.name, t.topic_id, version, 10), t.topic_id, t.partition_indexes)
@@ -327,10 +328,6 @@ class Coordinator:
             for key in removed:
                 del g.offsets[key]
         return (wire.OffsetDeleteResponse(error_code=E.NONE, topics=topics))
-
-
-def wire_zero_uuid() -> bytes:
-    return b"\x00" * 16
 
 
 def subscribed_topics(g: ClassicGroup) -> set[str]:

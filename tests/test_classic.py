@@ -760,3 +760,24 @@ def test_unload_answers_parked_requests_not_coordinator(h):
     parked = h.join(ids["A"], "A")
     h.group().unload()
     assert parked.response.error_code == E.NOT_COORDINATOR
+
+
+def test_offset_commit_and_fetch_v10_by_topic_id(h):
+    # OffsetCommit/OffsetFetch v10 name topics by id: resolved through the topic catalogue.
+    t = h.c.topics.create("orders", 3)
+    ids = h.form("A")
+    req = wire.OffsetCommitRequest(
+        group_id="g", generation_id_or_member_epoch=1, member_id=ids["A"], group_instance_id="A",
+        topics=[wire.OffsetCommitRequestTopic(topic_id=t.topic_id, partitions=[
+            wire.OffsetCommitRequestPartition(partition_index=2, committed_offset=77, committed_metadata=None)]),
+            wire.OffsetCommitRequestTopic(topic_id=b"\x01" * 16, partitions=[
+                wire.OffsetCommitRequestPartition(partition_index=0, committed_offset=1)])])
+    resp = h.c.handle(8, 10, req)
+    assert [p.error_code for tp in resp.topics for p in tp.partitions] == [E.NONE, E.UNKNOWN_TOPIC_ID]
+    fetch = wire.OffsetFetchRequest(groups=[wire.OffsetFetchRequestGroup(group_id="g", topics=None)])
+    got = h.c.handle(9, 10, fetch).groups[0].topics
+    assert [(tp.name, tp.topic_id, [(p.partition_index, p.committed_offset) for p in tp.partitions])
+            for tp in got] == [("orders", t.topic_id, [(2, 77)])]
+    # and the answer encodes at v10 (topic ids, no names)
+    assert wire.OffsetFetchResponse.decode(wire.OffsetFetchResponse(groups=[
+        wire.OffsetFetchResponseGroup(group_id="g", topics=got)]).encode(10), 10).groups[0].topics[0].topic_id == t.topic_id
