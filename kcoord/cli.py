@@ -16,12 +16,12 @@ import argparse
 import datetime
 import json
 import logging
-import struct
 import sys
 from dataclasses import fields
 
 from . import errors as E
 from . import wire
+from .assignors import AssignmentError, decode_assignment
 from .client import Client, KafkaError
 from .config import GroupConfig
 from .coordinator import KCOORD_DESCRIBE_TAG
@@ -110,14 +110,11 @@ def table(headers: list[str], rows: list[list[object]]) -> str:
 
 def consumer_assignment(data: bytes) -> dict[str, list[int]] | None:
     """The partitions in ConsumerProtocolAssignment bytes (protocol type "consumer"), or None if unreadable."""
-    if len(data) < 2:
-        return None
-    (v,) = struct.unpack_from(">h", data)
     try:
-        a, _ = wire.ConsumerProtocolAssignment.decode_from(data, min(max(v, 0), 3), 2)
-    except wire.DecodeError:
+        parts = decode_assignment(data).partitions
+    except AssignmentError:
         return None
-    return {tp.topic: sorted(tp.partitions) for tp in a.assigned_partitions}
+    return {t: sorted(ps) for t, ps in parts.items()}
 
 
 def describe_group(client: Client, group: str) -> dict:

@@ -6,11 +6,11 @@ group answers it). The server (kcoord.server) and the tests drive it the same wa
 from __future__ import annotations
 
 import json
-import struct
 from typing import Callable, Protocol
 
 from . import errors as E
 from . import wire
+from .assignors import AssignmentError, decode_subscription
 from .classic import ClassicGroup, State
 from .config import GroupConfig
 from .reply import Reply
@@ -336,15 +336,10 @@ def subscribed_topics(g: ClassicGroup) -> set[str]:
         return set()
     topics: set[str] = set()
     for m in g.members:
-        meta = m.metadata_for(g.protocol_name)
-        if not meta or len(meta) < 2:
-            continue
-        (v,) = struct.unpack_from(">h", meta)
         try:  # newer versions than we know are read as the newest we know (Kafka does the same)
-            sub, _ = wire.ConsumerProtocolSubscription.decode_from(meta, min(max(v, 0), 3), 2)
-        except wire.DecodeError:
+            topics.update(decode_subscription(m.metadata_for(g.protocol_name) or b"").topics)
+        except AssignmentError:
             continue
-        topics.update(sub.topics)
     return topics
 
 
