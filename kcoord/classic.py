@@ -22,7 +22,7 @@ from .reply import Reply
 from .timers import Timers
 
 if TYPE_CHECKING:
-    from .coordinator import Store
+    from .store import GroupStore, NullStore
 
 ADMIN_REMOVAL_REASON = "member was removed by an admin"  # KIP-800: the admin client's default reason
 
@@ -79,7 +79,7 @@ def join_reason(reason: str | None) -> str:
 
 
 class ClassicGroup:
-    def __init__(self, group_id: str, config: GroupConfig, timers: Timers, store: "Store") -> None:
+    def __init__(self, group_id: str, config: GroupConfig, timers: Timers, store: "GroupStore | NullStore") -> None:
         self.group_id = group_id
         self.config = config
         self.timers = timers
@@ -640,6 +640,27 @@ class ClassicGroup:
         return E.NONE
 
     # ---- lifecycle -------------------------------------------------------------------------------------
+
+    def restore(self, value: wire.GroupMetadataValue) -> None:
+        """Load the group from its stored GroupMetadataValue (kcoord.store): Stable with its members, or Empty.
+        Each member keeps only the selected protocol's metadata, as Kafka's loaded members do, and gets a full
+        session timeout from now to come back. A group above group.max.size rebalances (Kafka's onLoaded)."""
+        self.generation = value.generation
+        self.protocol_type = value.protocol_type or None
+        self.protocol_name = value.protocol
+        for mm in value.members:
+            protocols = [wire.JoinGroupRequestProtocol(name=value.protocol, metadata=mm.subscription)]
+            m = ClassicMember(mm.member_id, mm.group_instance_id, mm.client_id, mm.client_host, mm.session_timeout,
+                              mm.rebalance_timeout if mm.rebalance_timeout >= 0 else mm.session_timeout,
+                              self.protocol_type or "", protocols)
+            m.assignment = mm.assignment
+            self.add_member(m, None)
+            self.arm_heartbeat(m)
+        if value.members:
+            self.leader_id = value.leader
+            self.previous_state, self.state = State.EMPTY, State.STABLE
+            if len(self.members) > self.config.group_max_size:
+                self.prepare_rebalance(f"loaded with {len(self.members)} members, above group.max.size")
 
     def unload(self) -> None:
         """The group moves away (or is deleted): parked requests get NOT_COORDINATOR, timers go."""

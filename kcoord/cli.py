@@ -1,11 +1,13 @@
 """`kcoord` command line.
 
-    kcoord serve [--port 9092] [--topic orders:12] [--set group.initial.rebalance.delay.ms=0] [--config FILE]
+    kcoord serve [--port 9092] [--data-dir DIR] [--topic orders:12] [--set group.initial.rebalance.delay.ms=0]
+                 [--config FILE]
     kcoord groups [--state Stable] [--json]
     kcoord describe GROUP [--json]
     kcoord remove-members GROUP --instance-id A [--instance-id B] [--reason TEXT] [--json]
     kcoord topics [--create NAME:PARTITIONS] [--grow NAME:PARTITIONS] [--json]
     kcoord apis [--json]
+    kcoord store check DIR [--json]
 
 The group commands talk to a running server over the Kafka protocol (--bootstrap, default 127.0.0.1:9092).
 """
@@ -26,6 +28,7 @@ from .client import Client, KafkaError
 from .config import GroupConfig
 from .coordinator import KCOORD_DESCRIBE_TAG
 from .server import ServerConfig, run
+from .store import FSYNC_POLICIES, StoreError, check_store
 from .topics import TopicError, parse_topic_spec
 
 # Broker settings accepted with --set/--config, by their Kafka names.
@@ -36,6 +39,7 @@ SERVER_SETTINGS = {
     "auto.create.topics.enable": "auto_create_topics",
     "num.partitions": "num_partitions",
     "node.id": "node_id",
+    "store.fsync": "store_fsync",  # kcoord's own: always | off (see kcoord.store)
 }
 GROUP_SETTINGS = {f.name.replace("_", "."): f.name for f in fields(GroupConfig)}
 
@@ -68,7 +72,14 @@ def server_config(args) -> ServerConfig:
     for key, value in settings.items():
         if key in SERVER_SETTINGS:
             attr = SERVER_SETTINGS[key]
-            server_kw[attr] = value.lower() == "true" if attr == "auto_create_topics" else int(value)
+            if attr == "auto_create_topics":
+                server_kw[attr] = value.lower() == "true"
+            elif attr == "store_fsync":
+                if value not in FSYNC_POLICIES:
+                    raise ValueError(f"store.fsync must be one of {', '.join(FSYNC_POLICIES)}, not {value!r}")
+                server_kw[attr] = value
+            else:
+                server_kw[attr] = int(value)
         elif key in GROUP_SETTINGS:
             group_kw[GROUP_SETTINGS[key]] = int(value)
         else:
@@ -77,7 +88,7 @@ def server_config(args) -> ServerConfig:
     for spec in args.topic or ():
         parse_topic_spec(spec)
     return ServerConfig(host=args.host, port=args.port, advertised_host=args.advertised_host,
-                        advertised_port=args.advertised_port, topics=list(args.topic or ()),
+                        advertised_port=args.advertised_port, topics=list(args.topic or ()), data_dir=args.data_dir,
                         group=GroupConfig(**group_kw), **server_kw)
 
 
@@ -94,10 +105,27 @@ def _serve(args) -> int:
     except ImportError:
         print("kcoord serve: --loop uvloop needs uvloop installed", file=sys.stderr)
         return 2
+    except StoreError as e:
+        print(f"kcoord serve: refusing to start: {e}", file=sys.stderr)
+        print(f"kcoord serve: run `kcoord store check {cfg.data_dir}` for a full report", file=sys.stderr)
+        return 1
     except OSError as e:
         print(f"kcoord serve: cannot listen on {cfg.host}:{cfg.port}: {e.strerror}", file=sys.stderr)
         return 1
     return 0
+
+
+def _store_check(args) -> int:
+    report = check_store(args.dir)
+    if args.json:
+        print(json.dumps(report.to_dict(), indent=2))
+    else:
+        print(table(["store", "state", "records", "groups", "members", "offsets", "topics", "bytes"], [[
+            report.path, "ok" if report.ok else "DAMAGED", report.records, report.groups, report.members,
+            report.offsets, report.topics, report.bytes]]))
+        for p in report.problems:
+            print(f"problem: {p}")
+    return 0 if report.ok else 1
 
 
 # ---- group commands -----------------------------------------------------------------------------------
@@ -251,6 +279,8 @@ def main(argv: list[str] | None = None) -> int:
     sp.add_argument("--advertised-host", help="host clients are told to connect to (default: --host)")
     sp.add_argument("--advertised-port", type=int, help="port clients are told to connect to (default: --port)")
     sp.add_argument("--topic", action="append", metavar="NAME:PARTITIONS", help="a topic to create at start")
+    sp.add_argument("--data-dir", metavar="DIR",
+                    help="keep groups and committed offsets durably in DIR (default: in memory only)")
     sp.add_argument("--set", action="append", metavar="NAME=VALUE",
                     help="a Kafka-named setting, e.g. group.initial.rebalance.delay.ms=0 (repeatable)")
     sp.add_argument("--config", metavar="FILE", help="a properties file of Kafka-named settings")
@@ -279,6 +309,11 @@ def main(argv: list[str] | None = None) -> int:
     sa = sub.add_parser("apis", help="list the APIs and versions the codec implements")
     sa.add_argument("--json", action="store_true")
     sa.set_defaults(func=_apis)
+    st = sub.add_parser("store", help="inspect a data directory").add_subparsers(dest="store_command", required=True)
+    sc = st.add_parser("check", help="check a store's integrity, record by record")
+    sc.add_argument("dir", help="the --data-dir of a kcoord server")
+    sc.add_argument("--json", action="store_true")
+    sc.set_defaults(func=_store_check)
     args = ap.parse_args(argv)
     try:
         return args.func(args)

@@ -6,7 +6,7 @@ group answers it). The server (kcoord.server) and the tests drive it the same wa
 from __future__ import annotations
 
 import json
-from typing import Callable, Protocol
+from typing import Callable
 
 from . import errors as E
 from . import wire
@@ -14,6 +14,7 @@ from .assignors import AssignmentError, decode_subscription
 from .classic import ClassicGroup, State
 from .config import GroupConfig
 from .reply import Reply
+from .store import GroupStore, NullStore
 from .timers import Clock, Timers
 from .topics import TopicCatalogue
 
@@ -25,38 +26,16 @@ ZERO_UUID = b"\x00" * 16
 KCOORD_DESCRIBE_TAG = 10_000
 
 
-class Store(Protocol):
-    """Where acknowledged state goes before the response leaves (the durable store comes with its issue)."""
-
-    def write_group(self, group: ClassicGroup) -> None: ...
-    def write_offsets(self, group_id: str, offsets: dict) -> None: ...
-    def delete_group(self, group_id: str) -> None: ...
-
-
-class MemoryStore:
-    """Keeps nothing beyond the coordinator's memory; counts writes so tests can see the write-ahead order."""
-
-    def __init__(self) -> None:
-        self.group_writes = 0
-        self.offset_writes = 0
-
-    def write_group(self, group: ClassicGroup) -> None:
-        self.group_writes += 1
-
-    def write_offsets(self, group_id: str, offsets: dict) -> None:
-        self.offset_writes += 1
-
-    def delete_group(self, group_id: str) -> None:
-        pass
-
-
 class Coordinator:
     def __init__(self, config: GroupConfig | None = None, clock: Clock | None = None,
-                 store: Store | None = None, topics: TopicCatalogue | None = None) -> None:
+                 store: GroupStore | NullStore | None = None, topics: TopicCatalogue | None = None) -> None:
         self.config = config or GroupConfig()
         self.clock = clock or Clock()
         self.timers = Timers(self.clock)
-        self.store: Store = store or MemoryStore()
+        self.store = store if store is not None else NullStore()
+        # In-process, each handle()/poll() commits what it staged before returning. The server turns this off
+        # and commits once per event-loop turn, holding every response until then (kcoord.server).
+        self.autocommit = True
         self.groups: dict[str, ClassicGroup] = {}
         self.topics = topics if topics is not None else TopicCatalogue()
         self.handlers: dict[int, Callable[..., Reply]] = {
@@ -70,12 +49,19 @@ class Coordinator:
     def handle(self, api_key: int, version: int, body, client_id: str = "", client_host: str = ""):
         """Answer one decoded request (the caller has checked the API and version are supported).
 
-        Returns the response message, or a Reply for JoinGroup and SyncGroup, which may be parked."""
-        return self.handlers[api_key](body, version, client_id or "", client_host)
+        Returns the response message, or a Reply for JoinGroup and SyncGroup, which may be parked. What the
+        response acknowledges is durable when this returns."""
+        response = self.handlers[api_key](body, version, client_id or "", client_host)
+        if self.store.dirty and self.autocommit:
+            self.store.commit()
+        return response
 
     def poll(self) -> int:
         """Fire every timer that is due by the clock; returns how many fired."""
-        return self.timers.fire_due()
+        fired = self.timers.fire_due()
+        if self.store.dirty and self.autocommit:
+            self.store.commit()
+        return fired
 
     def next_deadline(self) -> int | None:
         return self.timers.next_deadline()
@@ -198,7 +184,7 @@ class Coordinator:
             elif g.state != State.EMPTY:
                 err = E.NON_EMPTY_GROUP
             else:
-                self.store.delete_group(gid)
+                self.store.delete_group(gid, g.offsets.keys())
                 g.unload()
                 del self.groups[gid]
                 err = E.NONE
@@ -228,7 +214,7 @@ class Coordinator:
                                                  req.group_instance_id, generation)
         topics = []
         accepted: dict[tuple[str, int], tuple] = {}
-        now = self.clock.now_ms()
+        now = self.clock.wall_ms()  # the commit timestamp Kafka records
         for t in req.topics:
             name = self._topic_key(t.name, t.topic_id, version, 10)
             parts = []

@@ -23,6 +23,7 @@ from .broker import Broker
 from .config import GroupConfig
 from .coordinator import Coordinator
 from .reply import Reply
+from .store import GroupStore, LoadStats, NullStore, SqliteRecords
 from .timers import Clock
 from .topics import TopicCatalogue, parse_topic_spec
 
@@ -45,6 +46,8 @@ class ServerConfig:
     auto_create_topics: bool = True  # auto.create.topics.enable
     num_partitions: int = 1  # num.partitions
     topics: list[str] = field(default_factory=list)  # NAME:PARTITIONS
+    data_dir: str | None = None  # the embedded store (kcoord.store); None keeps state in memory only
+    store_fsync: str = "always"  # store.fsync: "always" (fsync every commit) or "off" (leave it to the OS)
     group: GroupConfig = field(default_factory=GroupConfig)
 
 
@@ -104,6 +107,10 @@ class KafkaConnection(asyncio.BufferedProtocol):
     def _write(self) -> None:
         out = self.out
         if out:
+            srv = self.server
+            if srv.store.dirty:  # what a response acknowledges is durable before any response leaves
+                srv.held.add(self)
+                return
             self.transport.write(out[0] if len(out) == 1 else b"".join(out))
             out.clear()
 
@@ -170,8 +177,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
                 self.transport.abort()
             return
         if out and self.transport is not None and not self.transport.is_closing():
-            self._write()  # answers to earlier frames of the batch in hand go first
-            self.transport.writelines(out)
+            self.out.extend(out)  # after the answers to earlier frames of the batch in hand
+            self._write()
 
 
 class Server:
@@ -179,9 +186,31 @@ class Server:
         self.config = cfg = config or ServerConfig()
         self.clock = clock or Clock()
         self.topics = TopicCatalogue(cfg.auto_create_topics, cfg.num_partitions)
+        self.store: GroupStore | NullStore = NullStore()
+        self.loaded: LoadStats | None = None
+        if cfg.data_dir is not None:
+            self.store = GroupStore(SqliteRecords(cfg.data_dir, cfg.store_fsync), self.clock.wall_ms)
+        self.coordinator = Coordinator(cfg.group, self.clock, store=self.store, topics=self.topics)
+        if cfg.data_dir is not None:
+            try:
+                self.loaded = self.store.load(self.coordinator, self.topics)
+            except BaseException:
+                self.store.close()
+                raise
+            self.topics.on_change = self.store.write_topic
         for spec in cfg.topics:
-            self.topics.create(*parse_topic_spec(spec))
-        self.coordinator = Coordinator(cfg.group, self.clock, topics=self.topics)
+            name, partitions = parse_topic_spec(spec)
+            if name not in self.topics:
+                self.topics.create(name, partitions)
+            elif partitions > self.topics.get(name).partitions:
+                self.topics.grow(name, partitions)
+        self.store.commit()
+        # One commit per event-loop turn: responses wait in `held` until it is done.
+        self.coordinator.autocommit = False
+        self.store.on_dirty = self._schedule_commit
+        self.held: set[KafkaConnection] = set()
+        self.failed: BaseException | None = None
+        self._stop: asyncio.Event | None = None
         self.broker: Broker | None = None
         self.handlers: dict = {}
         self.connections: set[KafkaConnection] = set()
@@ -209,6 +238,38 @@ class Server:
         self.handlers = {**self.broker.handlers, **self.coordinator.handlers}
         self._reaper = self.loop.create_task(self._reap_idle())
         gc.freeze()  # what start-up made lives as long as the server: keep it out of every collection
+
+    # ---- the store ---------------------------------------------------------------------------------
+
+    def _schedule_commit(self) -> None:
+        if self.loop is not None:
+            self.loop.call_soon(self._commit_turn)
+
+    def _commit_turn(self) -> None:
+        """Commit what this turn staged, then release the responses that waited for it."""
+        try:
+            self.store.commit()
+        except Exception as e:
+            self._fail(e)
+            return
+        held, self.held = self.held, set()
+        for conn in held:
+            if conn.transport is not None and not conn.transport.is_closing():
+                conn._write()
+
+    def _fail(self, exc: BaseException) -> None:
+        """The store could not make acknowledged state durable: stop without sending what it would have
+        acknowledged (as a database stops on a failed fsync). Clients see the connection drop and look again."""
+        log.critical("store commit failed, stopping without answering: %s", exc)
+        self.failed = exc
+        self.held.clear()
+        for conn in list(self.connections):
+            conn.out.clear()
+            conn.transport.abort()
+        if self._server is not None:
+            self._server.close()
+        if self._stop is not None:
+            self._stop.set()
 
     # ---- timers ----------------------------------------------------------------------------------
 
@@ -251,13 +312,18 @@ class Server:
         if self._server is None:
             return
         self._server.close()
+        if self.failed is None:
+            try:
+                self.store.commit()  # what this turn staged, before anything else is answered
+            except Exception as e:
+                self._fail(e)
         if self._reaper is not None:
             self._reaper.cancel()
         if self._timer is not None:
             self._timer.cancel()
         for g in list(self.coordinator.groups.values()):
             g.unload()
-        for conn in list(self.connections):
+        for conn in list(self.connections) if self.failed is None else ():
             conn._flush()
             for response, *_ in conn.queue:  # held Fetches: answer them now
                 if type(response) is Reply and not response.done:
@@ -266,17 +332,26 @@ class Server:
             conn.transport.close()
         await self._server.wait_closed()
         self._server = None
+        self.store.close()
 
     async def serve_forever(self) -> None:
         await self.start()
-        stop = asyncio.Event()
+        stop = self._stop = asyncio.Event()
         for sig in (signal.SIGINT, signal.SIGTERM):
             self.loop.add_signal_handler(sig, stop.set)
         cfg = self.config
+        if self.loaded is not None:
+            ld = self.loaded
+            print(f"kcoord loaded {ld.groups} groups, {ld.members} members, {ld.offsets} offsets and {ld.topics} "
+                  f"topics from {cfg.data_dir} in {ld.seconds:.2f} s", flush=True)
+        elif cfg.data_dir is None:
+            log.warning("no --data-dir: groups and committed offsets are kept in memory only")
         print(f"kcoord listening on {cfg.host}:{cfg.port} (node {cfg.node_id}, "
               f"{len(self.topics.by_name)} topics)", flush=True)
         await stop.wait()
         await self.close()
+        if self.failed is not None:
+            raise self.failed
 
 
 def run(config: ServerConfig, loop: str = "auto") -> None:

@@ -7,12 +7,13 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
+from typing import Callable
 
 
 @dataclass
 class Topic:
     name: str
-    topic_id: bytes  # 16 bytes, random like Kafka's
+    topic_id: bytes  # 16 bytes, random like Kafka's; kept by the store across restarts
     partitions: int
 
 
@@ -46,6 +47,7 @@ class TopicCatalogue:
         self.default_partitions = default_partitions  # Kafka: num.partitions
         self.by_name: dict[str, Topic] = {}
         self.by_id: dict[bytes, Topic] = {}
+        self.on_change: Callable[[Topic], None] | None = None  # the store keeps the catalogue (kcoord.store)
 
     def __contains__(self, name: str) -> bool:
         return name in self.by_name
@@ -62,14 +64,27 @@ class TopicCatalogue:
         t = Topic(name, os.urandom(16), partitions)
         self.by_name[name] = t
         self.by_id[t.topic_id] = t
+        if self.on_change is not None:
+            self.on_change(t)
         return t
+
+    def restore(self, t: Topic) -> None:
+        """Load a stored topic (its id survives restarts, as a Kafka topic's does)."""
+        old = self.by_name.pop(t.name, None)
+        if old is not None:
+            del self.by_id[old.topic_id]
+        self.by_name[t.name] = t
+        self.by_id[t.topic_id] = t
 
     def grow(self, name: str, partitions: int) -> Topic:
         """Raise a topic's partition count (Kafka only ever grows it)."""
         t = self.by_name[name]
         if partitions < t.partitions:
             raise TopicError(f"topic {name!r} has {t.partitions} partitions; they can only grow")
-        t.partitions = partitions
+        if partitions != t.partitions:
+            t.partitions = partitions
+            if self.on_change is not None:
+                self.on_change(t)
         return t
 
     def names_by_id(self) -> dict[bytes, str]:

@@ -6,6 +6,7 @@ from kcoord import wire
 from kcoord.config import GroupConfig
 from kcoord.coordinator import Coordinator
 from kcoord.reply import Reply
+from kcoord.store import GroupStore, MemoryRecords
 from kcoord.timers import ManualClock
 
 SESSION = 10_000
@@ -17,7 +18,8 @@ class Harness:
     def __init__(self, **config) -> None:
         self.clock = ManualClock(1_000_000)
         self.config = GroupConfig(**{"group_initial_rebalance_delay_ms": DELAY, **config})
-        self.c = Coordinator(self.config, self.clock)
+        self.records = MemoryRecords()  # every test also writes Kafka-format records, committed per request
+        self.c = Coordinator(self.config, self.clock, store=GroupStore(self.records, self.clock.wall_ms))
 
     def group(self, gid: str = "g"):
         return self.c.groups[gid]

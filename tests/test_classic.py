@@ -8,6 +8,7 @@ from kcoord import errors as E
 from kcoord import wire
 from kcoord.classic import ADMIN_REMOVAL_REASON, State
 from kcoord.config import CLASSIC_GROUP_NEW_MEMBER_JOIN_TIMEOUT_MS
+from kcoord.store import group_key
 
 from .classic_harness import DELAY, REBALANCE, SESSION, Harness
 
@@ -226,13 +227,15 @@ def test_join_empty_group_known_member_unknown_member_id(h):
 
 def test_kip345_static_rejoin_stable_no_rebalance(h):
     ids = h.form("A", "B", "C")
-    writes = h.c.store.group_writes
+    commits = h.records.commits
     r = h.join(iid="B")
     g = h.group()
     assert r.response.error_code == E.NONE and r.response.generation_id == 1
     assert r.response.member_id != ids["B"] and g.state == State.STABLE
     assert g.members.get(r.response.member_id).assignment == b"a-B"  # the old assignment is kept
-    assert h.c.store.group_writes == writes + 1  # written before the reply
+    assert h.records.commits == commits + 1  # written before the reply: the new member id is in the store
+    stored = wire.GroupMetadataValue.decode(h.records.data[group_key("g")][2:], 3)
+    assert r.response.member_id in {m.member_id for m in stored.members}
     sync = h.sync(r.response.member_id, 1, "B")
     assert sync.response.assignment == b"a-B"
 
