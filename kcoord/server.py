@@ -23,7 +23,7 @@ from .broker import Broker
 from .config import GroupConfig
 from .coordinator import Coordinator
 from .reply import Reply
-from .store import GroupStore, LoadStats, NullStore, SqliteRecords
+from .store import GroupStore, LoadStats, NullStore, Records, SqliteRecords
 from .timers import Clock
 from .topics import TopicCatalogue, parse_topic_spec
 
@@ -182,16 +182,20 @@ class KafkaConnection(asyncio.BufferedProtocol):
 
 
 class Server:
-    def __init__(self, config: ServerConfig | None = None, clock: Clock | None = None) -> None:
+    def __init__(self, config: ServerConfig | None = None, clock: Clock | None = None,
+                 records: Records | None = None) -> None:
+        """`records`: a store backend to use instead of the one `config.data_dir` names (embedding, tests)."""
         self.config = cfg = config or ServerConfig()
         self.clock = clock or Clock()
         self.topics = TopicCatalogue(cfg.auto_create_topics, cfg.num_partitions)
         self.store: GroupStore | NullStore = NullStore()
         self.loaded: LoadStats | None = None
-        if cfg.data_dir is not None:
-            self.store = GroupStore(SqliteRecords(cfg.data_dir, cfg.store_fsync), self.clock.wall_ms)
+        if records is None and cfg.data_dir is not None:
+            records = SqliteRecords(cfg.data_dir, cfg.store_fsync)
+        if records is not None:
+            self.store = GroupStore(records, self.clock.wall_ms)
         self.coordinator = Coordinator(cfg.group, self.clock, store=self.store, topics=self.topics)
-        if cfg.data_dir is not None:
+        if records is not None:
             try:
                 self.loaded = self.store.load(self.coordinator, self.topics)
             except BaseException:
