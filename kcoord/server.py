@@ -329,7 +329,7 @@ class Server:
             g.unload()
         for conn in list(self.connections) if self.failed is None else ():
             conn._flush()
-            for response, *_ in conn.queue:  # held Fetches: answer them now
+            for response, *_ in list(conn.queue):  # held Fetches: answer them now
                 if type(response) is Reply and not response.done:
                     response.resolve(wire.FetchResponse(error_code=E.NONE))
             conn._flush()
