@@ -31,10 +31,10 @@ def join_requests(n: int) -> list[wire.JoinGroupRequest]:
         protocols=[wire.JoinGroupRequestProtocol(name="range", metadata=meta)]) for i in range(n)]
 
 
-def rebalance(reqs: list[wire.JoinGroupRequest]) -> Coordinator:
+def rebalance(reqs: list[wire.JoinGroupRequest], store=None) -> Coordinator:
     """Everyone joins (static, v9), the initial delay passes, the leader syncs, then every follower."""
     clock = ManualClock()
-    c = Coordinator(GroupConfig(), clock)
+    c = Coordinator(GroupConfig(), clock, store=store)
     joins = [c.handle(11, 9, r, "bench", "/127.0.0.1") for r in reqs]
     while not joins[0].done:  # the initial delay (extended once, as members kept arriving) runs out
         clock.ms = c.next_deadline()

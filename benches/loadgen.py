@@ -26,9 +26,11 @@ def free_port() -> int:
 class ServerProcess:
     """`kcoord serve` in a subprocess on a free loopback port."""
 
-    def __init__(self, *settings: str, topics: tuple[str, ...] = ("orders:12",)) -> None:
+    def __init__(self, *settings: str, topics: tuple[str, ...] = ("orders:12",), data_dir: str | None = None) -> None:
         self.port = free_port()
         args = [sys.executable, "-m", "kcoord.cli", "serve", "--port", str(self.port)]
+        if data_dir is not None:
+            args += ["--data-dir", data_dir]
         for t in topics:
             args += ["--topic", t]
         for s in settings:
@@ -204,3 +206,52 @@ async def heartbeat_load(port: int, group: Group, connections: int, seconds: flo
     for c in conns:
         c.close()
     return Load(count, elapsed, lat)
+
+
+@dataclass
+class CommitLoad:
+    commits: int
+    seconds: float
+    latencies_us: list[float]
+
+    @property
+    def rate(self) -> float:
+        return self.commits / self.seconds
+
+    def percentile(self, p: float) -> float:
+        s = sorted(self.latencies_us)
+        return s[min(len(s) - 1, int(len(s) * p / 100))]
+
+
+async def commit_load(port: int, connections: int, seconds: float, partitions: int = 1) -> CommitLoad:
+    """Each connection is one consumer committing `partitions` offsets per OffsetCommit (its own group, the
+    simple-consumer form), one request in flight at a time, for `seconds`. Every answer is checked."""
+    conns = [await Conn.open(port) for _ in range(connections)]
+    count = 0
+    lat: list[float] = []
+    stop = time.perf_counter() + seconds
+
+    async def drive(ci: int, c: Conn) -> None:
+        nonlocal count
+        offset = 0
+        while time.perf_counter() < stop:
+            offset += 1
+            frame = c.frame(8, 8, wire.OffsetCommitRequest(
+                group_id=f"commit-{ci}", generation_id_or_member_epoch=-1, member_id="", topics=[
+                    wire.OffsetCommitRequestTopic(name="orders", partitions=[
+                        wire.OffsetCommitRequestPartition(partition_index=p, committed_offset=offset)
+                        for p in range(partitions)])]))
+            t = time.perf_counter()
+            c.writer.write(frame)
+            (resp,) = await c.responses(1)
+            lat.append((time.perf_counter() - t) * 1e6)
+            body = wire.decode_response(8, 8, resp)[1]
+            assert all(p.error_code == 0 for t_ in body.topics for p in t_.partitions), "commit failed"
+            count += 1
+
+    t0 = time.perf_counter()
+    await asyncio.gather(*(drive(ci, c) for ci, c in enumerate(conns)))
+    elapsed = time.perf_counter() - t0
+    for c in conns:
+        c.close()
+    return CommitLoad(count, elapsed, lat)

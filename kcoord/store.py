@@ -241,11 +241,14 @@ class SqliteRecords:
         self.commits += 1
 
     def scan(self) -> Iterator[tuple[bytes, bytes]]:
+        crc32 = zlib.crc32
         try:
-            for key, value, crc in self.db.execute("SELECT key, value, crc FROM records"):
-                if record_crc(key, value) != crc:
-                    raise StoreError(f"{self.path}: record with key {key[:64].hex()} fails its checksum")
-                yield key, value
+            cur = self.db.execute("SELECT key, value, crc FROM records")
+            while rows := cur.fetchmany(8192):
+                for key, value, crc in rows:
+                    if crc32(value, crc32(key)) != crc:
+                        raise StoreError(f"{self.path}: record with key {key[:64].hex()} fails its checksum")
+                    yield key, value
         except sqlite3.Error as e:
             raise StoreError(f"{self.path}: cannot read records: {e}") from e
 
@@ -439,17 +442,22 @@ class GroupStore:
         stats = LoadStats()
         groups: dict[str, object] = {}
         offsets: dict[str, dict[tuple[str, int], tuple]] = {}
+        key_from, value_from = wire.OffsetCommitKey.decode_from, wire.OffsetCommitValue.decode_from
+        last_group, last = None, {}
         for key, value in self.records.scan():
-            rtype = key[1] if len(key) >= 2 and key[0] == 0 else -1
-            if rtype == OFFSET_COMMIT_KEY and value[:2] == b"\x00\x03":  # the common case, without the dispatch
+            # The common case without the dispatch: an OffsetCommitKey v1 with a v3 value. Keys come in key
+            # order, so one group's offsets arrive together.
+            if key[:2] == b"\x00\x01" and value[:2] == b"\x00\x03":
                 try:
-                    k = wire.OffsetCommitKey.decode(memoryview(key)[2:], 1)
-                    v = wire.OffsetCommitValue.decode(memoryview(value)[2:], 3)
+                    k, kend = key_from(key, 1, 2)
+                    v, vend = value_from(value, 3, 2)
                 except wire.DecodeError:
+                    kend = vend = -1
+                if kend != len(key) or vend != len(value):
                     decode_record(key, value)  # raises, naming the record
-                    raise
-                offsets.setdefault(k.group, {})[(k.topic, k.partition)] = (
-                    v.offset, v.leader_epoch, v.metadata, v.commit_timestamp)
+                if k.group != last_group:
+                    last_group, last = k.group, offsets.setdefault(k.group, {})
+                last[(k.topic, k.partition)] = (v.offset, v.leader_epoch, v.metadata, v.commit_timestamp)
                 continue
             rec = decode_record(key, value)
             if rec.kind == "group":

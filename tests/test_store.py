@@ -354,6 +354,16 @@ def damage_record_bytes(path) -> str:
     return "cannot be read"
 
 
+def damage_offset_bytes(path) -> str:
+    # a truncated offset value with a matching checksum (the replay's fast path must still catch it)
+    db = sqlite3.connect(path / STORE_FILE)
+    key, bad = offset_key("g", "orders", 5), offset_value(7, -1, "", 0)[:-3]
+    db.execute("UPDATE records SET value = ?, crc = ? WHERE key = ?", (bad, record_crc(key, bad), key))
+    db.commit()
+    db.close()
+    return "cannot be read"
+
+
 def damage_foreign_db(path) -> str:
     (path / STORE_FILE).unlink()
     db = sqlite3.connect(path / STORE_FILE)
@@ -370,7 +380,7 @@ def damage_missing_db_with_wal(path) -> str:
 
 
 DAMAGE = [damage_truncate, damage_empty, damage_garbage_header, damage_checksum, damage_record_bytes,
-          damage_foreign_db, damage_missing_db_with_wal]
+          damage_offset_bytes, damage_foreign_db, damage_missing_db_with_wal]
 
 
 @pytest.mark.parametrize("damage", DAMAGE, ids=[d.__name__[7:] for d in DAMAGE])

@@ -1,0 +1,166 @@
+"""The durable store: what it costs and how fast a restart is.
+
+- durable OffsetCommit throughput over loopback (100 connections, one commit in flight each), with
+  store.fsync=always (the default), store.fsync=off, and no --data-dir (memory only) for reference;
+- restart time for a store of 100,000 members in 1,000 groups and 1,000,000 committed offsets (target < 5 s):
+  open + integrity check + replay in-process, and `kcoord serve` from exec to listening;
+- what the store adds to a heartbeat (target: nothing; heartbeats write nothing).
+Run: `python -m pytest benches/bench_store.py`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+import socket
+import subprocess
+import sys
+import time
+from typing import Any
+
+import pytest
+
+from kcoord import wire
+from kcoord.coordinator import Coordinator
+from kcoord.store import GroupStore, NullStore, SqliteRecords, group_key, offset_key, offset_value
+
+from .bench_coordinator import join_requests, rebalance
+from .loadgen import ServerProcess, commit_load, free_port
+
+RESULTS: dict[str, float] = {}
+
+
+@pytest.mark.parametrize("fsync", ["always", "off", "memory"])
+@pytest.mark.benchmark(group="store: durable OffsetCommit over loopback, 100 connections")
+def test_offset_commit_throughput(benchmark: Any, fsync: str, tmp_path) -> None:
+    settings = () if fsync == "memory" else (f"store.fsync={fsync}",)
+    data_dir = None if fsync == "memory" else str(tmp_path / "data")
+    with ServerProcess(*settings, data_dir=data_dir) as srv:
+        asyncio.run(commit_load(srv.port, 100, 0.5))  # warm up: groups exist, connections are open
+        cpu0 = srv.cpu_seconds()
+        load = benchmark.pedantic(lambda: asyncio.run(commit_load(srv.port, 100, 5.0)), rounds=1, iterations=1)
+        cpu = srv.cpu_seconds() - cpu0
+    RESULTS[f"commit-{fsync}"] = load.rate
+    benchmark.extra_info.update(kind="offset-commit", fsync=fsync, commits_per_s=round(load.rate),
+                                p50_us=round(load.percentile(50)), p99_us=round(load.percentile(99)),
+                                server_cpu_s=round(cpu, 2))
+    print(f"\nOffsetCommit, store.fsync={fsync}: {load.rate:,.0f} commits/s, p50 {load.percentile(50):,.0f} µs, "
+          f"p99 {load.percentile(99):,.0f} µs, server CPU {cpu:.2f} s")
+    assert load.commits > 0
+
+
+GROUPS, MEMBERS, TOPICS, PARTITIONS = 1_000, 100, 10, 100  # 100,000 members; 1,000 offsets per group
+
+
+def build_store(path: str) -> None:
+    records = SqliteRecords(path, fsync="off")
+    topics = [f"topic-{t}" for t in range(TOPICS)]
+    subscription = b"\x00\x00" + wire.ConsumerProtocolSubscription(topics=topics).encode(0)
+    now = time.time_ns() // 1_000_000
+    for g in range(GROUPS):
+        gid = f"group-{g:04d}"
+        members = []
+        for m in range(MEMBERS):
+            mine = {t: [p for p in range(PARTITIONS) if p % MEMBERS == m] for t in topics}
+            assignment = b"\x00\x00" + wire.ConsumerProtocolAssignment(assigned_partitions=[
+                wire.ConsumerProtocolAssignmentTopicPartition(topic=t, partitions=ps) for t, ps in mine.items()
+            ]).encode(0)
+            members.append(wire.GroupMetadataValueMemberMetadata(
+                member_id=f"{gid}-i{m}-0b4d6e52-7c1f-4c8e-9f0a-{m:012d}", group_instance_id=f"{gid}-i{m}",
+                client_id="consumer", client_host="/10.0.0.1", rebalance_timeout=300_000, session_timeout=45_000,
+                subscription=subscription, assignment=assignment))
+        value = wire.GroupMetadataValue(protocol_type="consumer", generation=7, protocol="range",
+                                        leader=members[0].member_id, current_state_timestamp=now, members=members)
+        batch: dict[bytes, bytes | None] = {group_key(gid): b"\x00\x03" + value.encode(3)}
+        for t in topics:
+            for p in range(PARTITIONS):
+                batch[offset_key(gid, t, p)] = offset_value(1_000_000 + p, 5, "", now)
+        records.put(batch)
+    records.close()
+
+
+@pytest.fixture(scope="module")
+def big_store(tmp_path_factory) -> str:
+    path = str(tmp_path_factory.mktemp("store") / "data")
+    build_store(path)
+    return path
+
+
+def load(path: str) -> tuple[Coordinator, Any]:
+    records = SqliteRecords(path)
+    store = GroupStore(records)
+    c = Coordinator(store=store)
+    stats = store.load(c)
+    records.close()
+    return c, stats
+
+
+@pytest.mark.benchmark(group="store: restart, 100,000 members in 1,000 groups + 1,000,000 offsets")
+def test_restart_in_process(benchmark: Any, big_store: str) -> None:
+    def once() -> Any:
+        gc.collect()
+        c, stats = load(big_store)
+        del c
+        return stats
+
+    stats = benchmark.pedantic(once, rounds=3, iterations=1)
+    assert (stats.groups, stats.members, stats.offsets) == (GROUPS, GROUPS * MEMBERS, GROUPS * TOPICS * PARTITIONS)
+    RESULTS["restart-in-process"] = benchmark.stats.stats.median
+    benchmark.extra_info.update(kind="restart", members=stats.members, offsets=stats.offsets)
+    print(f"\nrestart (open + check + replay) of {stats.members:,} members and {stats.offsets:,} offsets: "
+          f"median {benchmark.stats.stats.median:.2f} s (target 5 s)")
+
+
+@pytest.mark.benchmark(group="store: restart, 100,000 members in 1,000 groups + 1,000,000 offsets")
+def test_restart_serve_to_listening(benchmark: Any, big_store: str) -> None:
+    def once() -> float:
+        port = free_port()
+        t0 = time.perf_counter()
+        proc = subprocess.Popen([sys.executable, "-m", "kcoord.cli", "serve", "--port", str(port), "--data-dir",
+                                 big_store], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        try:
+            while True:
+                try:
+                    socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                    return time.perf_counter() - t0
+                except OSError:
+                    if proc.poll() is not None:
+                        raise RuntimeError(proc.stderr.read().decode()) from None
+                    time.sleep(0.01)
+        finally:
+            proc.terminate()
+            proc.wait(60)
+            proc.stderr.close()
+
+    seconds = benchmark.pedantic(once, rounds=1, iterations=1)
+    RESULTS["restart-serve"] = seconds
+    print(f"\nkcoord serve --data-dir (100,000 members, 1,000,000 offsets): listening {seconds:.2f} s after exec")
+
+
+@pytest.mark.parametrize("store", ["none", "sqlite"])
+@pytest.mark.benchmark(group="store: heartbeat in-process with and without the store (1,000 members)")
+def test_heartbeat_with_store(benchmark: Any, store: str, tmp_path) -> None:
+    records = SqliteRecords(str(tmp_path / "data")) if store == "sqlite" else None
+    c = rebalance(join_requests(1_000), store=GroupStore(records) if records is not None else NullStore())
+    g = c.groups["bench"]
+    m = g.members.get(g.leader_id)
+    frame = wire.encode_request(12, 4, 1, "bench", wire.HeartbeatRequest(
+        group_id="bench", generation_id=1, member_id=m.member_id, group_instance_id=m.group_instance_id))[4:]
+    decode, handle, encode = wire.decode_request, c.handle, wire.encode_response
+    commits = c.store.commits if records is not None else 0
+
+    def heartbeat() -> bytes:
+        header, body = decode(frame)
+        response = handle(12, header.request_api_version, body)
+        return encode(12, header.request_api_version, header.correlation_id, response)
+
+    assert wire.decode_response(12, 4, heartbeat()[4:])[1].error_code == 0
+    benchmark(heartbeat)
+    if records is not None:
+        assert c.store.commits == commits, "a heartbeat wrote to the store"
+        records.close()
+    RESULTS[f"heartbeat-{store}"] = benchmark.stats.stats.median
+    benchmark.extra_info.update(kind="heartbeat-store", store=store)
+    if "heartbeat-none" in RESULTS and "heartbeat-sqlite" in RESULTS:
+        print(f"\nheartbeat median: {RESULTS['heartbeat-none'] * 1e6:.2f} µs without a store, "
+              f"{RESULTS['heartbeat-sqlite'] * 1e6:.2f} µs with SQLite (0 writes)")
