@@ -1,11 +1,11 @@
 # Two entry points, both self-bootstrapping on a machine with only Python 3.11, gcc and Java 17:
-#   make run    set up .venv, build, and start the coordinator (kcoord serve on 127.0.0.1:9092)
+#   make run    set up .venv, build, and start the coordinator (kcoord serve on 127.0.0.1:9092, state in .kcoord-data/)
 #   make test   set up .venv with the test extras, build, check generated code, and run the whole suite
 
 PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
-SERVE_ARGS ?=
+SERVE_ARGS ?= --data-dir .kcoord-data
 
 .PHONY: run test bench generate wheel clean
 
