@@ -142,7 +142,7 @@ def test_sustained_heartbeats(benchmark: Any) -> None:
         cpu0 = srv.cpu_seconds()
         load = benchmark.pedantic(lambda: asyncio.run(heartbeat_load(srv.port, group, 100, 5.0)), rounds=1,
                                   iterations=1)
-        per_core = load.heartbeats / max(srv.cpu_seconds() - cpu0, 1e-9)
+        per_core = load.requests / max(srv.cpu_seconds() - cpu0, 1e-9)
         paced = asyncio.run(heartbeat_load(srv.port, group, 100, 5.0, rate=100_000))
     benchmark.extra_info.update(kind="heartbeat-load", heartbeats_per_s=round(load.rate),
                                 heartbeats_per_server_cpu_s=round(per_core),
@@ -153,7 +153,7 @@ def test_sustained_heartbeats(benchmark: Any) -> None:
           f"p50 {load.percentile(50):,.0f} µs, "
           f"p99 {load.percentile(99):,.0f} µs with 10,000 in flight); paced at {paced.rate:,.0f}/s: "
           f"p50 {paced.percentile(50):,.0f} µs, p99 {paced.percentile(99):,.0f} µs")
-    assert load.heartbeats > 0
+    assert load.requests > 0
 
 
 @pytest.mark.parametrize("delay_ms", (0, 3000))

@@ -30,6 +30,7 @@ from .loadgen import ServerProcess, commit_load, free_port
 RESULTS: dict[str, float] = {}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("fsync", ["always", "off", "memory"])
 @pytest.mark.benchmark(group="store: durable OffsetCommit over loopback, 100 connections")
 def test_offset_commit_throughput(benchmark: Any, fsync: str, tmp_path) -> None:
@@ -46,7 +47,7 @@ def test_offset_commit_throughput(benchmark: Any, fsync: str, tmp_path) -> None:
                                 server_cpu_s=round(cpu, 2))
     print(f"\nOffsetCommit, store.fsync={fsync}: {load.rate:,.0f} commits/s, p50 {load.percentile(50):,.0f} µs, "
           f"p99 {load.percentile(99):,.0f} µs, server CPU {cpu:.2f} s")
-    assert load.commits > 0
+    assert load.requests > 0
 
 
 GROUPS, MEMBERS, TOPICS, PARTITIONS = 1_000, 100, 10, 100  # 100,000 members; 1,000 offsets per group
@@ -95,22 +96,29 @@ def load(path: str) -> tuple[Coordinator, Any]:
     return c, stats
 
 
+@pytest.mark.slow
 @pytest.mark.benchmark(group="store: restart, 100,000 members in 1,000 groups + 1,000,000 offsets")
 def test_restart_in_process(benchmark: Any, big_store: str) -> None:
+    times: list[float] = []
+
     def once() -> Any:
         gc.collect()
+        t0 = time.perf_counter()
         c, stats = load(big_store)
+        times.append(time.perf_counter() - t0)
         del c
         return stats
 
     stats = benchmark.pedantic(once, rounds=3, iterations=1)
     assert (stats.groups, stats.members, stats.offsets) == (GROUPS, GROUPS * MEMBERS, GROUPS * TOPICS * PARTITIONS)
-    RESULTS["restart-in-process"] = benchmark.stats.stats.median
+    median = sorted(times)[len(times) // 2]
+    RESULTS["restart-in-process"] = median
     benchmark.extra_info.update(kind="restart", members=stats.members, offsets=stats.offsets)
     print(f"\nrestart (open + check + replay) of {stats.members:,} members and {stats.offsets:,} offsets: "
-          f"median {benchmark.stats.stats.median:.2f} s (target 5 s)")
+          f"median {median:.2f} s (target 5 s)")
 
 
+@pytest.mark.slow
 @pytest.mark.benchmark(group="store: restart, 100,000 members in 1,000 groups + 1,000,000 offsets")
 def test_restart_serve_to_listening(benchmark: Any, big_store: str) -> None:
     def once() -> float:
@@ -159,8 +167,10 @@ def test_heartbeat_with_store(benchmark: Any, store: str, tmp_path) -> None:
     if records is not None:
         assert c.store.commits == commits, "a heartbeat wrote to the store"
         records.close()
-    RESULTS[f"heartbeat-{store}"] = benchmark.stats.stats.median
     benchmark.extra_info.update(kind="heartbeat-store", store=store)
+    if benchmark.stats is None:  # --benchmark-disable (CI): the run above checked it works and writes nothing
+        return
+    RESULTS[f"heartbeat-{store}"] = benchmark.stats.stats.median
     if "heartbeat-none" in RESULTS and "heartbeat-sqlite" in RESULTS:
         print(f"\nheartbeat median: {RESULTS['heartbeat-none'] * 1e6:.2f} µs without a store, "
               f"{RESULTS['heartbeat-sqlite'] * 1e6:.2f} µs with SQLite (0 writes)")

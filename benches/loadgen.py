@@ -149,13 +149,13 @@ async def form_group(port: int, group: str, members: int, connections: int) -> G
 
 @dataclass
 class Load:
-    heartbeats: int
+    requests: int  # answered
     seconds: float
     latencies_us: list[float]
 
     @property
     def rate(self) -> float:
-        return self.heartbeats / self.seconds
+        return self.requests / self.seconds
 
     def percentile(self, p: float) -> float:
         s = sorted(self.latencies_us)
@@ -208,22 +208,7 @@ async def heartbeat_load(port: int, group: Group, connections: int, seconds: flo
     return Load(count, elapsed, lat)
 
 
-@dataclass
-class CommitLoad:
-    commits: int
-    seconds: float
-    latencies_us: list[float]
-
-    @property
-    def rate(self) -> float:
-        return self.commits / self.seconds
-
-    def percentile(self, p: float) -> float:
-        s = sorted(self.latencies_us)
-        return s[min(len(s) - 1, int(len(s) * p / 100))]
-
-
-async def commit_load(port: int, connections: int, seconds: float, partitions: int = 1) -> CommitLoad:
+async def commit_load(port: int, connections: int, seconds: float, partitions: int = 1) -> Load:
     """Each connection is one consumer committing `partitions` offsets per OffsetCommit (its own group, the
     simple-consumer form), one request in flight at a time, for `seconds`. Every answer is checked."""
     conns = [await Conn.open(port) for _ in range(connections)]
@@ -254,4 +239,4 @@ async def commit_load(port: int, connections: int, seconds: float, partitions: i
     elapsed = time.perf_counter() - t0
     for c in conns:
         c.close()
-    return CommitLoad(count, elapsed, lat)
+    return Load(count, elapsed, lat)

@@ -17,19 +17,16 @@ import itertools
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
-from pathlib import Path
 from typing import Callable
 
 import pytest
 
-from kcoord.cli import describe_group
-from kcoord.client import Client
 
 from .interop_member import HEARTBEAT_INTERVAL_MS, KINDS, MEMBERS, SESSION_TIMEOUT_MS, Member
+from .servers import ROOT, Server, free_port, serve
 
 pytestmark = [
     pytest.mark.interop,
@@ -38,7 +35,6 @@ pytestmark = [
     pytest.mark.filterwarnings(r"ignore:(read|open)_text is deprecated:DeprecationWarning"),
 ]
 
-ROOT = Path(__file__).resolve().parents[1]
 TOPIC = "orders"
 PARTITIONS = 12
 ALL = frozenset(range(PARTITIONS))
@@ -46,54 +42,13 @@ FORM_TIMEOUT = 40.0
 _group_ids = itertools.count()
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-class Server:
-    def __init__(self, proc: subprocess.Popen, port: int, log: Path) -> None:
-        self.proc = proc
-        self.port = port
-        self.bootstrap = f"127.0.0.1:{port}"
-        self.log = log
-
-    def describe(self, group: str) -> dict:
-        with Client(self.bootstrap, timeout=10) as c:
-            return describe_group(c, group)
-
-    def log_tail(self, n: int = 30) -> str:
-        return "\n".join(self.log.read_text(errors="replace").splitlines()[-n:])
-
-    def check_alive(self) -> None:
-        assert self.proc.poll() is None, f"the server exited with {self.proc.returncode}:\n{self.log_tail()}"
-
-
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
-    port = free_port()
     log = tmp_path_factory.mktemp("kcoord") / "server.log"
-    with open(log, "wb") as out:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "kcoord.cli", "serve", "--port", str(port), "--topic", f"{TOPIC}:{PARTITIONS}",
-             "--set", "group.initial.rebalance.delay.ms=300"],
-            stdout=out, stderr=subprocess.STDOUT, cwd=ROOT, env={**os.environ, "PYTHONUNBUFFERED": "1"})
-    srv = Server(proc, port, log)
-    deadline = time.monotonic() + 20
-    while True:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=1).close()
-            break
-        except OSError:
-            srv.check_alive()
-            if time.monotonic() > deadline:
-                proc.kill()
-                pytest.fail(f"the server did not listen on {port} within 20s:\n{srv.log_tail()}")
-            time.sleep(0.05)
+    srv = serve(free_port(), log, "--topic", f"{TOPIC}:{PARTITIONS}", "--set", "group.initial.rebalance.delay.ms=300")
     yield srv
-    proc.terminate()
-    rc = proc.wait(timeout=15)
+    srv.proc.terminate()
+    rc = srv.proc.wait(timeout=15)
     assert rc == 0, f"the server did not shut down cleanly on SIGTERM (rc {rc}):\n{srv.log_tail()}"
 
 

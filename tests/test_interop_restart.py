@@ -9,11 +9,7 @@ member still holds its partitions, and the committed offsets read back intact.
 from __future__ import annotations
 
 import gc
-import os
 import signal
-import socket
-import subprocess
-import sys
 import time
 import warnings
 from pathlib import Path
@@ -21,8 +17,8 @@ from pathlib import Path
 import pytest
 
 from .interop_member import SESSION_TIMEOUT_MS
-from .test_interop import FORM_TIMEOUT, PARTITIONS, ROOT, TOPIC, Group, Server, coverage, free_port, pretty, \
-    summary, wait_until
+from .servers import Server, free_port, serve
+from .test_interop import FORM_TIMEOUT, PARTITIONS, TOPIC, Group, coverage, pretty, summary, wait_until
 
 pytestmark = [
     pytest.mark.interop,
@@ -31,23 +27,8 @@ pytestmark = [
 
 
 def start_server(port: int, data_dir: Path, log: Path) -> Server:
-    with open(log, "ab") as out:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "kcoord.cli", "serve", "--port", str(port), "--data-dir", str(data_dir),
-             "--topic", f"{TOPIC}:{PARTITIONS}", "--set", "group.initial.rebalance.delay.ms=300"],
-            stdout=out, stderr=subprocess.STDOUT, cwd=ROOT, env={**os.environ, "PYTHONUNBUFFERED": "1"})
-    srv = Server(proc, port, log)
-    deadline = time.monotonic() + 20
-    while True:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=1).close()
-            return srv
-        except OSError:
-            srv.check_alive()
-            if time.monotonic() > deadline:
-                proc.kill()
-                pytest.fail(f"the server did not listen on {port}:\n{srv.log_tail()}")
-            time.sleep(0.05)
+    return serve(port, log, "--data-dir", str(data_dir), "--topic", f"{TOPIC}:{PARTITIONS}",
+                 "--set", "group.initial.rebalance.delay.ms=300")
 
 
 @pytest.mark.parametrize("how", [signal.SIGTERM, signal.SIGKILL], ids=["sigterm", "sigkill"])

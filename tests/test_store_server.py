@@ -5,13 +5,11 @@ a failed write, restarts on the same data directory, and the crash test (SIGKILL
 from __future__ import annotations
 
 import asyncio
-import os
 import random
 import signal
 import socket
 import struct
 import subprocess
-import sys
 import threading
 import time
 from pathlib import Path
@@ -26,14 +24,7 @@ from kcoord.coordinator import Coordinator
 from kcoord.server import Server, ServerConfig
 from kcoord.store import GroupStore, MemoryRecords, SqliteRecords, StoreError, check_store
 
-ROOT = Path(__file__).resolve().parents[1]
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
+from .servers import free_port, serve
 
 class ThreadServer:
     """An in-process server on its own event loop thread, with a store backend the test controls."""
@@ -176,25 +167,11 @@ def test_heartbeats_do_not_touch_the_store() -> None:
 
 # ---- restarts of `kcoord serve --data-dir` -----------------------------------------------------------------
 
-def serve(data_dir: Path, port: int, log: Path, *settings: str) -> subprocess.Popen:
-    args = [sys.executable, "-m", "kcoord.cli", "serve", "--port", str(port), "--data-dir", str(data_dir),
-            "--topic", "t:16", "--set", "group.initial.rebalance.delay.ms=0"]
+def serve_dir(data_dir: Path, port: int, log: Path, *settings: str) -> subprocess.Popen:
+    args = ["--data-dir", str(data_dir), "--topic", "t:16", "--set", "group.initial.rebalance.delay.ms=0"]
     for s in settings:
         args += ["--set", s]
-    out = open(log, "ab")
-    proc = subprocess.Popen(args, stdout=out, stderr=subprocess.STDOUT, cwd=ROOT,
-                            env={**os.environ, "PYTHONUNBUFFERED": "1"})
-    out.close()
-    deadline = time.monotonic() + 30
-    while True:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=1).close()
-            return proc
-        except OSError:
-            if proc.poll() is not None or time.monotonic() > deadline:
-                proc.kill()
-                pytest.fail(f"kcoord serve did not start:\n{log.read_text(errors='replace')[-3000:]}")
-            time.sleep(0.02)
+    return serve(port, log, *args).proc
 
 
 class Ledger:
@@ -292,7 +269,7 @@ def test_crash_sigkill_at_random_moments_loses_no_acknowledged_commit(tmp_path) 
     members = [(f"crash-{n % 4}", f"inst-{n}", n) for n in range(12)]  # 4 groups of 3 static members
     for kill in range(KILLS):
         port = free_port()
-        proc = serve(data_dir, port, log, "group.initial.rebalance.delay.ms=300")
+        proc = serve_dir(data_dir, port, log, "group.initial.rebalance.delay.ms=300")
         workers = [Worker(port, g, iid, p, ledger, seed=kill * 100 + p) for g, iid, p in members]
         for w in workers:
             w.start()
@@ -318,7 +295,7 @@ def test_crash_sigkill_at_random_moments_loses_no_acknowledged_commit(tmp_path) 
 def test_static_group_survives_a_server_restart_over_the_wire(tmp_path, how) -> None:
     data_dir, log = tmp_path / "data", tmp_path / "server.log"
     port = free_port()
-    proc = serve(data_dir, port, log, "group.initial.rebalance.delay.ms=300")
+    proc = serve_dir(data_dir, port, log, "group.initial.rebalance.delay.ms=300")
     ledger = Ledger()
     try:
         with Client(f"127.0.0.1:{port}") as a, Client(f"127.0.0.1:{port}") as b:
@@ -339,7 +316,7 @@ def test_static_group_survives_a_server_restart_over_the_wire(tmp_path, how) -> 
         proc.send_signal(how)
         rc = proc.wait(15)
     assert rc == (0 if how == signal.SIGTERM else -signal.SIGKILL)
-    proc = serve(data_dir, port, log)
+    proc = serve_dir(data_dir, port, log)
     try:
         assert "loaded 1 groups, 2 members, 2 offsets" in log.read_text()
         with Client(f"127.0.0.1:{port}") as c:

@@ -1,0 +1,60 @@
+"""`kcoord serve` as a subprocess on a free loopback port, for the tests that need the real server process."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from kcoord.cli import describe_group
+from kcoord.client import Client
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Server:
+    def __init__(self, proc: subprocess.Popen, port: int, log: Path) -> None:
+        self.proc = proc
+        self.port = port
+        self.bootstrap = f"127.0.0.1:{port}"
+        self.log = log
+
+    def describe(self, group: str) -> dict:
+        with Client(self.bootstrap, timeout=10) as c:
+            return describe_group(c, group)
+
+    def log_tail(self, n: int = 30) -> str:
+        return "\n".join(self.log.read_text(errors="replace").splitlines()[-n:])
+
+    def check_alive(self) -> None:
+        assert self.proc.poll() is None, f"the server exited with {self.proc.returncode}:\n{self.log_tail()}"
+
+
+def serve(port: int, log: Path, *args: str, timeout: float = 30.0) -> Server:
+    """`kcoord serve --port PORT ARGS...`, output appended to `log`; returns once it accepts connections."""
+    with open(log, "ab") as out:
+        proc = subprocess.Popen([sys.executable, "-m", "kcoord.cli", "serve", "--port", str(port), *args],
+                                stdout=out, stderr=subprocess.STDOUT, cwd=ROOT,
+                                env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    srv = Server(proc, port, log)
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            return srv
+        except OSError:
+            if proc.poll() is not None or time.monotonic() > deadline:
+                proc.kill()
+                pytest.fail(f"kcoord serve did not listen on {port}:\n{srv.log_tail()}")
+            time.sleep(0.02)
