@@ -50,7 +50,9 @@ class Coordinator:
         """Answer one decoded request (the caller has checked the API and version are supported).
 
         Returns the response message, or a Reply for JoinGroup and SyncGroup, which may be parked. What the
-        response acknowledges is durable when this returns."""
+        response acknowledges is durable when this returns. A StoreError means it is not: the response must not
+        be sent, and the coordinator (whose memory is now ahead of its store) must be replaced by one loaded
+        from the store, as the server does by stopping."""
         response = self.handlers[api_key](body, version, client_id or "", client_host)
         if self.store.dirty and self.autocommit:
             self.store.commit()
