@@ -252,9 +252,6 @@ class SqliteRecords:
         except sqlite3.Error as e:
             raise StoreError(f"{self.path}: cannot read records: {e}") from e
 
-    def count(self) -> int:
-        return self.db.execute("SELECT count(*) FROM records").fetchone()[0]
-
     def close(self) -> None:
         if self.db is None:
             return
