@@ -1,4 +1,4 @@
-"""kcoord.spark: plans made on Spark equal the in-process assignors group by group, the KIP-345
+"""kcoord.spark and `kcoord plan`: plans made on Spark equal the in-process assignors group by group, the KIP-345
 rolling bounce moves nothing for static members, bad input is a PlanError naming the group and row, and diff and
 the scenario helpers compute what they document.
 
@@ -7,8 +7,10 @@ One SparkSession on local[2] for the module (marker `spark`: needs PySpark and J
 
 from __future__ import annotations
 
+import json
 import os
 import random
+import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -21,6 +23,7 @@ try:  # the spark extra; `make test` installs it
     from pyspark.sql import functions as F
 
     from kcoord import assignors as A
+    from kcoord import plan_cli
     from kcoord import spark as S
 except ImportError as exc:  # a wheel's test run without the extra (see cibuildwheel's test-command)
     pytest.skip(f"the spark extra is not installed: {exc}", allow_module_level=True)
@@ -28,9 +31,8 @@ except ImportError as exc:  # a wheel's test run without the extra (see cibuildw
 pytestmark = pytest.mark.spark
 
 ROOT = Path(__file__).resolve().parents[1]
-MEMBERS_DDL = ("group_id string, member_id string, instance_id string, topics array<string>, rack string, "
-               "owned array<struct<topic:string,partition:int>>, generation int")
-TOPICS_DDL = "topic string, partitions int, racks array<array<string>>"
+MEMBERS_DDL = plan_cli.MEMBERS_DDL
+TOPICS_DDL = plan_cli.TOPICS_DDL
 
 
 @pytest.fixture(scope="session")
@@ -429,3 +431,94 @@ def test_rack_loss_removes_consumers_and_replicas_on_the_rack(spark):
     members, topics = S.rack_loss(members_of(spark, SCENARIO_MEMBERS), topics, "r1")
     assert [r.member_id for r in members.collect()] == ["m-b"]
     assert {r.topic: r.racks for r in topics.collect()} == {"t": [["r2"], []], "u": None}
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# `kcoord plan`
+
+
+def test_parse_scenario():
+    assert plan_cli.parse_scenario("rolling-bounce") == ("rolling-bounce", None)
+    assert plan_cli.parse_scenario("scale-out:3") == ("scale-out", 3)
+    assert plan_cli.parse_scenario("scale-in:0.2") == ("scale-in", 0.2)
+    assert plan_cli.parse_scenario("grow:orders.v2:24") == ("grow", ("orders.v2", 24))
+    assert plan_cli.parse_scenario("rack-loss:eu-west-1a") == ("rack-loss", "eu-west-1a")
+    for bad in ("bounce", "scale-out", "scale-out:x", "grow:orders", "rack-loss"):
+        with pytest.raises(ValueError, match="unknown scenario"):
+            plan_cli.parse_scenario(bad)
+
+
+DESCRIBE = [
+    {"group": "orders-app", "state": "Stable", "protocol_type": "consumer", "protocol": "range", "generation": 4,
+     "leader": "m-1", "history": [],
+     "members": [
+         {"member_id": "m-1", "group_instance_id": "pod-1", "client_id": "c", "host": "/10.0.0.1",
+          "assignment": {"orders": [0, 1, 2], "audit": [0]}},
+         {"member_id": "m-2", "group_instance_id": "pod-2", "client_id": "c", "host": "/10.0.0.2",
+          "assignment": {"orders": [3, 4, 5], "audit": [1]}}]},
+    {"group": "billing", "state": "Stable", "protocol_type": "consumer", "protocol": "range", "generation": 1,
+     "leader": "b-1", "history": [],
+     "members": [{"member_id": "b-1", "group_instance_id": None, "client_id": "c", "host": "/10.0.0.3",
+                  "assignment": {"payments": [0, 1, 2]}}]},
+]
+
+
+def test_describe_json_becomes_member_rows():
+    rows = plan_cli.describe_rows(DESCRIBE)
+    assert rows[0] == {"group_id": "orders-app", "member_id": "m-1", "instance_id": "pod-1",
+                       "topics": ["audit", "orders"], "rack": None, "generation": 4,
+                       "owned": [{"topic": "audit", "partition": 0}, {"topic": "orders", "partition": 0},
+                                 {"topic": "orders", "partition": 1}, {"topic": "orders", "partition": 2}]}
+    assert plan_cli.topics_from_assignments(rows) == [{"topic": "audit", "partitions": 2, "racks": None},
+                                                      {"topic": "orders", "partitions": 6, "racks": None},
+                                                      {"topic": "payments", "partitions": 3, "racks": None}]
+    with pytest.raises(ValueError, match="not a consumer protocol assignment"):
+        plan_cli.describe_rows({"group": "x", "protocol_type": "connect",
+                                "members": [{"member_id": "w", "assignment": "00ff"}]})
+
+
+def test_kcoord_plan_end_to_end_from_describe_json(tmp_path):
+    (tmp_path / "describe.json").write_text(json.dumps(DESCRIBE))
+    (tmp_path / "topics.json").write_text(json.dumps({"topics": [
+        {"topic": "orders", "partitions": 6, "topic_id": "00"}, {"topic": "audit", "partitions": 2, "topic_id": "01"},
+        {"topic": "payments", "partitions": 3, "topic_id": "02"}], "errors": []}))
+    out = tmp_path / "out"
+    env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable}
+    proc = subprocess.run(
+        [sys.executable, "-m", "kcoord.cli", "plan", "--members", str(tmp_path / "describe.json"), "--topics",
+         str(tmp_path / "topics.json"), "--assignor", "sticky", "--scenario", "scale-out:1", "--master", "local[2]",
+         "--conf", "spark.sql.shuffle.partitions=2", "--out", str(out), "--json"], check=False, capture_output=True, text=True, timeout=300, env=env, cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    summary = json.loads(proc.stdout)
+    e = summary["estate"]
+    assert summary["groups"] == 2 and summary["scenario"] == "scale-out:1"
+    assert (e["members_before"], e["members_after"], e["partitions_before"], e["partitions_after"]) == (3, 5, 11, 11)
+    # sticky from the owned "before" plan: each new member takes only what balance needs
+    assert e["added"] == e["removed"] == 0 and 0 < e["moved"] <= 5
+    assert summary["top_groups"][0]["group_id"] in ("orders-app", "billing")
+    assert "kcoord plan: planning after" in proc.stderr  # progress while Spark works
+    for name in ("before", "after", "diff"):
+        assert list((out / name).glob("*.parquet")), name
+
+
+def test_kcoord_plan_prints_a_table_and_infers_topics_from_describe(spark, tmp_path, capsys):
+    # in-process, on the test session: no --topics, no scenario (current assignment -> a new range plan)
+    from kcoord import cli
+
+    (tmp_path / "describe.json").write_text(json.dumps(DESCRIBE))
+    rc = cli.main(["plan", "--members", str(tmp_path / "describe.json"), "--out", str(tmp_path / "out"), "--quiet"])
+    out, err = capsys.readouterr()
+    assert rc == 0, err
+    assert "partition counts inferred from the current assignment" in err
+    assert "range, current assignment -> new plan: 2 groups, members 3 -> 3, partitions 11 -> 11" in out
+    assert "groups with the most moved partitions" in out
+    # the describe assignment is range's own (in member order pod-1, pod-2): nothing moves
+    assert out.splitlines()[3].split()[:5] == ["estate", "0", "0", "0", "0"]
+    assert spark.sparkContext._jsc is not None  # the CLI left the session it did not create running
+
+
+def test_kcoord_serve_does_not_import_pyspark():
+    code = ("import sys; from kcoord import cli; cli.main(['apis', '--json']); "
+            "assert 'pyspark' not in sys.modules, 'pyspark imported'")
+    proc = subprocess.run([sys.executable, "-c", code], check=False, capture_output=True, text=True, cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr
