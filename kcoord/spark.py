@@ -108,7 +108,7 @@ TOPIC_COLUMNS: dict[str, tuple[T.DataType, bool]] = {
     "partitions": (T.IntegerType(), True),
     "racks": (RACKS_TYPE, False),
 }
-KIND_TOPIC, KIND_MEMBER = 0, 1
+KIND_TOPIC, KIND_SUBSCRIPTION, KIND_MEMBER = 0, 1, 2  # the order of a group's rows in a task
 
 
 class PlanError(ValueError):
@@ -342,6 +342,7 @@ class _Batch:
         self.chunk = chunk[self.seg_row]
         kind = _np(tbl.column("_kind"))
         self._topics(np.flatnonzero(kind == KIND_TOPIC), seg)
+        self._subscriptions(np.flatnonzero(kind == KIND_SUBSCRIPTION), seg)
         self._members(np.flatnonzero(kind == KIND_MEMBER), seg)
 
     def _topics(self, tix: np.ndarray, seg: np.ndarray) -> None:
@@ -375,9 +376,34 @@ class _Batch:
         local[nid < 0] = -1
         return local
 
+    def _subscriptions(self, six: np.ndarray, seg: np.ndarray) -> None:
+        """Each group's distinct subscriptions (CSR of local topic ids), keyed by (segment, hash of the topics)."""
+        tbl = self.tbl
+        s_seg = seg[six]
+        self.sub_ptr = np.searchsorted(s_seg, np.arange(self.n_segs + 1))  # each segment's subscriptions
+        take = pa.array(six)
+        subs = tbl.column("topics").take(take).combine_chunks()
+        flat = pc.list_flatten(subs)
+        parent = _np(pc.list_parent_indices(subs)).astype(np.int64)
+        local = self._local_topics(s_seg[parent], flat) if len(flat) else np.zeros(0, np.int64)
+        keep = local >= 0  # a topic of another chunk, or unknown (check=False): not subscribed here
+        self.s_topics = local[keep].astype(np.int32)
+        self.s_ptr = np.concatenate([[0], np.cumsum(np.bincount(parent[keep], minlength=six.shape[0]))])
+        # (segment, hash) → subscription row; hashes are numbered exactly (np.unique), so keys never collide
+        self.hash_values = np.unique(_np(tbl.column("_sub"), fill=0))
+        key = s_seg.astype(np.int64) * len(self.hash_values) + self._hash_ids(tbl.column("_sub").take(take))
+        korder = np.argsort(key, kind="stable")
+        self.sub_key, self.sub_pos = key[korder], korder.astype(np.int64)
+        same = np.flatnonzero(self.sub_key[1:] == self.sub_key[:-1])
+        if same.size:  # two subscriptions of one group with one 64-bit hash: never seen, but never wrong
+            gid = tbl.column("group_id")[int(six[korder[same[0]]])].as_py()
+            raise PlanError(f"group {gid!r}: two different subscriptions have the same 64-bit hash")
+
+    def _hash_ids(self, hashes: pa.Array | pa.ChunkedArray) -> np.ndarray:
+        return np.searchsorted(self.hash_values, _np(hashes, fill=0)).astype(np.int64)
+
     def _members(self, mix: np.ndarray, seg: np.ndarray) -> None:
         tbl = self.tbl
-        self.m_rows_orig = mix
         m_seg = seg[mix]
         self.m_ptr = np.searchsorted(m_seg, np.arange(self.n_segs + 1))
         take = pa.array(mix)
@@ -386,18 +412,15 @@ class _Batch:
         dynamic = _np(pc.is_null(iid)).astype(bool)
         key = pc.coalesce(iid, mid)
         order = _java_rank(m_seg, key, dynamic)  # Kafka's order: static by instance id, then dynamic by member id
-        self.m_rank_pos = order  # position in mix of the member of each rank (segments stay contiguous)
         self.m_rows = mix[order]  # member rows in rank order
         rank_of = np.empty(mix.shape[0], dtype=np.int64)
         rank_of[order] = np.arange(mix.shape[0])
-        # subscriptions: one set per member row, in mix order
-        subs = tbl.column("topics").take(take).combine_chunks()
-        flat = pc.list_flatten(subs)
-        parent = _np(pc.list_parent_indices(subs)).astype(np.int64)
-        local = self._local_topics(m_seg[parent], flat) if flat is not None and len(flat) else np.zeros(0, np.int64)
-        keep = local >= 0
-        self.s_topics = local[keep].astype(np.int32)
-        self.s_ptr = np.concatenate([[0], np.cumsum(np.bincount(parent[keep], minlength=mix.shape[0]))])
+        # each member's subscription: the index, within its group, of its subscription row (rank order)
+        r_seg = m_seg[order]
+        key = r_seg.astype(np.int64) * len(self.hash_values) + self._hash_ids(tbl.column("_sub").take(
+            pa.array(self.m_rows)))
+        pos = _lookup(self.sub_key, self.sub_pos, key)
+        self.m_set = np.where(pos >= 0, pos - self.sub_ptr[r_seg], -1).astype(np.int32)
         # owned partitions: CSR rows by rank
         self.o_ptr = self.o_pid = None
         if "owned" in tbl.column_names:
@@ -482,7 +505,7 @@ class _Batch:
                 got = np.bincount(owners[owners >= 0], minlength=mb - ma) > 0
                 empties.append(ma + np.flatnonzero(~got))
             elif self.chunk[s] == 0:
-                empties.append(ma + self._range_empties(ta, tb, ma, mb))
+                empties.append(ma + self._range_empties(s, ta, ma, mb))
         owners = np.concatenate(owners_all) if owners_all else np.zeros(0, dtype=np.int32)
         base = np.concatenate(member_base) if member_base else np.zeros(0, dtype=np.int64)
         t_rep = np.repeat(self.t_rows, self.t_eff)
@@ -506,8 +529,9 @@ class _Batch:
             names=["group_id", "member_id", "instance_id", "topic", "partition"])
 
     def _owners(self, s: int, ta: int, tb: int, ma: int, mb: int, counts: np.ndarray) -> np.ndarray:
-        member_sets = (self.m_rank_pos[ma:mb] - ma).astype(np.int32)
-        sp = self.s_ptr[ma:mb + 1]
+        member_sets = self.m_set[ma:mb]
+        sa, sb = int(self.sub_ptr[s]), int(self.sub_ptr[s + 1])
+        sp = self.s_ptr[sa:sb + 1]
         set_indptr = sp - sp[0]
         set_topics = self.s_topics[sp[0]:sp[-1]]
         kw: dict[str, Any] = {}
@@ -526,23 +550,24 @@ class _Batch:
             gid = self.tbl.column("group_id")[int(self.seg_row[s])].as_py()
             raise PlanError(f"group {gid!r}: {exc}") from None
 
-    def _range_empties(self, ta: int, tb: int, ma: int, mb: int) -> np.ndarray:
+    def _range_empties(self, s: int, ta: int, ma: int, mb: int) -> np.ndarray:
         """Members of a split group that range gives nothing in any chunk: under range, the subscriber of rank i
         (among a topic's subscribers, in Kafka's order) gets a partition of it exactly when i < its count."""
-        member_sets = self.m_rank_pos[ma:mb] - ma
-        sp = self.s_ptr[ma:mb + 1]
-        lengths = np.diff(sp)[member_sets]  # per rank
-        rank = np.repeat(np.arange(mb - ma), lengths)
-        topic = np.concatenate([self.s_topics[sp[r]:sp[r + 1]] for r in member_sets]) if mb > ma else np.zeros(0)
-        topic = topic.astype(np.int64)
-        # one entry per (member, topic) even if a topic is listed twice
-        pair = np.unique(topic * (mb - ma + 1) + rank)
-        topic, rank = pair // (mb - ma + 1), pair % (mb - ma + 1)
-        first = np.searchsorted(topic, topic, side="left")
-        pos = np.arange(topic.shape[0]) - first
-        gets = pos < self.t_count[ta:tb][topic]
-        got = np.zeros(mb - ma, dtype=bool)
-        got[rank[gets]] = True
+        n = mb - ma
+        sets = self.m_set[ma:mb]
+        subscribed = sets >= 0
+        sa = int(self.sub_ptr[s])
+        starts = np.where(subscribed, self.s_ptr[sa + np.maximum(sets, 0)], 0)
+        lengths = np.where(subscribed, self.s_ptr[sa + np.maximum(sets, 0) + 1] - starts, 0)
+        total = int(lengths.sum())
+        rank = np.repeat(np.arange(n, dtype=np.int64), lengths)
+        within = np.arange(total, dtype=np.int64) - np.repeat(np.cumsum(lengths) - lengths, lengths)
+        topic = self.s_topics[np.repeat(starts, lengths) + within].astype(np.int64)
+        pair = np.unique(topic * (n + 1) + rank)  # by topic, then rank; a topic listed twice counts once
+        topic, rank = pair // (n + 1), pair % (n + 1)
+        pos = np.arange(topic.shape[0]) - np.searchsorted(topic, topic, side="left")
+        got = np.zeros(n, dtype=bool)
+        got[rank[pos < self.t_count[ta:][topic]]] = True
         return np.flatnonzero(~got)
 
 
@@ -600,10 +625,10 @@ def plan(members_df: DataFrame, topics_df: DataFrame, assignor: str = "range", *
     """Plans every group of `members_df` with `assignor` over `topics_df`; returns the plan (`PLAN_SCHEMA`).
 
     `assignor`: "range" (client RangeAssignor with KIP-881 racks; also KIP-848's server-side range), "roundrobin",
-    "sticky", "cooperative-sticky" or "uniform". Validation (`validate`) runs now, on the driver; the plan itself
-    is lazy, a DataFrame to write or collect. `split_partitions` (range only): groups with more partitions are
-    split into chunks of whole topics of about this many partitions, planned by separate tasks; None never
-    splits. `partitions`: how many Spark partitions the groups are shuffled into (default: Spark's
+    "sticky", "cooperative-sticky" or "uniform". Validation (`validate`) runs now, on the driver, and so does the
+    search for groups to split (range); the plan itself is lazy, a DataFrame to write or collect.
+    `split_partitions` (range only): groups with more partitions are split into chunks of whole topics of about
+    this many partitions, planned by separate tasks; None never splits. `partitions`: how many Spark partitions the groups are shuffled into (default: Spark's
     ``spark.sql.shuffle.partitions``, coalesced by adaptive execution).
     """
     if check:
@@ -623,6 +648,45 @@ def plan(members_df: DataFrame, topics_df: DataFrame, assignor: str = "range", *
     return work.mapInArrow(run, PLAN_SCHEMA)
 
 
+def _group_topics(members: DataFrame, topics: DataFrame) -> DataFrame:
+    """(group_id, topic, partitions, racks) for every topic some member of the group subscribes to."""
+    return (members.select("group_id", "topics").distinct()  # members of a group mostly share one subscription
+            .select("group_id", F.explode("topics").alias("topic")).distinct()
+            .join(topics, "topic"))
+
+
+def _split_chunks(members: DataFrame, topics: DataFrame, split_partitions: int) -> list[tuple[str, str, int, int]]:
+    """(group_id, topic, chunk, chunks) for the groups range plans in chunks: more than split_partitions
+    partitions, and not racks on both sides. Runs on the driver: one job, two more when a group is that big."""
+    gt = _group_topics(members, topics)
+    big = (gt.groupBy("group_id").agg(F.sum("partitions").alias("total"), F.max(F.size("racks") > 0).alias("track"))
+           .filter(F.col("total") > split_partitions).collect())
+    if not big:
+        return []
+    with_racks = [r["group_id"] for r in big if r["track"]]
+    racky: set[str] = set()
+    if with_racks:
+        racky = {r["group_id"] for r in members.filter(F.col("group_id").isin(with_racks)
+                                                       & F.col("rack").isNotNull() & (F.col("rack") != ""))
+                 .select("group_id").distinct().collect()}
+    chosen = [r["group_id"] for r in big if r["group_id"] not in racky]
+    if not chosen:
+        return []
+    by_group: dict[str, list[tuple[str, int]]] = {}
+    for r in gt.filter(F.col("group_id").isin(chosen)).select("group_id", "topic", "partitions").collect():
+        by_group.setdefault(r["group_id"], []).append((r["topic"], r["partitions"]))
+    out = []
+    for gid, rows in by_group.items():
+        rows.sort()
+        start, marks = 0, []
+        for topic, n in rows:  # chunks of whole topics, each starting below a multiple of split_partitions
+            marks.append((topic, start // split_partitions))
+            start += n
+        chunks = marks[-1][1] + 1
+        out += [(gid, topic, chunk, chunks) for topic, chunk in marks]
+    return out
+
+
 def _work(members: DataFrame, topics: DataFrame, assignor: str, split_partitions: int | None,
           partitions: int | None) -> DataFrame:
     """The rows the tasks read: each group's topic rows, then its member rows, per (group, chunk), sorted.
@@ -631,60 +695,62 @@ def _work(members: DataFrame, topics: DataFrame, assignor: str, split_partitions
     Arrow writer is slow on null arrays (a null array column on a million member rows costs seconds)."""
     sticky = assignor in ("sticky", "cooperative-sticky", "uniform")
     racks = assignor == "range"
-    group_topics = (members.select("group_id", "topics").distinct()  # members of a group mostly share one
-                    .select("group_id", F.explode("topics").alias("topic")).distinct()
-                    .join(topics, "topic"))
-    if assignor == "range" and split_partitions is not None:
-        # chunks of whole topics (in name order) of about split_partitions partitions; only groups above that
-        # size and without racks on both sides are split, and only those few are joined back (broadcast)
-        totals = (group_topics.groupBy("group_id")
-                  .agg(F.sum("partitions").alias("_total"), F.max(F.size("racks") > 0).alias("_track"))
-                  .filter(F.col("_total") > split_partitions))
-        racky = (members.join(F.broadcast(totals.select("group_id")), "group_id", "left_semi")
-                 .filter(F.col("rack").isNotNull() & (F.col("rack") != "")).select("group_id").distinct()
-                 .withColumn("_mrack", F.lit(True)))
-        big = (totals.join(racky, "group_id", "left").filter(~(F.coalesce("_mrack", F.lit(False)) & F.col("_track")))
-               .select("group_id"))
-        w = Window.partitionBy("group_id").orderBy("topic").rowsBetween(Window.unboundedPreceding, Window.currentRow)
-        chunked = (group_topics.join(F.broadcast(big), "group_id", "left_semi")
-                   .withColumn("_tchunk", F.floor((F.sum("partitions").over(w) - F.col("partitions"))
-                                                  / split_partitions).cast("int"))
-                   .withColumn("_nchunks", (F.max("_tchunk").over(Window.partitionBy("group_id")) + 1).cast("int"))
-                   .select("group_id", "topic", "_tchunk", "_nchunks"))
-        split = chunked.select("group_id", "_nchunks").distinct()
-        topic_rows = (group_topics.join(F.broadcast(chunked), ["group_id", "topic"], "left")
-                      .withColumn("_nchunks", F.coalesce("_nchunks", F.lit(1)))
-                      .withColumn("_chunk", F.explode(F.sequence(F.lit(0), F.col("_nchunks") - 1)))
-                      .withColumn("_mine", (F.col("_nchunks") == 1) | (F.col("_chunk") == F.col("_tchunk"))))
-        member_rows = (members.join(F.broadcast(split), "group_id", "left")
-                       .withColumn("_nchunks", F.coalesce("_nchunks", F.lit(1)))
-                       .withColumn("_chunk", F.explode(F.sequence(F.lit(0), F.col("_nchunks") - 1))))
-    else:
-        topic_rows = group_topics.select("*", F.lit(0).alias("_chunk"), F.lit(1).alias("_nchunks"),
-                                         F.lit(True).alias("_mine"))
-        member_rows = members.select("*", F.lit(0).alias("_chunk"), F.lit(1).alias("_nchunks"))
     empty = {"topics": F.array().cast(MEMBER_COLUMNS["topics"][0]), "owned": F.array().cast(OWNED_TYPE),
              "racks": F.array().cast(RACKS_TYPE)}
-    cols: list[tuple[str, Column | None, Column | None]] = [  # (name, on topic rows, on member rows)
-        ("group_id", None, None),
-        ("_chunk", F.col("_chunk").cast("int"), F.col("_chunk").cast("int")),
-        ("_nchunks", F.col("_nchunks").cast("int"), F.col("_nchunks").cast("int")),
-        ("_kind", F.lit(KIND_TOPIC).cast("tinyint"), F.lit(KIND_MEMBER).cast("tinyint")),
-        ("member_id", F.lit(None).cast("string"), None),
-        ("instance_id", F.lit(None).cast("string"), None),
-        ("topics", empty["topics"], F.coalesce("topics", empty["topics"])),
+    # a group's distinct subscriptions travel once, as rows of their own; a member row carries the hash of its
+    # subscription (the task checks that no two subscriptions of a group share one)
+    canonical = F.array_sort(F.array_distinct(F.coalesce("topics", empty["topics"])))
+    members = members.withColumn("topics", canonical).withColumn("_sub", F.xxhash64("topics"))
+    subs = members.select("group_id", "_sub", "topics").distinct()
+    group_topics = (subs.select("group_id", F.explode("topics").alias("topic")).distinct()
+                    .join(topics, "topic"))
+    chunks = _split_chunks(members, topics, split_partitions) if assignor == "range" and split_partitions else []
+    rows = {KIND_TOPIC: group_topics, KIND_SUBSCRIPTION: subs, KIND_MEMBER: members}
+    if chunks:
+        chunked = F.broadcast(members.sparkSession.createDataFrame(
+            chunks, "group_id string, topic string, _tchunk int, _nchunks int"))
+        split = F.broadcast(chunked.select("group_id", "_nchunks").distinct())
+        for kind, df in rows.items():
+            df = (df.join(chunked, ["group_id", "topic"], "left") if kind == KIND_TOPIC
+                  else df.join(split, "group_id", "left"))
+            df = (df.withColumn("_nchunks", F.coalesce("_nchunks", F.lit(1)))
+                  .withColumn("_chunk", F.explode(F.sequence(F.lit(0), F.col("_nchunks") - 1))))
+            if kind == KIND_TOPIC:
+                df = df.withColumn("_mine", (F.col("_nchunks") == 1) | (F.col("_chunk") == F.col("_tchunk")))
+            rows[kind] = df
+    else:
+        rows = {kind: df.select("*", F.lit(0).alias("_chunk"), F.lit(1).alias("_nchunks"))
+                for kind, df in rows.items()}
+        rows[KIND_TOPIC] = rows[KIND_TOPIC].withColumn("_mine", F.lit(True))
+    null = {"string": F.lit(None).cast("string"), "int": F.lit(None).cast("int"), "long": F.lit(None).cast("long")}
+    cols: list[tuple[str, Column | None, Column | None, Column | None]] = [  # topic, subscription, member rows
+        ("group_id", None, None, None),
+        ("_chunk", None, None, None),
+        ("_nchunks", None, None, None),
+        ("_kind", F.lit(KIND_TOPIC), F.lit(KIND_SUBSCRIPTION), F.lit(KIND_MEMBER)),
+        ("member_id", null["string"], null["string"], None),
+        ("instance_id", null["string"], null["string"], None),
+        ("_sub", null["long"], None, None),
+        ("topics", empty["topics"], None, empty["topics"]),
     ]
     if racks:
-        cols.append(("rack", F.lit(None).cast("string"), None))
+        cols.append(("rack", null["string"], null["string"], None))
     if sticky:
-        cols += [("owned", empty["owned"], F.coalesce("owned", empty["owned"])),
-                 ("generation", F.lit(None).cast("int"), None)]
-    cols += [("topic", None, F.lit(None).cast("string")), ("partitions", None, F.lit(None).cast("int"))]
+        cols += [("owned", empty["owned"], empty["owned"], F.coalesce("owned", empty["owned"])),
+                 ("generation", null["int"], null["int"], None)]
+    cols += [("topic", None, null["string"], null["string"]), ("partitions", None, null["int"], null["int"])]
     if racks:
-        cols.append(("racks", F.coalesce("racks", empty["racks"]), empty["racks"]))
-    cols.append(("_mine", None, F.lit(None).cast("boolean")))
-    work = (topic_rows.select(*[(c if c is not None else F.col(n)).alias(n) for n, c, _ in cols])
-            .unionByName(member_rows.select(*[(c if c is not None else F.col(n)).alias(n) for n, _, c in cols])))
+        cols.append(("racks", F.coalesce("racks", empty["racks"]), empty["racks"], empty["racks"]))
+    cols.append(("_mine", None, F.lit(None).cast("boolean"), F.lit(None).cast("boolean")))
+    types = {"_chunk": "int", "_nchunks": "int", "_kind": "tinyint"}
+
+    def pick(name: str, expr: Column | None) -> Column:
+        expr = F.col(name) if expr is None else expr
+        return (expr.cast(types[name]) if name in types else expr).alias(name)
+
+    kinds = (KIND_TOPIC, KIND_SUBSCRIPTION, KIND_MEMBER)
+    parts = [rows[kind].select(*[pick(c[0], c[i + 1]) for c in cols]) for i, kind in enumerate(kinds)]
+    work = parts[0].unionByName(parts[1]).unionByName(parts[2])
     keys = [F.col("group_id"), F.col("_chunk")]
     work = work.repartition(partitions, *keys) if partitions else work.repartition(*keys)
     return work.sortWithinPartitions("group_id", "_chunk", "_kind")
