@@ -342,23 +342,24 @@ def _run(spark: Any, args: argparse.Namespace, scenario: tuple[str, Any] | None,
             return spark.read.parquet(str(out / name))
 
         progress.set("checking the input")
-        members, topics = S.validate(members, topics, args.assignor)
-        kw["check"] = False  # validated once; scenarios derive valid input from valid input
-        if args.baseline:
-            before = spark.read.parquet(args.baseline)
-        elif scenario is not None:
-            before = S.plan(members, topics, args.assignor, **kw)
-        else:
-            before = S.current_plan(members)
-        progress.set("planning before" if scenario is not None and not args.baseline else "reading before")
-        before = write(before, "before")
         if scenario is not None:
+            if args.baseline:
+                S.validate(members, topics, args.assignor)
+                before = spark.read.parquet(args.baseline)
+            else:
+                before = S.plan(members, topics, args.assignor, **kw)  # validates members and topics
+            progress.set("planning before" if not args.baseline else "reading before")
+            before = write(before, "before")
             start = S.with_owned(members, before) if sticky else members
             new_members, new_topics = apply_scenario(S, scenario, start, topics)
-            after = S.plan(new_members, new_topics, args.assignor, **kw)
+            # derived from checked input by kcoord's own helpers: not checked again
+            after = S.plan(new_members, new_topics, args.assignor, check=False, **kw)
             what = f"{args.assignor}, {args.scenario}"
         else:
             after = S.plan(members, topics, args.assignor, **kw)
+            before = spark.read.parquet(args.baseline) if args.baseline else S.current_plan(members)
+            progress.set("reading before")
+            before = write(before, "before")
             what = f"{args.assignor}, current assignment -> new plan"
         progress.set("planning after")
         after = write(after, "after")

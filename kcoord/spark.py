@@ -204,10 +204,19 @@ def validate(members_df: DataFrame, topics_df: DataFrame, assignor: str = "range
     topic row, racks that do not match the partition count, a subscription to an unknown topic, and (uniform)
     a partition in two members' current assignment. Runs as one Spark job on the driver.
     """
+    m, t = _inputs(members_df, topics_df, assignor)
+    _check(m, t, assignor, None)
+    return m, t
+
+
+def _inputs(members_df: DataFrame, topics_df: DataFrame, assignor: str) -> tuple[DataFrame, DataFrame]:
     if assignor not in ASSIGNORS:
         raise PlanError(f"unknown assignor {assignor!r}; expected one of {', '.join(ASSIGNORS)}")
-    m = _conform(members_df, MEMBER_COLUMNS, "members_df")
-    t = _conform(topics_df, TOPIC_COLUMNS, "topics_df")
+    return _conform(members_df, MEMBER_COLUMNS, "members_df"), _conform(topics_df, TOPIC_COLUMNS, "topics_df")
+
+
+def _check(m: DataFrame, t: DataFrame, assignor: str, subscriptions: DataFrame | None) -> None:
+    """validate's checks; `subscriptions` (group_id, topics), when given, are the groups' distinct ones."""
     gid, mid, iid = F.col("group_id"), F.col("member_id"), F.col("instance_id")
     ok = m.filter(gid.isNotNull() & mid.isNotNull())
     # member ids and instance ids, one shuffle: (group, 0, member id) and (group, 1, instance id) keys
@@ -218,8 +227,9 @@ def validate(members_df: DataFrame, topics_df: DataFrame, assignor: str = "range
            .groupBy("group_id", "key").agg(F.count("*").alias("n"), F.min("member_id").alias("a"),
                                            F.max("member_id").alias("b")))
     # distinct subscriptions per group first: members of a group mostly share one
-    subs = (ok.select("group_id", "topics").distinct()
-            .select("group_id", F.explode("topics").alias("topic")).distinct())
+    if subscriptions is None:
+        subscriptions = ok.select("group_id", "topics").distinct()
+    subs = subscriptions.select("group_id", F.explode("topics").alias("topic")).distinct()
     checks = [
         _problem(m.filter(gid.isNull()), 0, member_id=mid, instance_id=iid),
         _problem(m.filter(gid.isNotNull() & mid.isNull()), 1, group_id=gid, instance_id=iid),
@@ -265,7 +275,6 @@ def validate(members_df: DataFrame, topics_df: DataFrame, assignor: str = "range
         if len(found) > 1:
             msg += f" (and {len(found) - 1}{'+' if len(found) == 20 else ''} more problems)"
         raise PlanError(msg)
-    return m, t
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -626,21 +635,15 @@ def plan(members_df: DataFrame, topics_df: DataFrame, assignor: str = "range", *
 
     `assignor`: "range" (client RangeAssignor with KIP-881 racks; also KIP-848's server-side range), "roundrobin",
     "sticky", "cooperative-sticky" or "uniform". Validation (`validate`) runs now, on the driver, and so does the
-    search for groups to split (range); the plan itself is lazy, a DataFrame to write or collect.
+    search for groups to split (range); the plan itself is lazy, a DataFrame to write or collect. The groups'
+    distinct subscriptions, which all three read, are cached in the session (one row per group and distinct
+    subscription).
     `split_partitions` (range only): groups with more partitions are split into chunks of whole topics of about
-    this many partitions, planned by separate tasks; None never splits. `partitions`: how many Spark partitions the groups are shuffled into (default: Spark's
-    ``spark.sql.shuffle.partitions``, coalesced by adaptive execution).
+    this many partitions, planned by separate tasks; None never splits. `partitions`: how many Spark partitions
+    the groups are shuffled into (default: Spark's ``spark.sql.shuffle.partitions``, coalesced by adaptive
+    execution). ``check=False`` skips validation (for input derived from validated input).
     """
-    if check:
-        members, topics = validate(members_df, topics_df, assignor)
-    else:
-        if assignor not in ASSIGNORS:
-            raise PlanError(f"unknown assignor {assignor!r}; expected one of {', '.join(ASSIGNORS)}")
-        members = _conform(members_df, MEMBER_COLUMNS, "members_df")
-        topics = _conform(topics_df, TOPIC_COLUMNS, "topics_df")
-    if split_partitions is not None and split_partitions < 1:
-        raise PlanError(f"split_partitions must be a positive number of partitions, not {split_partitions}")
-    work = _work(members, topics, assignor, split_partitions, partitions)
+    work = _work(*_prepare(members_df, topics_df, assignor, split_partitions, check), partitions)
 
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         return _plan_batches(batches, assignor)
@@ -648,17 +651,39 @@ def plan(members_df: DataFrame, topics_df: DataFrame, assignor: str = "range", *
     return work.mapInArrow(run, PLAN_SCHEMA)
 
 
-def _group_topics(members: DataFrame, topics: DataFrame) -> DataFrame:
+def _prepare(members_df: DataFrame, topics_df: DataFrame, assignor: str, split_partitions: int | None,
+             check: bool = True) -> tuple[DataFrame, DataFrame, str, DataFrame, list[tuple[str, str, int, int]]]:
+    """The driver's part of `plan`: conformed members and topics, the assignor, the groups' distinct
+    subscriptions (cached: the checks, the split search and the plan all read them) and the range splits."""
+    members, topics = _inputs(members_df, topics_df, assignor)
+    if split_partitions is not None and split_partitions < 1:
+        raise PlanError(f"split_partitions must be a positive number of partitions, not {split_partitions}")
+    members, subs = _subscriptions(members)
+    subs = subs.cache()
+    if check:
+        _check(members, topics, assignor, subs)
+    split = assignor == "range" and split_partitions is not None
+    return members, topics, assignor, subs, _split_chunks(members, topics, subs, split_partitions) if split else []
+
+
+def _subscriptions(members: DataFrame) -> tuple[DataFrame, DataFrame]:
+    """Members with their subscription canonical (sorted, distinct) and hashed into ``_sub``, and each group's
+    distinct subscriptions (group_id, _sub, topics): members of a group mostly share one."""
+    canonical = F.array_sort(F.array_distinct(F.coalesce("topics", F.array().cast(MEMBER_COLUMNS["topics"][0]))))
+    members = members.withColumn("topics", canonical).withColumn("_sub", F.xxhash64("topics"))
+    return members, members.select("group_id", "_sub", "topics").distinct()
+
+
+def _group_topics(subs: DataFrame, topics: DataFrame) -> DataFrame:
     """(group_id, topic, partitions, racks) for every topic some member of the group subscribes to."""
-    return (members.select("group_id", "topics").distinct()  # members of a group mostly share one subscription
-            .select("group_id", F.explode("topics").alias("topic")).distinct()
-            .join(topics, "topic"))
+    return subs.select("group_id", F.explode("topics").alias("topic")).distinct().join(topics, "topic")
 
 
-def _split_chunks(members: DataFrame, topics: DataFrame, split_partitions: int) -> list[tuple[str, str, int, int]]:
+def _split_chunks(members: DataFrame, topics: DataFrame, subs: DataFrame,
+                  split_partitions: int) -> list[tuple[str, str, int, int]]:
     """(group_id, topic, chunk, chunks) for the groups range plans in chunks: more than split_partitions
     partitions, and not racks on both sides. Runs on the driver: one job, two more when a group is that big."""
-    gt = _group_topics(members, topics)
+    gt = _group_topics(subs, topics)
     big = (gt.groupBy("group_id").agg(F.sum("partitions").alias("total"), F.max(F.size("racks") > 0).alias("track"))
            .filter(F.col("total") > split_partitions).collect())
     if not big:
@@ -687,9 +712,11 @@ def _split_chunks(members: DataFrame, topics: DataFrame, split_partitions: int) 
     return out
 
 
-def _work(members: DataFrame, topics: DataFrame, assignor: str, split_partitions: int | None,
-          partitions: int | None) -> DataFrame:
-    """The rows the tasks read: each group's topic rows, then its member rows, per (group, chunk), sorted.
+def _work(members: DataFrame, topics: DataFrame, assignor: str, subs: DataFrame,
+          chunks: list[tuple[str, str, int, int]], partitions: int | None) -> DataFrame:
+    """The rows the tasks read, per (group, chunk) and in this order: the group's topics, its distinct
+    subscriptions, its members (with the hash of their subscription; the task checks that no two subscriptions of
+    a group share one).
 
     Only the columns the assignor reads are kept, and array columns hold empty arrays rather than nulls: Spark's
     Arrow writer is slow on null arrays (a null array column on a million member rows costs seconds)."""
@@ -697,14 +724,7 @@ def _work(members: DataFrame, topics: DataFrame, assignor: str, split_partitions
     racks = assignor == "range"
     empty = {"topics": F.array().cast(MEMBER_COLUMNS["topics"][0]), "owned": F.array().cast(OWNED_TYPE),
              "racks": F.array().cast(RACKS_TYPE)}
-    # a group's distinct subscriptions travel once, as rows of their own; a member row carries the hash of its
-    # subscription (the task checks that no two subscriptions of a group share one)
-    canonical = F.array_sort(F.array_distinct(F.coalesce("topics", empty["topics"])))
-    members = members.withColumn("topics", canonical).withColumn("_sub", F.xxhash64("topics"))
-    subs = members.select("group_id", "_sub", "topics").distinct()
-    group_topics = (subs.select("group_id", F.explode("topics").alias("topic")).distinct()
-                    .join(topics, "topic"))
-    chunks = _split_chunks(members, topics, split_partitions) if assignor == "range" and split_partitions else []
+    group_topics = _group_topics(subs, topics)
     rows = {KIND_TOPIC: group_topics, KIND_SUBSCRIPTION: subs, KIND_MEMBER: members}
     if chunks:
         chunked = F.broadcast(members.sparkSession.createDataFrame(

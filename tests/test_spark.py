@@ -20,7 +20,6 @@ import pytest
 
 try:  # the spark extra; `make test` installs it
     from pyspark.sql import DataFrame, SparkSession
-    from pyspark.sql import functions as F
 
     from kcoord import assignors as A
     from kcoord import plan_cli
@@ -176,9 +175,8 @@ def test_range_estate_uses_racks_and_splits(spark):
         changed += A.range_assign(members, topics, partition_racks=racks) != A.range_assign(members, topics)
     assert changed >= 50
     members, topics = estate.frames(spark)
-    work = S._work(*S.validate(members, topics, "range"), "range", 8, None)
-    chunks = work.groupBy("group_id").agg(F.max("_nchunks").alias("n")).toPandas()
-    assert (chunks.n > 1).sum() >= 30 and (chunks.n == 1).sum() >= 30
+    split = {c[0] for c in S._prepare(members, topics, "range", 8)[4]}
+    assert 30 <= len(split) <= 300 - 30
 
 
 def test_range_split_by_topic_equals_the_unsplit_plan(spark):
@@ -191,9 +189,10 @@ def test_range_split_by_topic_equals_the_unsplit_plan(spark):
         rows.append(("big", f"member-{rng.randint(0, 10**6)}-{i}", iid, subs, None, None, None))
     members = spark.createDataFrame(rows, MEMBERS_DDL)
     topics_df = spark.createDataFrame([(t, n, None) for t, n in topics.items()], TOPICS_DDL)
-    work = S._work(*S.validate(members, topics_df, "range"), "range", 100, None)
-    chunks, most = work.agg(F.countDistinct("_chunk"), F.max("_nchunks")).first()
-    assert chunks == most > 5  # planned by separate tasks, one per chunk of topics
+    prepared = S._prepare(members, topics_df, "range", 100)
+    n_chunks = max(c[3] for c in prepared[4])
+    work = S._work(*prepared, None)
+    assert work.select("_chunk").distinct().count() == n_chunks > 5  # a task per chunk of topics
     split = by_group(S.plan(members, topics_df, "range", split_partitions=100, check=False))
     whole = by_group(S.plan(members, topics_df, "range", split_partitions=None, check=False))
     expected = A.range_assign([A.Member(r[1], r[2], tuple(r[3])) for r in rows], topics)
