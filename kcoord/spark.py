@@ -39,15 +39,17 @@ partition       int
 ==============  =======  ==================================================================================
 
 How a plan runs. Each group is planned by the compiled assignor (`kcoord.assignors.assign_arrays`) inside a Spark
-task: member rows and the group's topics are shuffled together by group, sorted, and handed to the task as Arrow
-record batches (``mapInArrow``); the task interns names to integers with Arrow and numpy over the whole batch,
-calls the kernel once per group, and writes the plan back as Arrow. Nothing runs per row in Python. A group's
-result is the in-process result for the same members and the topics they subscribe to: `plan(...)` equals
-``range_assign`` (``roundrobin_assign``, ``sticky_assign``, ...) group by group. Range assigns every topic on its
-own, so a group with more than ``split_partitions`` partitions is split into chunks of topics planned by
-separate tasks (every chunk sees all the group's members); a group with racks on both sides is not split, since
-KIP-881's rack pass couples topics. Cooperative-sticky withholds partitions whose owner must revoke them first
-(KIP-429): they are missing from the plan, as they are from the in-process result.
+task. A group's topic rows, its distinct subscriptions (once each) and its member rows (with a hash naming their
+subscription) are shuffled together by group, sorted, and handed to the task as Arrow record batches
+(``mapInArrow``); the task interns names to integers with Arrow and numpy over the whole batch, sorts members
+into Kafka's order with Arrow, calls the kernel once per group, and writes the plan back as Arrow. Nothing runs
+per row in Python. A group's result is the in-process result for the same members and the topics they subscribe
+to: `plan(...)` equals ``range_assign`` (``roundrobin_assign``, ``sticky_assign``, ...) group by group. Range
+assigns every topic on its own, so a group with more than ``split_partitions`` partitions is split into chunks
+of whole topics planned by separate tasks (every chunk sees all the group's members); the driver picks those
+groups before the plan runs. A group with racks on both sides is not split: KIP-881's rack pass couples topics.
+Cooperative-sticky withholds partitions whose owner must revoke them first (KIP-429): they are missing from the
+plan, as they are from the in-process result.
 
 Input is validated on the driver, with Spark SQL, before any task runs; bad input raises `PlanError` naming the
 group and the row (a member subscribed to an unknown topic, a negative partition count, a duplicate member or
