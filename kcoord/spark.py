@@ -204,7 +204,8 @@ def validate(members_df: DataFrame, topics_df: DataFrame, assignor: str = "range
     Raises `PlanError` for the first problem found (in the order of the checks below), naming the group and row:
     a null group or member id, a duplicate member id or instance id in a group, a null, duplicate or negative
     topic row, racks that do not match the partition count, a subscription to an unknown topic, and (uniform)
-    a partition in two members' current assignment. Runs as one Spark job on the driver.
+    a partition in two members' current assignment. Runs as one Spark job on the driver (and a second, small one
+    to name a member subscribed to a bad topic).
     """
     m, t = _inputs(members_df, topics_df, assignor)
     _check(m, t, assignor, None)
@@ -275,7 +276,8 @@ def _check(m: DataFrame, t: DataFrame, assignor: str, subscriptions: DataFrame |
                 first["group_id"], first["member_id"] = hit[0]["group_id"], hit[0]["member_id"]
         msg = _word(first["rank"], first)
         if len(found) > 1:
-            msg += f" (and {len(found) - 1}{'+' if len(found) == 20 else ''} more problems)"
+            more = len(found) - 1
+            msg += f" (and {more}{'+' if len(found) == 20 else ''} more problem{'s' if more > 1 else ''})"
         raise PlanError(msg)
 
 
