@@ -18,7 +18,7 @@ $(VENV)/.installed-run: $(BIN)/python pyproject.toml setup.py $(wildcard src/_co
 	touch $@
 
 $(VENV)/.installed-test: $(BIN)/python pyproject.toml setup.py $(wildcard src/_core/*/*.pyx src/_core/*/*.pxd src/_core/*/*.pxi src/_core/*/*.h)
-	$(BIN)/pip install --quiet -e '.[test]'
+	$(BIN)/pip install --quiet -e '.[test,spark]'
 	touch $@ $(VENV)/.installed-run
 
 run: $(VENV)/.installed-run

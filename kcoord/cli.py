@@ -314,6 +314,8 @@ def main(argv: list[str] | None = None) -> int:
     sc.add_argument("dir", help="the --data-dir of a kcoord server")
     sc.add_argument("--json", action="store_true")
     sc.set_defaults(func=_store_check)
+    from .plan_cli import add_plan_parser  # `kcoord plan`; PySpark is imported only when it runs
+    add_plan_parser(sub)
     args = ap.parse_args(argv)
     try:
         return args.func(args)
