@@ -8,10 +8,8 @@ member still holds its partitions, and the committed offsets read back intact.
 
 from __future__ import annotations
 
-import gc
 import signal
 import time
-import warnings
 from pathlib import Path
 
 import pytest
@@ -80,10 +78,5 @@ def test_static_group_survives_a_coordinator_restart(tmp_path, kind, how) -> Non
             assert got == {p: offsets[p] for p in m.assigned}, f"{m.client_id}: committed offsets {got}"
     finally:
         group.close(*group.members)
-        # kafka-python leaves the sockets of its refused reconnects (while the server was down) to the garbage
-        # collector; collect them here, where they belong, rather than as a warning in some later test.
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", ResourceWarning)
-            gc.collect()
         server.proc.terminate()
         assert server.proc.wait(15) == 0, server.log_tail()
