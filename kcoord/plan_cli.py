@@ -25,7 +25,6 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import json
-import os
 import sys
 import threading
 import time
@@ -268,22 +267,18 @@ def summary_text(estate: dict[str, Any], groups: list[dict[str, Any]], n_groups:
 
 
 def _session(master: str, conf: list[str]) -> tuple[Any, bool]:
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     from pyspark.sql import SparkSession
+
+    from .spark import local_session
 
     existing = SparkSession.getActiveSession()
     if existing is not None:
         return existing, False
-    builder = (SparkSession.builder.master(master).appName("kcoord plan")
-               .config("spark.ui.showConsoleProgress", "false")  # the progress is ours
-               .config("spark.ui.enabled", "false"))
+    settings = {}
     for item in conf:
         key, _, value = item.partition("=")
-        builder = builder.config(key.strip(), value.strip())
-    spark = builder.getOrCreate()
-    spark.sparkContext.setLogLevel("ERROR")
-    return spark, True
+        settings[key.strip()] = value.strip()
+    return local_session(master, "kcoord plan", settings), True
 
 
 def run_plan(args: argparse.Namespace) -> int:

@@ -59,13 +59,15 @@ instance id, a null group id, ...).
 from __future__ import annotations
 
 import math
+import os
+import sys
 from collections.abc import Iterator, Mapping
 from typing import Any
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-from pyspark.sql import Column, DataFrame, Window
+from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
@@ -79,6 +81,7 @@ __all__ = [
     "current_plan",
     "diff",
     "grow_partitions",
+    "local_session",
     "plan",
     "rack_loss",
     "rolling_bounce",
@@ -111,6 +114,20 @@ TOPIC_COLUMNS: dict[str, tuple[T.DataType, bool]] = {
     "racks": (RACKS_TYPE, False),
 }
 KIND_TOPIC, KIND_SUBSCRIPTION, KIND_MEMBER = 0, 1, 2  # the order of a group's rows in a task
+
+
+def local_session(master: str = "local[*]", app: str = "kcoord", conf: Mapping[str, str] | None = None) -> SparkSession:
+    """A Spark session for planning: Python workers run this interpreter (unless PYSPARK_PYTHON says otherwise),
+    Spark's UI and console progress bar are off, and its log says only errors."""
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    builder = (SparkSession.builder.master(master).appName(app)
+               .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false"))
+    for key, value in (conf or {}).items():
+        builder = builder.config(key, value)
+    session = builder.getOrCreate()
+    session.sparkContext.setLogLevel("ERROR")
+    return session
 
 
 class PlanError(ValueError):
