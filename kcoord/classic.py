@@ -93,6 +93,7 @@ class ClassicGroup:
         self.members = MemberTable()
         self.pending_sync: set[str] = set()
         self.new_member_added = False
+        self.last_member_added_ms = 0
         self._heap, self._now = timers.heap, timers.clock.now_ms
         self.join_timer = timers.new()
         self.sync_timer = timers.new()
@@ -269,6 +270,7 @@ class ClassicGroup:
         state = self.state
         if state is PREPARING and self.previous_state is EMPTY:
             self.new_member_added = True
+            self.last_member_added_ms = self._now()
         self.add_member(m, reply)
         # New members cannot heartbeat until they have joined; their parked join expires after 5 minutes.
         self._heap.schedule(m.timer, self._now() + CLASSIC_GROUP_NEW_MEMBER_JOIN_TIMEOUT_MS)
@@ -392,7 +394,11 @@ class ClassicGroup:
         if initial:
             delay = self.config.group_initial_rebalance_delay_ms
             remaining = max(self.rebalance_timeout_ms() - delay, 0)
-            self.timers.arm(self.join_timer, delay, lambda _: self.on_initial_delay(delay, remaining))
+            if self.config.group_initial_rebalance_extension == "kafka":
+                self.timers.arm(self.join_timer, delay, lambda _: self.on_initial_delay(delay, remaining))
+            else:
+                cap = self._now() + delay + remaining
+                self.timers.arm(self.join_timer, delay, lambda _: self.on_initial_quiet(delay, cap))
         elif self.all_joined():
             self.complete_join()
         else:
@@ -406,6 +412,16 @@ class ClassicGroup:
             self.timers.arm(self.join_timer, new_delay, lambda _: self.on_initial_delay(new_delay, new_remaining))
         else:
             self.complete_join()
+
+    def on_initial_quiet(self, delay: int, cap: int) -> None:
+        """`last-join`: the initial rebalance completes `delay` after the last new member joined, by `cap` at most."""
+        if self.new_member_added:
+            self.new_member_added = False
+            wait = min(self.last_member_added_ms + delay, cap) - self._now()
+            if wait > 0:
+                self.timers.arm(self.join_timer, wait, lambda _: self.on_initial_quiet(delay, cap))
+                return
+        self.complete_join()
 
     def on_join_timeout(self, _key: int = -1) -> None:
         self.complete_join()

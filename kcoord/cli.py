@@ -68,7 +68,7 @@ def server_config(args) -> ServerConfig:
             raise ValueError(f"--set takes name=value, not {item!r}")
         settings[key.strip()] = value.strip()
     server_kw: dict[str, object] = {}
-    group_kw: dict[str, int] = {}
+    group_kw: dict[str, str | int] = {}
     for key, value in settings.items():
         if key in SERVER_SETTINGS:
             attr = SERVER_SETTINGS[key]
@@ -81,7 +81,7 @@ def server_config(args) -> ServerConfig:
             else:
                 server_kw[attr] = int(value)
         elif key in GROUP_SETTINGS:
-            group_kw[GROUP_SETTINGS[key]] = int(value)
+            group_kw[GROUP_SETTINGS[key]] = GroupConfig.setting_value(GROUP_SETTINGS[key], value)
         else:
             known = ", ".join(sorted([*SERVER_SETTINGS, *GROUP_SETTINGS]))
             raise ValueError(f"unknown setting {key!r}; known: {known}")

@@ -7,16 +7,36 @@ from dataclasses import dataclass, fields
 # Kafka's ClassicGroupMember / GroupCoordinatorConfig constants.
 CLASSIC_GROUP_NEW_MEMBER_JOIN_TIMEOUT_MS = 5 * 60 * 1000
 
+# How the initial rebalance delay (KIP-134) is extended while new members keep arriving:
+#   last-join: complete once group.initial.rebalance.delay.ms has passed since the last new member joined
+#              (and at least that long since the first), capped by the group's rebalance timeout.
+#   kafka:     Kafka's rule: at each expiry that saw a new member, wait another whole delay, capped the same way.
+# Both wait out the delay and extend while members arrive; `kafka` also waits a second window when every member
+# arrived together at the start, which is how a group that starts at once takes 2 x the delay on Kafka.
+INITIAL_REBALANCE_EXTENSIONS = ("last-join", "kafka")
+
 
 @dataclass(frozen=True)
 class GroupConfig:
     group_min_session_timeout_ms: int = 6_000
     group_max_session_timeout_ms: int = 1_800_000
     group_initial_rebalance_delay_ms: int = 3_000
+    # kcoord's own setting (see INITIAL_REBALANCE_EXTENSIONS); `kafka` reproduces Kafka's timing exactly.
+    group_initial_rebalance_extension: str = "last-join"
     group_max_size: int = 2**31 - 1
     # KIP-800 reasons are kept in a bounded per-group history (Kafka only logs them); this bounds it.
     group_rebalance_history_size: int = 64
     offset_metadata_max_bytes: int = 4096
+
+    def __post_init__(self) -> None:
+        if self.group_initial_rebalance_extension not in INITIAL_REBALANCE_EXTENSIONS:
+            raise ValueError(f"group.initial.rebalance.extension must be one of "
+                             f"{', '.join(INITIAL_REBALANCE_EXTENSIONS)}, not {self.group_initial_rebalance_extension!r}")
+
+    @staticmethod
+    def setting_value(attr: str, value: str | int) -> str | int:
+        """A setting's value as its field holds it: the int settings parse as ints, the rest stay strings."""
+        return value if attr == "group_initial_rebalance_extension" else int(value)
 
     @classmethod
     def from_kafka(cls, settings: dict[str, str | int]) -> "GroupConfig":
@@ -26,5 +46,5 @@ class GroupConfig:
         for key, value in settings.items():
             if key not in known:
                 raise ValueError(f"unknown setting {key!r}; known: {', '.join(sorted(known))}")
-            kwargs[known[key]] = int(value)
+            kwargs[known[key]] = cls.setting_value(known[key], value)
         return cls(**kwargs)

@@ -7,7 +7,7 @@ import pytest
 from kcoord import errors as E
 from kcoord import wire
 from kcoord.classic import ADMIN_REMOVAL_REASON, State
-from kcoord.config import CLASSIC_GROUP_NEW_MEMBER_JOIN_TIMEOUT_MS
+from kcoord.config import CLASSIC_GROUP_NEW_MEMBER_JOIN_TIMEOUT_MS, GroupConfig
 from kcoord.store import group_key
 
 from .classic_harness import DELAY, REBALANCE, SESSION, Harness
@@ -341,15 +341,78 @@ def test_kip345_rolling_bounce_keeps_generation_and_assignments(h):
 
 # ---- §1.7 join phase and timers ---------------------------------------------------------------------
 
-def test_initial_rebalance_delay_extends_while_members_arrive_capped_by_rebalance_timeout(h):
+EXTENSIONS = ("last-join", "kafka")
+
+
+@pytest.mark.parametrize("extension", EXTENSIONS)
+def test_initial_rebalance_delay_extends_while_members_arrive_capped_by_rebalance_timeout(extension):
+    h = Harness(group_initial_rebalance_extension=extension)
     first = h.join(iid="m0", rebalance=10_000)
-    for i in range(1, 20):
-        h.advance(DELAY - 1 if i == 1 else DELAY)
-        h.join(iid=f"m{i}", rebalance=10_000)
+    for i in range(1, 20):  # a new member every 2 s, for as long as the group waits
+        h.advance(2_000)
         if first.done:
             break
-    # the delay started at 3 s with 7 s more allowed: it completes by 10 s, not later
+        h.join(iid=f"m{i}", rebalance=10_000)
+    # the delay started at 3 s with 7 s more allowed: only the 10 s cap (the rebalance timeout) ends it
     assert first.done and first.response.generation_id == 1
+    assert h.clock.ms - START == 10_000
+    assert len(first.response.members) == 5  # m0 at 0 s, then 2, 4, 6 and 8 s
+
+
+START = Harness().clock.ms
+
+
+def advance_until_done(h: Harness, r, step: int = 1) -> int:
+    """Milliseconds until `r` completes, advancing in `step`s."""
+    waited = 0
+    while not r.done:
+        h.advance(step)
+        waited += step
+        assert waited < 60_000
+    return waited
+
+
+@pytest.mark.parametrize("extension, formed_after", [("last-join", DELAY), ("kafka", 2 * DELAY)])
+def test_initial_rebalance_of_members_that_arrive_together(extension, formed_after):
+    # Three members join in the same millisecond, as clients started together do. Kafka's rule sees new members
+    # in the first window and waits a second whole one; last-join completes one delay after the last join.
+    h = Harness(group_initial_rebalance_extension=extension)
+    rs = [h.join(iid=k) for k in "ABC"]
+    assert advance_until_done(h, rs[0]) == formed_after
+    assert all(r.done and r.response.generation_id == 1 for r in rs)
+
+
+@pytest.mark.parametrize("extension, formed_after", [("last-join", 2_500 + DELAY), ("kafka", 2 * DELAY)])
+def test_initial_rebalance_waits_the_delay_after_a_late_member(extension, formed_after):
+    h = Harness(group_initial_rebalance_extension=extension)
+    a = h.join(iid="A")
+    h.advance(2_500)
+    b = h.join(iid="B")
+    assert 2_500 + advance_until_done(h, a) == formed_after
+    assert b.done and {m.member_id for m in a.response.members} == {a.response.member_id, b.response.member_id}
+
+
+@pytest.mark.parametrize("extension", EXTENSIONS)
+def test_initial_rebalance_chain_of_arrivals(extension):
+    # A member each 2 s for 8 s. last-join: done 3 s after the last (at 11 s). kafka: windows end at 3, 6, 9
+    # (each saw a newcomer) and 12 s (the window 9-12 saw none).
+    h = Harness(group_initial_rebalance_extension=extension)
+    first = h.join(iid="m0", rebalance=60_000)
+    for i in range(1, 5):
+        h.advance(2_000)
+        assert not first.done
+        h.join(iid=f"m{i}", rebalance=60_000)
+    waited = 8_000 + advance_until_done(h, first)
+    assert waited == (11_000 if extension == "last-join" else 12_000)
+    assert len(first.response.members) == 5
+
+
+def test_initial_rebalance_extension_is_validated():
+    assert GroupConfig.from_kafka({"group.initial.rebalance.extension": "kafka"}).group_initial_rebalance_extension \
+        == "kafka"
+    assert GroupConfig().group_initial_rebalance_extension == "last-join"
+    with pytest.raises(ValueError, match="last-join, kafka"):
+        GroupConfig.from_kafka({"group.initial.rebalance.extension": "never"})
 
 
 def test_initial_rebalance_waits_the_delay_even_when_all_joined(h):

@@ -339,3 +339,21 @@ def test_fuzzed_frames_answered_or_closed_server_stays_up(fuzz_server, api_key, 
     assert proc.poll() is None
     with socket.create_connection(("127.0.0.1", port), timeout=5) as good:
         assert api_versions(good, 3).error_code == 0
+
+
+def test_settings_by_kafka_name_reach_the_coordinator(tmp_path) -> None:
+    from argparse import Namespace
+
+    from kcoord.cli import main, server_config
+
+    props = tmp_path / "server.properties"
+    props.write_text("# as in Kafka's server.properties\ngroup.initial.rebalance.delay.ms=250\ngroup.max.size=7\n")
+    args = Namespace(config=str(props), set=["group.initial.rebalance.extension=kafka", "store.fsync=off"],
+                     host="127.0.0.1", port=0, advertised_host=None, advertised_port=None, topic=None, data_dir=None)
+    cfg = server_config(args)
+    assert (cfg.group.group_initial_rebalance_delay_ms, cfg.group.group_max_size) == (250, 7)
+    assert cfg.group.group_initial_rebalance_extension == "kafka" and cfg.store_fsync == "off"
+    assert server_config(Namespace(**{**vars(args), "config": None, "set": []})).group \
+        .group_initial_rebalance_extension == "last-join"
+    for bad in ("group.initial.rebalance.extension=sometimes", "group.max.size=lots", "no.such.setting=1"):
+        assert main(["serve", "--port", "0", "--set", bad]) == 2
