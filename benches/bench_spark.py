@@ -212,13 +212,40 @@ def kcoord_loop(members_path: str, topics_path: str) -> int:
     return n_groups
 
 
+def spark_floor(members: DataFrame, topics: DataFrame, rows_per_member: int) -> DataFrame:
+    """What Spark costs around any planner: kcoord's task input (the same shuffle and sort, the same Arrow batches
+    into the Python worker) and as many plan rows out, but no assignor. Each member row is repeated
+    `rows_per_member` times with its own group, member and instance id (one topic name, partitions counting up):
+    the least a task must do to hand Spark the plan's rows."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    def rows_out(batches: Iterator[Any]) -> Iterator[Any]:
+        for batch in batches:
+            kind = batch.column(batch.schema.get_field_index("_kind")).to_numpy(zero_copy_only=False)
+            idx = np.repeat(np.flatnonzero(kind == S.KIND_MEMBER), rows_per_member)
+            if idx.size == 0:
+                continue
+            take = pa.array(idx)
+            cols = [pc.take(batch.column(batch.schema.get_field_index(c)), take)
+                    for c in ("group_id", "member_id", "instance_id")]
+            cols += [pc.take(pa.array(["topic-0000"]), pa.array(np.zeros(idx.size, dtype=np.int32))),
+                     pa.array(np.arange(idx.size, dtype=np.int32) % 1_000)]
+            out = pa.RecordBatch.from_arrays(cols, names=["group_id", "member_id", "instance_id", "topic", "partition"])
+            for off in range(0, out.num_rows, S.OUT_BATCH_ROWS):
+                yield out.slice(off, S.OUT_BATCH_ROWS)
+
+    work = S._work(*S._prepare(members, topics, "range", None, check=False), None)
+    return work.mapInArrow(rows_out, S.PLAN_SCHEMA)
+
+
 def estate_param(name: str) -> Any:
     return pytest.param(name, id=name.split(" ×")[0].replace(",", "").replace(" ", "-"),
                         marks=[pytest.mark.slow] if ESTATES[name][3] else [])
 
 
 IMPLS = ("kcoord on Spark", "kcoord validation on Spark", "kafka-python range in a pandas UDF",
-         "kcoord single-process loop")
+         "kcoord single-process loop", "Spark alone, no assignor")
 
 
 @pytest.mark.parametrize("impl", IMPLS)
@@ -236,6 +263,9 @@ def test_plan_estate(benchmark, spark, estates, warm, name, impl):
         catalogue = dict(spark.read.parquet(tpath).select("topic", "partitions").toLocalIterator())
         udf = kafka_python_range_udf(catalogue)
         record(benchmark, lambda: noop(m.groupBy("group_id").applyInPandas(udf, S.PLAN_SCHEMA)), **info)
+    elif impl == "Spark alone, no assignor":
+        per_member = partitions // ESTATES[name][1]
+        record(benchmark, lambda: noop(spark_floor(m, t, per_member)), **info)
     else:
         assert record(benchmark, lambda: kcoord_loop(mpath, tpath), **info) == groups
     if not ESTATES[name][3] and impl == "kafka-python range in a pandas UDF":

@@ -20,6 +20,7 @@ import pytest
 
 try:  # the spark extra; `make test` installs it
     from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql import functions as F
 
     from kcoord import assignors as A
     from kcoord import plan_cli
@@ -543,3 +544,30 @@ def test_kcoord_serve_does_not_import_pyspark():
             "assert 'pyspark' not in sys.modules, 'pyspark imported'")
     proc = subprocess.run([sys.executable, "-c", code], check=False, capture_output=True, text=True, cwd=ROOT)
     assert proc.returncode == 0, proc.stderr
+
+
+def test_kcoord_plan_baseline_is_read_not_planned(spark, tmp_path, capsys):
+    # a plan written by one run is the "before" of the next: with --baseline nothing is planned for it
+    from kcoord import cli
+
+    (tmp_path / "describe.json").write_text(json.dumps(DESCRIBE))
+    assert cli.main(["plan", "--members", str(tmp_path / "describe.json"), "--out", str(tmp_path / "one"),
+                     "--quiet", "--json"]) == 0
+    capsys.readouterr()
+    baseline = str(tmp_path / "one" / "after")
+    orders = F.col("topic") == "orders"  # a baseline unlike range's plan: pod-1 holds all of orders
+    skewed = (spark.read.parquet(baseline).withColumn("member_id", F.when(orders, "m-1").otherwise(F.col("member_id")))
+              .withColumn("instance_id", F.when(orders, "pod-1").otherwise(F.col("instance_id"))))
+    skewed.write.parquet(str(tmp_path / "skewed"))
+    for base, moved in ((baseline, 0), (str(tmp_path / "skewed"), 3)):
+        out = tmp_path / f"two-{moved}"
+        rc = cli.main(["plan", "--members", str(tmp_path / "describe.json"), "--baseline", base,
+                       "--scenario", "rolling-bounce", "--out", str(out), "--quiet", "--json"])
+        summary = json.loads(capsys.readouterr().out)
+        assert rc == 0
+        before = spark.read.parquet(str(out / "before"))
+        assert before.exceptAll(spark.read.parquet(base)).count() == 0 == \
+            spark.read.parquet(base).exceptAll(before).count()
+        # orders-app's static members bounce under range: against its own plan nothing moves, against the skewed
+        # one orders 3-5 go back from pod-1 to pod-2; billing's one dynamic member comes back under a new id
+        assert {g["group_id"]: g["moved"] for g in summary["top_groups"]} == {"orders-app": moved, "billing": 3}
