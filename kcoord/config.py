@@ -30,8 +30,9 @@ class GroupConfig:
 
     def __post_init__(self) -> None:
         if self.group_initial_rebalance_extension not in INITIAL_REBALANCE_EXTENSIONS:
-            raise ValueError(f"group.initial.rebalance.extension must be one of "
-                             f"{', '.join(INITIAL_REBALANCE_EXTENSIONS)}, not {self.group_initial_rebalance_extension!r}")
+            choices = ", ".join(INITIAL_REBALANCE_EXTENSIONS)
+            raise ValueError(f"group.initial.rebalance.extension must be one of {choices}, "
+                             f"not {self.group_initial_rebalance_extension!r}")
 
     @staticmethod
     def setting_value(attr: str, value: str | int) -> str | int:

@@ -683,8 +683,15 @@ def _prepare(members_df: DataFrame, topics_df: DataFrame, assignor: str, split_p
     subs = subs.cache()
     if check:
         _check(members, topics, assignor, subs)
-    split = assignor == "range" and split_partitions is not None
+    split = assignor == "range" and split_partitions is not None and _catalogue_exceeds(topics, split_partitions)
     return members, topics, assignor, subs, _split_chunks(members, topics, subs, split_partitions) if split else []
+
+
+def _catalogue_exceeds(topics: DataFrame, split_partitions: int) -> bool:
+    """Whether any group could have more than `split_partitions` partitions: not when the whole catalogue has
+    no more. One small job over the topics spares the search over every group's subscriptions."""
+    total = topics.agg(F.sum(F.greatest(F.col("partitions"), F.lit(0)).cast("long"))).collect()[0][0]
+    return total is not None and total > split_partitions
 
 
 def _subscriptions(members: DataFrame) -> tuple[DataFrame, DataFrame]:

@@ -509,7 +509,8 @@ def test_kcoord_plan_end_to_end_from_describe_json(tmp_path):
     proc = subprocess.run(
         [sys.executable, "-m", "kcoord.cli", "plan", "--members", str(tmp_path / "describe.json"), "--topics",
          str(tmp_path / "topics.json"), "--assignor", "sticky", "--scenario", "scale-out:1", "--master", "local[2]",
-         "--conf", "spark.sql.shuffle.partitions=2", "--out", str(out), "--json"], check=False, capture_output=True, text=True, timeout=300, env=env, cwd=ROOT)
+         "--conf", "spark.sql.shuffle.partitions=2", "--out", str(out), "--json"],
+        check=False, capture_output=True, text=True, timeout=300, env=env, cwd=ROOT)
     assert proc.returncode == 0, proc.stderr[-3000:]
     summary = json.loads(proc.stdout)
     e = summary["estate"]
