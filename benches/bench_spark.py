@@ -12,6 +12,9 @@ assignor inside a pandas UDF in the same run, and for a plain single-process loo
   first so that it plans every member, as Kafka does.
 * Loop: one Python process reads the same Parquet with pyarrow and calls ``kcoord.assignors.range_assign`` group
   after group (Member records in, dicts out).
+* Spark alone: kcoord's task input (the same shuffle, sort and Arrow batches) and as many plan rows out, but no
+  assignor: what Spark costs around any planner, so peer / this bounds every planner's ratio.
+* Spark cases are timed twice with the session's cache cleared before each, and the best is kept.
 * Inside one task: the per-group work of each side without Spark around it (kcoord's task body on the Arrow
   batches a task receives; the peer's pandas UDF body on one pandas DataFrame per group), on 500 groups. Both
   sides also pay Spark's own costs (the shuffle, Arrow to and from the JVM for every input and plan row), which
