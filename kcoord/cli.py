@@ -68,7 +68,7 @@ def server_config(args) -> ServerConfig:
             raise ValueError(f"--set takes name=value, not {item!r}")
         settings[key.strip()] = value.strip()
     server_kw: dict[str, object] = {}
-    group_kw: dict[str, str | int] = {}
+    group_settings: dict[str, str] = {}
     for key, value in settings.items():
         if key in SERVER_SETTINGS:
             attr = SERVER_SETTINGS[key]
@@ -81,7 +81,7 @@ def server_config(args) -> ServerConfig:
             else:
                 server_kw[attr] = int(value)
         elif key in GROUP_SETTINGS:
-            group_kw[GROUP_SETTINGS[key]] = GroupConfig.setting_value(GROUP_SETTINGS[key], value)
+            group_settings[key] = value
         else:
             known = ", ".join(sorted([*SERVER_SETTINGS, *GROUP_SETTINGS]))
             raise ValueError(f"unknown setting {key!r}; known: {known}")
@@ -89,7 +89,7 @@ def server_config(args) -> ServerConfig:
         parse_topic_spec(spec)
     return ServerConfig(host=args.host, port=args.port, advertised_host=args.advertised_host,
                         advertised_port=args.advertised_port, topics=list(args.topic or ()), data_dir=args.data_dir,
-                        group=GroupConfig(**group_kw), **server_kw)
+                        group=GroupConfig.from_kafka(group_settings), **server_kw)
 
 
 def _serve(args) -> int:

@@ -34,10 +34,10 @@ class GroupConfig:
             raise ValueError(f"group.initial.rebalance.extension must be one of {choices}, "
                              f"not {self.group_initial_rebalance_extension!r}")
 
-    @staticmethod
-    def setting_value(attr: str, value: str | int) -> str | int:
-        """A setting's value as its field holds it: the int settings parse as ints, the rest stay strings."""
-        return value if attr == "group_initial_rebalance_extension" else int(value)
+    @classmethod
+    def setting_value(cls, attr: str, value: str | int) -> str | int:
+        """A setting's value as its field holds it: parsed to the type of the field's default."""
+        return type(cls.__dataclass_fields__[attr].default)(value)
 
     @classmethod
     def from_kafka(cls, settings: dict[str, str | int]) -> "GroupConfig":
