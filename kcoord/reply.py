@@ -1,5 +1,5 @@
-"""A response that may not be ready yet (compiled: see kcoord._core._members.Reply)."""
+"""A response that may not be ready yet (compiled: see kcoord._core._reply.Reply)."""
 
-from ._core._members import Reply
+from ._core._reply import Reply
 
 __all__ = ["Reply"]

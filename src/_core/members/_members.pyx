@@ -1,12 +1,18 @@
 # Compiled member tables and the coordinator's deadline heap.
 #
 # A heartbeat is a member lookup (one dict probe) and a deadline move (a sift in an indexed binary heap over
-# integer keys): neither allocates. Group state machines stay in readable Python (kcoord/classic.py) and use
+# integer keys): neither allocates. Group state machines stay in readable Python (kcoord/groups/) and use
 # these as plain objects.
 
 cimport cython
 from cpython.mem cimport PyMem_Free, PyMem_Malloc, PyMem_Realloc
 from libc.stdint cimport int32_t, int64_t
+
+
+# The Kafka error codes MemberTable.validate answers with (Errors.java; kcoord.errors has them all by name).
+cdef enum:
+    UNKNOWN_MEMBER_ID = 25
+    FENCED_INSTANCE_ID = 82
 
 
 @cython.final
@@ -364,56 +370,14 @@ cdef class MemberTable:
         return False
 
     cpdef int validate(self, str member_id, object instance_id) except -1:
-        """Kafka's validateMember: 0, UNKNOWN_MEMBER_ID (25) or FENCED_INSTANCE_ID (82)."""
+        """Kafka's validateMember: 0, UNKNOWN_MEMBER_ID or FENCED_INSTANCE_ID."""
         cdef object mapped
         if instance_id is not None:
             mapped = self.static_members.get(instance_id)
             if mapped is None:
-                return 25
+                return UNKNOWN_MEMBER_ID
             if mapped != member_id:
-                return 82
+                return FENCED_INSTANCE_ID
         if member_id not in self.members:
-            return 25
+            return UNKNOWN_MEMBER_ID
         return 0
-
-
-@cython.final
-@cython.no_gc
-cdef class Reply:
-    """A response that may not be ready yet: JoinGroup waits for the join phase, SyncGroup for the leader.
-
-    `version` is the request's API version (a parked reply is built for it when answered). Replies are made
-    in bulk during a rebalance, so they stay out of the cyclic GC; the callbacks a reply holds are dropped
-    when it is answered, which is what would otherwise keep a cycle alive.
-    """
-
-    cdef public object response
-    cdef public bint done
-    cdef public int version
-    cdef list _callbacks
-
-    def __init__(self, response=None, int version=0):
-        self.response = response
-        self.done = response is not None
-        self.version = version
-
-    cpdef resolve(self, response):
-        if self.done:
-            raise RuntimeError("a reply is answered exactly once")
-        self.response = response
-        self.done = True
-        callbacks, self._callbacks = self._callbacks, None
-        if callbacks is not None:
-            for cb in callbacks:
-                cb(response)
-
-    def on_done(self, cb):
-        if self.done:
-            cb(self.response)
-        elif self._callbacks is None:
-            self._callbacks = [cb]
-        else:
-            self._callbacks.append(cb)
-
-    def __repr__(self):
-        return f"Reply({self.response!r})" if self.done else "Reply(<parked>)"
