@@ -22,7 +22,8 @@ import pytest
 
 from kcoord import wire
 from kcoord.coordinator import Coordinator
-from kcoord.store import GroupStore, NullStore, SqliteRecords, group_key, offset_key, offset_value
+from kcoord.records import group_key, offset_key, offset_value
+from kcoord.store import GroupStore, NullStore, SqliteRecords
 
 from .bench_coordinator import join_requests, rebalance
 from .loadgen import ServerProcess, commit_load, free_port
@@ -91,7 +92,7 @@ def load(path: str) -> tuple[Coordinator, Any]:
     records = SqliteRecords(path)
     store = GroupStore(records)
     c = Coordinator(store=store)
-    stats = store.load(c)
+    stats = c.load()
     records.close()
     return c, stats
 

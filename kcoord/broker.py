@@ -7,7 +7,7 @@ answers empty (held for the client's max_wait_ms, as a broker with nothing to se
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 from . import errors as E
 from . import wire
@@ -15,7 +15,6 @@ from .coordinator import Coordinator
 from .reply import Reply
 from .topics import TopicCatalogue, TopicError, validate_name
 
-ZERO_UUID = b"\x00" * 16
 MAX_FETCH_WAIT_MS = 30_000
 NO_RECORDS = "kcoord is a group coordinator and stores no records"
 
@@ -32,8 +31,11 @@ class Broker:
         self.cluster_id = cluster_id
         self.later = later  # (delay seconds, fn): how a held Fetch is answered later (the event loop's)
         self.served = served
-        self.handlers = {18: self.api_versions, 3: self.metadata, 10: self.find_coordinator, 2: self.list_offsets,
-                         1: self.fetch, 0: self.produce, 19: self.create_topics, 37: self.create_partitions}
+        self.handlers = {wire.ApiVersionsRequest.API_KEY: self.api_versions, wire.MetadataRequest.API_KEY: self.metadata,
+                         wire.FindCoordinatorRequest.API_KEY: self.find_coordinator,
+                         wire.ListOffsetsRequest.API_KEY: self.list_offsets, wire.FetchRequest.API_KEY: self.fetch,
+                         wire.ProduceRequest.API_KEY: self.produce, wire.CreateTopicsRequest.API_KEY: self.create_topics,
+                         wire.CreatePartitionsRequest.API_KEY: self.create_partitions}
 
     # ---- ApiVersions -----------------------------------------------------------------------------
 
@@ -74,7 +76,7 @@ class Broker:
                     continue
             if t is None:
                 code = E.UNKNOWN_TOPIC_OR_PARTITION if name is not None else E.UNKNOWN_TOPIC_ID
-                out.append(wire.MetadataResponseTopic(error_code=code, name=name, topic_id=topic_id or ZERO_UUID))
+                out.append(wire.MetadataResponseTopic(error_code=code, name=name, topic_id=topic_id or wire.ZERO_UUID))
                 continue
             out.append(wire.MetadataResponseTopic(error_code=E.NONE, name=t.name, topic_id=t.topic_id,
                                                   is_internal=False, partitions=self.partitions(t.partitions)))
@@ -165,7 +167,7 @@ class Broker:
         results = []
         for t in req.topics:
             n = t.num_partitions if t.num_partitions != -1 else self.topics.default_partitions
-            err, msg, tid = E.NONE, None, ZERO_UUID
+            err, msg, tid = E.NONE, None, wire.ZERO_UUID
             if t.name in self.topics:
                 err, msg = E.TOPIC_ALREADY_EXISTS, f"Topic '{t.name}' already exists."
             elif n < 1:

@@ -19,29 +19,16 @@ import datetime
 import json
 import logging
 import sys
-from dataclasses import fields
 
 from . import errors as E
 from . import wire
 from .assignors import AssignmentError, decode_assignment
 from .client import Client, KafkaError
-from .config import GroupConfig
-from .coordinator import KCOORD_DESCRIBE_TAG
+from .groups.classic import KCOORD_DESCRIBE_TAG
 from .server import ServerConfig, run
-from .store import FSYNC_POLICIES, StoreError, check_store
+from .store import StoreError, check_store
+from .tables import table
 from .topics import TopicError, parse_topic_spec
-
-# Broker settings accepted with --set/--config, by their Kafka names.
-SERVER_SETTINGS = {
-    "socket.request.max.bytes": "max_frame_size",
-    "max.connections": "max_connections",
-    "connections.max.idle.ms": "connections_max_idle_ms",
-    "auto.create.topics.enable": "auto_create_topics",
-    "num.partitions": "num_partitions",
-    "node.id": "node_id",
-    "store.fsync": "store_fsync",  # kcoord's own: always | off (see kcoord.store)
-}
-GROUP_SETTINGS = {f.name.replace("_", "."): f.name for f in fields(GroupConfig)}
 
 
 def read_properties(path: str) -> dict[str, str]:
@@ -67,29 +54,11 @@ def server_config(args) -> ServerConfig:
         if not sep:
             raise ValueError(f"--set takes name=value, not {item!r}")
         settings[key.strip()] = value.strip()
-    server_kw: dict[str, object] = {}
-    group_settings: dict[str, str] = {}
-    for key, value in settings.items():
-        if key in SERVER_SETTINGS:
-            attr = SERVER_SETTINGS[key]
-            if attr == "auto_create_topics":
-                server_kw[attr] = value.lower() == "true"
-            elif attr == "store_fsync":
-                if value not in FSYNC_POLICIES:
-                    raise ValueError(f"store.fsync must be one of {', '.join(FSYNC_POLICIES)}, not {value!r}")
-                server_kw[attr] = value
-            else:
-                server_kw[attr] = int(value)
-        elif key in GROUP_SETTINGS:
-            group_settings[key] = value
-        else:
-            known = ", ".join(sorted([*SERVER_SETTINGS, *GROUP_SETTINGS]))
-            raise ValueError(f"unknown setting {key!r}; known: {known}")
     for spec in args.topic or ():
         parse_topic_spec(spec)
-    return ServerConfig(host=args.host, port=args.port, advertised_host=args.advertised_host,
-                        advertised_port=args.advertised_port, topics=list(args.topic or ()), data_dir=args.data_dir,
-                        group=GroupConfig.from_kafka(group_settings), **server_kw)
+    return ServerConfig.from_kafka(settings, host=args.host, port=args.port, advertised_host=args.advertised_host,
+                                   advertised_port=args.advertised_port, topics=list(args.topic or ()),
+                                   data_dir=args.data_dir)
 
 
 def _serve(args) -> int:
@@ -130,12 +99,6 @@ def _store_check(args) -> int:
 
 # ---- group commands -----------------------------------------------------------------------------------
 
-def table(headers: list[str], rows: list[list[object]]) -> str:
-    cells = [[str(c) for c in headers]] + [["-" if c is None else str(c) for c in r] for r in rows]
-    widths = [max(len(r[i]) for r in cells) for i in range(len(headers))]
-    return "\n".join("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in cells)
-
-
 def consumer_assignment(data: bytes) -> dict[str, list[int]] | None:
     """The partitions in ConsumerProtocolAssignment bytes (protocol type "consumer"), or None if unreadable."""
     try:
@@ -146,7 +109,7 @@ def consumer_assignment(data: bytes) -> dict[str, list[int]] | None:
 
 
 def describe_group(client: Client, group: str) -> dict:
-    resp = client.call(15, 5, wire.DescribeGroupsRequest(groups=[group]))
+    resp = client.request(wire.DescribeGroupsRequest(groups=[group]), 5)
     g = resp.groups[0]
     if g.error_code:
         raise KafkaError(f"DescribeGroups {group}: {E.name(g.error_code)}")
@@ -186,7 +149,7 @@ def _describe(args) -> int:
     if d["history"]:
         print("\nREBALANCE HISTORY (newest last)")
         print(table(["TIME", "GEN", "TRIGGER", "MEMBER-ID", "INSTANCE-ID", "REASON"], [
-            [datetime.datetime.fromtimestamp(h["time_ms"] / 1000, datetime.timezone.utc).strftime("%H:%M:%S.%f")[:-3],
+            [datetime.datetime.fromtimestamp(h["time_ms"] / 1000, datetime.UTC).strftime("%H:%M:%S.%f")[:-3],
              h["generation"], h["trigger"], h["member_id"], h["group_instance_id"], h["reason"]]
             for h in d["history"]]))
     return 0
@@ -194,7 +157,7 @@ def _describe(args) -> int:
 
 def _groups(args) -> int:
     with Client(args.bootstrap) as c:
-        resp = c.call(16, 4, wire.ListGroupsRequest(states_filter=args.state or []))
+        resp = c.request(wire.ListGroupsRequest(states_filter=args.state or []), 4)
     if resp.error_code:
         print(f"kcoord groups: {E.name(resp.error_code)}", file=sys.stderr)
         return 1
@@ -213,7 +176,7 @@ def _remove_members(args) -> int:
         wire.LeaveGroupRequestMemberIdentity(member_id="", group_instance_id=iid, reason=reason)
         for iid in args.instance_id])
     with Client(args.bootstrap) as c:
-        resp = c.call(13, 5, req)
+        resp = c.request(req, 5)
     results = [{"group_instance_id": m.group_instance_id, "error": E.name(m.error_code)} for m in resp.members]
     if args.json:
         print(json.dumps({"error": E.name(resp.error_code), "members": results}, indent=2))
@@ -230,19 +193,19 @@ def _topics(args) -> int:
         problems = []
         for spec in args.create or ():
             name, n = parse_topic_spec(spec)
-            r = c.call(19, 5, wire.CreateTopicsRequest(timeout_ms=30_000, topics=[
-                wire.CreateTopicsRequestCreatableTopic(name=name, num_partitions=n, replication_factor=1)]))
+            r = c.request(wire.CreateTopicsRequest(timeout_ms=30_000, topics=[
+                wire.CreateTopicsRequestCreatableTopic(name=name, num_partitions=n, replication_factor=1)]), 5)
             res = r.topics[0]
             if res.error_code:
                 problems.append(f"create {name}: {E.name(res.error_code)} {res.error_message or ''}".rstrip())
         for spec in args.grow or ():
             name, n = parse_topic_spec(spec)
-            r = c.call(37, 3, wire.CreatePartitionsRequest(timeout_ms=30_000, topics=[
-                wire.CreatePartitionsRequestCreatePartitionsTopic(name=name, count=n, assignments=None)]))
+            r = c.request(wire.CreatePartitionsRequest(timeout_ms=30_000, topics=[
+                wire.CreatePartitionsRequestCreatePartitionsTopic(name=name, count=n, assignments=None)]), 3)
             res = r.results[0]
             if res.error_code:
                 problems.append(f"grow {name}: {E.name(res.error_code)} {res.error_message or ''}".rstrip())
-        meta = c.call(3, 12, wire.MetadataRequest(topics=None, allow_auto_topic_creation=False))
+        meta = c.request(wire.MetadataRequest(topics=None, allow_auto_topic_creation=False), 12)
     rows = sorted((t.name, len(t.partitions), t.topic_id.hex()) for t in meta.topics if t.error_code == 0)
     if args.json:
         print(json.dumps({"topics": [{"topic": n, "partitions": p, "topic_id": i} for n, p, i in rows],

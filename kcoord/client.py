@@ -25,7 +25,7 @@ class Client:
     def close(self) -> None:
         self.sock.close()
 
-    def __enter__(self) -> "Client":
+    def __enter__(self) -> Client:
         return self
 
     def __exit__(self, *exc) -> None:
@@ -45,6 +45,10 @@ class Client:
 
     def call(self, api_key: int, version: int, body):
         return self.receive(api_key, version, self.send(api_key, version, body))
+
+    def request(self, body, version: int):
+        """Send a request message and return its response (the API key is the message's)."""
+        return self.call(type(body).API_KEY, version, body)
 
     def _exact(self, n: int) -> bytes:
         buf = bytearray()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, fields
+from typing import Any
 
 # Kafka's ClassicGroupMember / GroupCoordinatorConfig constants.
 CLASSIC_GROUP_NEW_MEMBER_JOIN_TIMEOUT_MS = 5 * 60 * 1000
@@ -35,17 +36,38 @@ class GroupConfig:
                              f"not {self.group_initial_rebalance_extension!r}")
 
     @classmethod
-    def setting_value(cls, attr: str, value: str | int) -> str | int:
-        """A setting's value as its field holds it: parsed to the type of the field's default."""
-        return type(cls.__dataclass_fields__[attr].default)(value)
-
-    @classmethod
-    def from_kafka(cls, settings: dict[str, str | int]) -> "GroupConfig":
+    def from_kafka(cls, settings: dict[str, Any]) -> GroupConfig:
         """Build from Kafka-style names (`group.initial.rebalance.delay.ms`); unknown names are an error."""
-        known = {f.name.replace("_", "."): f.name for f in fields(cls)}
-        kwargs = {}
-        for key, value in settings.items():
-            if key not in known:
-                raise ValueError(f"unknown setting {key!r}; known: {', '.join(sorted(known))}")
-            kwargs[known[key]] = cls.setting_value(known[key], value)
-        return cls(**kwargs)
+        return cls(**kafka_settings(cls, SETTINGS, settings))
+
+
+SETTINGS = {f.name.replace("_", "."): f.name for f in fields(GroupConfig)}  # Kafka's name -> GroupConfig field
+
+
+def kafka_settings(cls: type, names: dict[str, str], settings: dict[str, Any]) -> dict[str, Any]:
+    """The fields of dataclass `cls` that Kafka-named `settings` set, each value parsed to the type of the field's
+    default (`names`: Kafka name -> field). A ValueError names the setting that is unknown or malformed."""
+    defaults = {f.name: f.default for f in fields(cls)}
+    out = {}
+    for name, value in settings.items():
+        if name not in names:
+            raise ValueError(f"unknown setting {name!r}; known: {', '.join(sorted(names))}")
+        attr = names[name]
+        out[attr] = parse_setting(name, defaults[attr], value)
+    return out
+
+
+def parse_setting(name: str, default: object, value: Any) -> Any:
+    """`value` as the type of `default`: booleans as Kafka reads them (true or false, in any case)."""
+    kind = type(default)
+    if isinstance(value, kind):
+        return value
+    text = str(value).strip()
+    if kind is bool:
+        if text.lower() not in ("true", "false"):
+            raise ValueError(f"{name}: expected true or false, not {value!r}")
+        return text.lower() == "true"
+    try:
+        return kind(text)
+    except ValueError:
+        raise ValueError(f"{name}: {value!r} is not a valid {kind.__name__}") from None

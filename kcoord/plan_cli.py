@@ -31,6 +31,8 @@ import time
 from pathlib import Path
 from typing import Any, Self
 
+from .tables import table
+
 SCENARIO_HELP = ("rolling-bounce | scale-out:N | scale-out:FRACTION | scale-in:N | scale-in:FRACTION | "
                  "grow:TOPIC:N | rack-loss:RACK")
 MEMBERS_DDL = ("group_id string, member_id string, instance_id string, topics array<string>, rack string, "
@@ -232,13 +234,6 @@ class Progress:
 
 # ---- the command ---------------------------------------------------------------------------------------------
 
-def _table(headers: list[str], rows: list[list[Any]]) -> str:
-    cells = [headers] + [["-" if c is None else str(c) for c in r] for r in rows]
-    widths = [max(len(r[i]) for r in cells) for i in range(len(headers))]
-    return "\n".join("  ".join(c.rjust(w) if i else c.ljust(w) for i, (c, w) in enumerate(zip(r, widths))).rstrip()
-                     for r in cells)
-
-
 def _fmt_balance(mx: Any, mn: Any, sd: Any) -> str:
     if mx is None:
         return "-"
@@ -249,20 +244,20 @@ def summary_text(estate: dict[str, Any], groups: list[dict[str, Any]], n_groups:
     e = estate
     lines = [(f"{what}: {n_groups:,} groups, members {e['members_before']:,} -> {e['members_after']:,}, "
               f"partitions {e['partitions_before']:,} -> {e['partitions_after']:,}"), ""]
-    lines.append(_table(
+    lines.append(table(
         ["", "moved", "added", "removed", "members affected", "balance before (max/min/stddev)", "balance after"],
         [["estate", f"{e['moved']:,}", f"{e['added']:,}", f"{e['removed']:,}", f"{e['members_affected']:,}",
           _fmt_balance(e["max_before"], e["min_before"], e["stddev_before"]),
-          _fmt_balance(e["max_after"], e["min_after"], e["stddev_after"])]]))
+          _fmt_balance(e["max_after"], e["min_after"], e["stddev_after"])]], right=True))
     if groups:
         lines += ["", f"groups with the most moved partitions (top {len(groups)}):"]
-        lines.append(_table(
+        lines.append(table(
             ["GROUP", "MEMBERS", "PARTITIONS", "MOVED", "ADDED", "REMOVED", "AFFECTED", "BEFORE max/min/sd",
              "AFTER max/min/sd"],
             [[g["group_id"], f"{g['members_before']}->{g['members_after']}",
               f"{g['partitions_before']}->{g['partitions_after']}", g["moved"], g["added"], g["removed"],
               g["members_affected"], _fmt_balance(g["max_before"], g["min_before"], g["stddev_before"]),
-              _fmt_balance(g["max_after"], g["min_after"], g["stddev_after"])] for g in groups]))
+              _fmt_balance(g["max_after"], g["min_after"], g["stddev_after"])] for g in groups], right=True))
     return "\n".join(lines)
 
 

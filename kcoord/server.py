@@ -20,16 +20,17 @@ from dataclasses import dataclass, field
 from . import errors as E
 from . import wire
 from .broker import Broker
-from .config import GroupConfig
-from .coordinator import Coordinator
+from .config import SETTINGS as GROUP_SETTINGS
+from .config import GroupConfig, kafka_settings
+from .coordinator import Coordinator, LoadStats
 from .reply import Reply
-from .store import GroupStore, LoadStats, NullStore, Records, SqliteRecords
+from .store import FSYNC_POLICIES, GroupStore, NullStore, Records, SqliteRecords
 from .timers import Clock
 from .topics import TopicCatalogue, parse_topic_spec
 
 log = logging.getLogger("kcoord.server")
 
-API_VERSIONS_KEY = 18
+API_VERSIONS_KEY = wire.ApiVersionsRequest.API_KEY
 
 
 @dataclass
@@ -50,9 +51,37 @@ class ServerConfig:
     store_fsync: str = "always"  # store.fsync: "always" (fsync every commit) or "off" (leave it to the OS)
     group: GroupConfig = field(default_factory=GroupConfig)
 
+    def __post_init__(self) -> None:
+        if self.store_fsync not in FSYNC_POLICIES:
+            raise ValueError(f"store.fsync must be one of {', '.join(FSYNC_POLICIES)}, not {self.store_fsync!r}")
+
+    @classmethod
+    def from_kafka(cls, settings: dict[str, str], **kwargs) -> ServerConfig:
+        """Build from Kafka-named broker and group settings (`socket.request.max.bytes`,
+        `group.initial.rebalance.delay.ms`, ...) plus the given fields; an unknown or malformed setting is a
+        ValueError naming it."""
+        unknown = [name for name in settings if name not in SETTINGS and name not in GROUP_SETTINGS]
+        if unknown:
+            raise ValueError(f"unknown setting {unknown[0]!r}; known: {', '.join(sorted([*SETTINGS, *GROUP_SETTINGS]))}")
+        server = kafka_settings(cls, SETTINGS, {k: v for k, v in settings.items() if k in SETTINGS})
+        group = GroupConfig.from_kafka({k: v for k, v in settings.items() if k not in SETTINGS})
+        return cls(group=group, **server, **kwargs)
+
+
+# Broker settings by their Kafka names (kcoord's own: store.fsync, always | off, see kcoord.store).
+SETTINGS = {
+    "socket.request.max.bytes": "max_frame_size",
+    "max.connections": "max_connections",
+    "connections.max.idle.ms": "connections_max_idle_ms",
+    "auto.create.topics.enable": "auto_create_topics",
+    "num.partitions": "num_partitions",
+    "node.id": "node_id",
+    "store.fsync": "store_fsync",
+}
+
 
 class KafkaConnection(asyncio.BufferedProtocol):
-    def __init__(self, server: "Server") -> None:
+    def __init__(self, server: Server) -> None:
         self.server = server
         self.reader = wire.FrameReader(server.config.max_frame_size)
         self.transport: asyncio.Transport | None = None
@@ -197,7 +226,7 @@ class Server:
         self.coordinator = Coordinator(cfg.group, self.clock, store=self.store, topics=self.topics)
         if records is not None:
             try:
-                self.loaded = self.store.load(self.coordinator, self.topics)
+                self.loaded = self.coordinator.load()
             except BaseException:
                 self.store.close()
                 raise

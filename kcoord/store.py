@@ -1,19 +1,17 @@
-"""Durable coordinator state: Kafka-format records, written ahead of the responses that acknowledge them.
+"""Durable coordinator state: records written ahead of the responses that acknowledge them.
 
-What the coordinator must not forget is kept as the records Kafka keeps in `__consumer_offsets`: a
-GroupMetadataKey/Value per classic group (generation, protocol, leader, members with instance ids, subscriptions
-and assignments) and an OffsetCommitKey/Value per committed partition. Keys and values are the exact bytes Kafka
-writes (an int16 record type or version, then the struct). The latest value per key wins and a tombstone deletes,
-as in a compacted topic. kcoord adds one record of its own, the topic catalogue (a Kafka cluster keeps topics in
-its metadata log, which kcoord does not have); its type id (1000) is outside Kafka's range.
+What the coordinator must not forget is kept as the records Kafka keeps in `__consumer_offsets` (kcoord.records
+builds and reads their bytes; each group type and the offsets stage their own). The latest value per key wins and a
+tombstone deletes, as in a compacted topic. The store knows no group type: it keeps keys and values, commits them,
+hands them back in key order for replay, and checks them.
 
 Layers:
 - `Records` is the backend interface: an atomic, durable `put` of a batch of key -> value-or-tombstone, and a
   `scan` of what is stored. `SqliteRecords` (the embedded default, SQLite in WAL mode from the standard library),
   `MemoryRecords` (a dict, for tests and in-process use). A replicated backend (a compacted Kafka-compatible
   topic, PostgreSQL) would implement the same two calls over the same bytes.
-- `GroupStore` turns coordinator state into records, stages the writes of one event-loop turn and commits them
-  as one transaction (`commit`), and replays a backend into a Coordinator on start (`load`).
+- `GroupStore` stages the records of one event-loop turn and commits them as one transaction (`commit`); `scan`
+  gives them back for replay (the coordinator dispatches each by its record type).
 - `check_store` reads a data directory end to end and names every problem it finds (`kcoord store check`).
 
 Why SQLite: it is in the standard library, needs no server, survives SIGKILL and power loss with its WAL (each
@@ -28,18 +26,16 @@ from __future__ import annotations
 import fcntl
 import os
 import sqlite3
-import struct
 import time
 import zlib
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Callable, Iterable, Iterator, Protocol
+from typing import TYPE_CHECKING, Protocol
 
-from . import wire
-from .topics import Topic, TopicCatalogue
+from . import records as R
 
 if TYPE_CHECKING:
-    from .classic import ClassicGroup
-    from .coordinator import Coordinator
+    from .topics import Topic
 
 STORE_FILE = "kcoord.db"
 LOCK_FILE = "kcoord.lock"
@@ -47,98 +43,8 @@ STORE_MAGIC = "kcoord-store"
 STORE_FORMAT = 1
 FSYNC_POLICIES = ("always", "off")
 
-# Record types (the key's int16 "version" is the record type id, as in Kafka's coordinator records).
-OFFSET_COMMIT_KEY_V0, OFFSET_COMMIT_KEY, GROUP_METADATA_KEY = 0, 1, 2
-KCOORD_TOPIC_KEY = 1000
-GROUP_METADATA_VALUE_VERSION = 3  # what Kafka writes for classic groups
-OFFSET_COMMIT_VALUE_VERSION = 3  # leader epoch, no expire timestamp (KIP-211)
-
-_I16 = struct.Struct(">h")
-_TOPIC_VALUE = struct.Struct(">h16si")
-
-
 class StoreError(Exception):
     """The store cannot be used: damaged, foreign, locked, or a write failed. The message names the problem."""
-
-
-# ---------------------------------------------------------------------------------------------------------------
-# Records: Kafka's bytes
-
-
-def group_key(group_id: str) -> bytes:
-    return _I16.pack(GROUP_METADATA_KEY) + wire.GroupMetadataKey(group=group_id).encode(GROUP_METADATA_KEY)
-
-
-def offset_key(group_id: str, topic: str, partition: int) -> bytes:
-    return _I16.pack(OFFSET_COMMIT_KEY) + wire.OffsetCommitKey(
-        group=group_id, topic=topic, partition=partition).encode(OFFSET_COMMIT_KEY)
-
-
-def topic_key(name: str) -> bytes:
-    return _I16.pack(KCOORD_TOPIC_KEY) + name.encode()
-
-
-def group_value(g: "ClassicGroup", timestamp_ms: int) -> bytes:
-    protocol = g.protocol_name
-    members = [wire.GroupMetadataValueMemberMetadata(
-        member_id=m.member_id, group_instance_id=m.group_instance_id, client_id=m.client_id,
-        client_host=m.client_host, rebalance_timeout=m.rebalance_timeout_ms, session_timeout=m.session_timeout_ms,
-        subscription=(m.metadata_for(protocol) or b"") if protocol is not None else b"",
-        assignment=m.assignment) for m in g.members]
-    value = wire.GroupMetadataValue(protocol_type=g.protocol_type or "", generation=g.generation, protocol=protocol,
-                                    leader=g.leader_id if members else None,
-                                    current_state_timestamp=timestamp_ms, members=members)
-    return _I16.pack(GROUP_METADATA_VALUE_VERSION) + value.encode(GROUP_METADATA_VALUE_VERSION)
-
-
-def offset_value(offset: int, leader_epoch: int, metadata: str | None, timestamp_ms: int) -> bytes:
-    return _I16.pack(OFFSET_COMMIT_VALUE_VERSION) + wire.OffsetCommitValue(
-        offset=offset, leader_epoch=leader_epoch, metadata=metadata or "",
-        commit_timestamp=timestamp_ms).encode(OFFSET_COMMIT_VALUE_VERSION)
-
-
-def topic_value(t: Topic) -> bytes:
-    return _TOPIC_VALUE.pack(0, t.topic_id, t.partitions)
-
-
-@dataclass
-class Record:
-    """One decoded record. kind: "group", "offset" or "topic"."""
-
-    kind: str
-    group: str | None
-    key: object
-    value: object
-
-
-def decode_record(key: bytes, value: bytes) -> Record:
-    """Decode a stored key and value; a StoreError says which record is wrong and how."""
-    try:
-        rtype = _I16.unpack_from(key)[0]
-        if rtype == GROUP_METADATA_KEY:
-            k = wire.GroupMetadataKey.decode(memoryview(key)[2:], rtype)
-            v = wire.GroupMetadataValue.decode(memoryview(value)[2:], _value_version(value, 4))
-            return Record("group", k.group, k, v)
-        if rtype in (OFFSET_COMMIT_KEY_V0, OFFSET_COMMIT_KEY):
-            k = wire.OffsetCommitKey.decode(memoryview(key)[2:], rtype)
-            v = wire.OffsetCommitValue.decode(memoryview(value)[2:], _value_version(value, 4))
-            return Record("offset", k.group, k, v)
-        if rtype == KCOORD_TOPIC_KEY:
-            version, topic_id, partitions = _TOPIC_VALUE.unpack(value)
-            name = key[2:].decode()
-            if version != 0 or partitions < 1 or not name:
-                raise ValueError(f"bad topic value (version {version}, {partitions} partitions)")
-            return Record("topic", None, name, Topic(name, topic_id, partitions))
-        raise ValueError(f"unknown record type {rtype}")
-    except (wire.DecodeError, ValueError, struct.error, UnicodeDecodeError) as e:
-        raise StoreError(f"record with key {key[:64].hex()} cannot be read: {e}") from None
-
-
-def _value_version(value: bytes, highest: int) -> int:
-    version = _I16.unpack_from(value)[0]
-    if not 0 <= version <= highest:
-        raise ValueError(f"unknown value version {version}")
-    return version
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -344,35 +250,28 @@ def _verify(db: sqlite3.Connection, path: str, full: bool) -> None:
 class NullStore:
     """Keeps nothing beyond the coordinator's memory (no --data-dir)."""
 
+    persistent = False
     dirty = False
     on_dirty: Callable[[], None] | None = None
 
-    def write_group(self, group: "ClassicGroup") -> None:
-        pass
+    @staticmethod
+    def wall_ms() -> int:
+        return time.time_ns() // 1_000_000
 
-    def write_offsets(self, group_id: str, offsets: dict) -> None:
-        pass
-
-    def delete_group(self, group_id: str, offset_keys: Iterable[tuple[str, int]]) -> None:
+    def stage(self, key: bytes, value: bytes | None) -> None:
         pass
 
     def write_topic(self, topic: Topic) -> None:
         pass
+
+    def scan(self) -> Iterator[tuple[bytes, bytes]]:
+        return iter(())
 
     def commit(self) -> None:
         pass
 
     def close(self) -> None:
         pass
-
-
-@dataclass
-class LoadStats:
-    groups: int = 0
-    members: int = 0
-    offsets: int = 0
-    topics: int = 0
-    seconds: float = 0.0
 
 
 class GroupStore:
@@ -383,6 +282,8 @@ class GroupStore:
     commit at the end of the turn). Writes to one key within a batch collapse to the last.
     """
 
+    persistent = True
+
     def __init__(self, records: Records, wall_ms: Callable[[], int] | None = None) -> None:
         self.records = records
         self.pending: dict[bytes, bytes | None] = {}
@@ -392,7 +293,8 @@ class GroupStore:
         self.commits = 0
         self.staged = 0
 
-    def _stage(self, key: bytes, value: bytes | None) -> None:
+    def stage(self, key: bytes, value: bytes | None) -> None:
+        """Write `value` under `key` (None: a tombstone) with the next commit."""
         if not self.dirty:
             self.dirty = True
             if self.on_dirty is not None:
@@ -400,21 +302,13 @@ class GroupStore:
         self.pending[key] = value
         self.staged += 1
 
-    def write_group(self, group: "ClassicGroup") -> None:
-        self._stage(group_key(group.group_id), group_value(group, self.wall_ms()))
-
-    def write_offsets(self, group_id: str, offsets: dict) -> None:
-        """offsets: {(topic, partition): (offset, leader epoch, metadata, commit time ms) or None (delete)}."""
-        for (topic, partition), v in offsets.items():
-            self._stage(offset_key(group_id, topic, partition), None if v is None else offset_value(*v))
-
-    def delete_group(self, group_id: str, offset_keys: Iterable[tuple[str, int]]) -> None:
-        for topic, partition in list(offset_keys):
-            self._stage(offset_key(group_id, topic, partition), None)
-        self._stage(group_key(group_id), None)
-
     def write_topic(self, topic: Topic) -> None:
-        self._stage(topic_key(topic.name), topic_value(topic))
+        """The catalogue's change hook (TopicCatalogue.on_change)."""
+        self.stage(R.topic_key(topic.name), R.topic_value(topic.topic_id, topic.partitions))
+
+    def scan(self) -> Iterator[tuple[bytes, bytes]]:
+        """Every committed record, in key order, for replay."""
+        return self.records.scan()
 
     def commit(self) -> None:
         """Make everything staged durable (one transaction). On failure the error propagates: the caller must
@@ -428,76 +322,6 @@ class GroupStore:
 
     def close(self) -> None:
         self.records.close()
-
-    # ---- replay ----------------------------------------------------------------------------------
-
-    def load(self, coordinator: "Coordinator", topics: TopicCatalogue | None = None) -> LoadStats:
-        """Replay every record into an empty coordinator: groups (Stable with their members, or Empty),
-        generations, leaders, protocols, static maps, assignments and offsets. Every member gets a full session
-        timeout from now to come back (Kafka's onLoaded)."""
-        t0 = time.perf_counter()
-        stats = LoadStats()
-        groups: dict[str, object] = {}
-        offsets: dict[str, dict[tuple[str, int], tuple]] = {}
-        key_from, value_from = wire.OffsetCommitKey.decode_from, wire.OffsetCommitValue.decode_from
-        last_group, last = None, {}
-        for key, value in self.records.scan():
-            # The common case without the dispatch: an OffsetCommitKey v1 with a v3 value. Keys come in key
-            # order, so one group's offsets arrive together.
-            if key[:2] == b"\x00\x01" and value[:2] == b"\x00\x03":
-                try:
-                    k, kend = key_from(key, 1, 2)
-                    v, vend = value_from(value, 3, 2)
-                except wire.DecodeError:
-                    kend = vend = -1
-                if kend != len(key) or vend != len(value):
-                    decode_record(key, value)  # raises, naming the record
-                if k.group != last_group:
-                    last_group, last = k.group, offsets.setdefault(k.group, {})
-                last[(k.topic, k.partition)] = (v.offset, v.leader_epoch, v.metadata, v.commit_timestamp)
-                continue
-            rec = decode_record(key, value)
-            if rec.kind == "group":
-                groups[rec.group] = rec.value
-            elif rec.kind == "offset":
-                v = rec.value
-                offsets.setdefault(rec.group, {})[(rec.key.topic, rec.key.partition)] = (
-                    v.offset, v.leader_epoch, v.metadata, v.commit_timestamp)
-            elif rec.kind == "topic":
-                if topics is not None:
-                    topics.restore(rec.value)
-                stats.topics += 1
-        for group_id, value in groups.items():
-            problem = group_problem(value)
-            if problem:
-                raise StoreError(f"group {group_id!r}: {problem}")
-            g = coordinator.group(group_id, create=True)
-            g.restore(value)
-            stats.groups += 1
-            stats.members += len(value.members)
-        for group_id, committed in offsets.items():
-            g = coordinator.group(group_id, create=True)
-            g.offsets.update(committed)
-            stats.offsets += len(committed)
-        stats.seconds = time.perf_counter() - t0
-        return stats
-
-
-def group_problem(value) -> str | None:
-    """What makes a stored GroupMetadataValue unusable, or None."""
-    ids = [m.member_id for m in value.members]
-    if len(set(ids)) != len(ids):
-        return "a member id appears twice"
-    iids = [m.group_instance_id for m in value.members if m.group_instance_id is not None]
-    if len(set(iids)) != len(iids):
-        return "an instance id appears twice"
-    if value.generation < 0:
-        return f"negative generation {value.generation}"
-    if value.members and value.leader not in ids:
-        return f"leader {value.leader!r} is not a member"
-    if value.members and value.protocol is None:
-        return "members but no protocol"
-    return None
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -550,19 +374,19 @@ def check_store(data_dir: str, max_problems: int = 50) -> CheckReport:
                 problem(f"record with key {key[:64].hex()} fails its checksum")
                 continue
             try:
-                rec = decode_record(key, value)
-            except StoreError as e:
+                rec = R.decode(key, value)
+            except R.RecordError as e:
                 problem(str(e))
                 continue
             if rec.kind == "group":
                 report.groups += 1
                 report.members += len(rec.value.members)
-                issue = group_problem(rec.value)
-                if issue:
-                    problem(f"group {rec.group!r}: {issue}")
-            elif rec.kind == "offset":
+            issue = R.problem(rec)
+            if issue:
+                problem(issue)
+            if rec.kind == "offset":
                 report.offsets += 1
-            else:
+            elif rec.kind == "topic":
                 report.topics += 1
     except StoreError as e:
         problem(str(e))

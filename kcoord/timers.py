@@ -8,7 +8,7 @@ heartbeat) only moves the deadline, without allocating. The clock is injected: t
 from __future__ import annotations
 
 import time
-from typing import Callable
+from collections.abc import Callable
 
 from ._core._members import DeadlineHeap
 

@@ -6,8 +6,8 @@ kcoord stores no records: a topic here is only what a consumer group needs to kn
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 
 @dataclass

@@ -29,3 +29,4 @@ from ._core._wire import (  # noqa: F401
     request_header_version,
     response_header_version,
 )
+from .protocol.dsl import ZERO_UUID  # noqa: F401  (the null topic id; one definition, beside the messages)

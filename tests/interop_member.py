@@ -21,8 +21,9 @@ import sys
 import threading
 import time
 import warnings
+from collections.abc import Callable
 from concurrent.futures import Future
-from typing import Any, Callable
+from typing import Any
 
 KINDS = ("confluent", "kafka-python", "aiokafka")
 SESSION_TIMEOUT_MS = 6000  # the server's group.min.session.timeout.ms

@@ -6,9 +6,9 @@ import pytest
 
 from kcoord import errors as E
 from kcoord import wire
-from kcoord.classic import ADMIN_REMOVAL_REASON, State
 from kcoord.config import CLASSIC_GROUP_NEW_MEMBER_JOIN_TIMEOUT_MS, GroupConfig
-from kcoord.store import group_key
+from kcoord.groups.classic import ADMIN_REMOVAL_REASON, State
+from kcoord.records import group_key
 
 from .classic_harness import DELAY, REBALANCE, SESSION, Harness
 

@@ -13,7 +13,7 @@ import random
 import pytest
 
 from kcoord import errors as E
-from kcoord.classic import State
+from kcoord.groups.classic import State
 
 from .classic_harness import Harness
 

@@ -20,10 +20,9 @@ import signal
 import subprocess
 import sys
 import time
-from typing import Callable
+from collections.abc import Callable
 
 import pytest
-
 
 from .interop_member import HEARTBEAT_INTERVAL_MS, KINDS, MEMBERS, SESSION_TIMEOUT_MS, Member
 from .servers import ROOT, Server, free_port, serve

@@ -19,10 +19,10 @@ import pytest
 
 from kcoord import errors as E
 from kcoord import wire
-from kcoord.classic import State
 from kcoord.coordinator import Coordinator
-from kcoord.store import (STORE_FILE, GroupStore, MemoryRecords, SqliteRecords, StoreError, check_store,
-                          group_key, offset_key, offset_value, record_crc)
+from kcoord.groups.classic import State
+from kcoord.records import group_key, offset_key, offset_value
+from kcoord.store import STORE_FILE, GroupStore, MemoryRecords, SqliteRecords, StoreError, check_store, record_crc
 from kcoord.timers import ManualClock
 from kcoord.topics import TopicCatalogue
 
@@ -45,7 +45,7 @@ def restarted(h: Harness, records=None) -> Coordinator:
     """A second coordinator replaying the first one's records, as a restart on the same store does."""
     c = Coordinator(h.config, h.clock, store=GroupStore(records if records is not None else h.records,
                                                         h.clock.wall_ms))
-    c.store.load(c)
+    c.load()
     return c
 
 
@@ -86,7 +86,8 @@ def test_replay_restores_a_stable_static_group_and_its_offsets() -> None:
     assert g2.protocol_type == "consumer" and g2.protocol_name == "range"
     assert dict(g2.members.static_members) == dict(g.members.static_members)
     assert {m.member_id: m.assignment for m in g2.members} == {m.member_id: m.assignment for m in g.members}
-    assert g2.offsets == g.offsets and g2.offsets[("orders", 1)][:3] == (11, 3, "m11")
+    assert c2.offsets.committed("g") == h.c.offsets.committed("g")
+    assert c2.offsets.committed("g")[("orders", 1)][:3] == (11, 3, "m11")
     # The members carry on as if nothing happened: heartbeats with their ids and generation are fine.
     for iid, mid in ids.items():
         hb = c2.handle(12, 4, wire.HeartbeatRequest(group_id="g", generation_id=g.generation, member_id=mid,
@@ -135,8 +136,9 @@ def test_empty_group_keeps_its_generation_and_offsets() -> None:
     commit(h, {("t", 0): 5}, member_id=ids["d0"], generation=gen)
     h.leave((ids["d0"], None))
     assert h.group().state == State.EMPTY
-    g2 = restarted(h).groups["g"]
-    assert g2.state == State.EMPTY and g2.generation == gen + 1 and g2.offsets[("t", 0)][0] == 5
+    c2 = restarted(h)
+    g2 = c2.groups["g"]
+    assert g2.state == State.EMPTY and g2.generation == gen + 1 and c2.offsets.committed("g")[("t", 0)][0] == 5
 
 
 # ---- write-ahead -----------------------------------------------------------------------------------------
@@ -146,7 +148,7 @@ def test_offset_commit_is_in_the_store_when_the_response_is_returned() -> None:
     resp = commit(h, {("t", 0): 1, ("t", 1): 2})
     assert all(p.error_code == E.NONE for p in resp.topics[0].partitions)
     assert h.records.data[offset_key("g", "t", 1)][:2] == b"\x00\x03"
-    assert restarted(h).groups["g"].offsets[("t", 1)][0] == 2
+    assert restarted(h).offsets.committed("g")[("t", 1)][0] == 2
 
 
 class FailingRecords(MemoryRecords):
@@ -185,7 +187,7 @@ def test_delete_groups_and_offset_delete_write_tombstones() -> None:
     h.c.handle(47, 0, wire.OffsetDeleteRequest(group_id="g", topics=[
         wire.OffsetDeleteRequestTopic(name="u", partitions=[wire.OffsetDeleteRequestPartition(partition_index=0)])]))
     assert offset_key("g", "u", 0) not in h.records.data
-    assert restarted(h).groups["g"].offsets.keys() == {("t", 0), ("t", 1)}
+    assert restarted(h).offsets.committed("g").keys() == {("t", 0), ("t", 1)}
     resp = h.c.handle(42, 2, wire.DeleteGroupsRequest(groups_names=["g"]))
     assert resp.results[0].error_code == E.NONE
     assert h.records.data == {}
@@ -200,7 +202,7 @@ def test_writes_staged_in_one_turn_are_one_transaction_and_collapse_per_key() ->
     assert h.records.commits == 0 and h.c.store.dirty and len(h.c.store.pending) == 5
     h.c.store.commit()
     assert h.records.commits == 1 and not h.c.store.dirty
-    assert {k: v[0] for k, v in restarted(h).groups["g"].offsets.items()} == {("t", p): 45 + p for p in range(5)}
+    assert {k: v[0] for k, v in restarted(h).offsets.committed("g").items()} == {("t", p): 45 + p for p in range(5)}
 
 
 # ---- what a restart finds is what was acknowledged, after every step of random sequences -----------------
@@ -227,8 +229,9 @@ class DurableModel(Model):
     def check(self) -> None:
         super().check()
         live = self.h.c.groups.get("g")
-        back = restarted(self.h).groups.get("g")
-        offsets = {k: v[0] for k, v in back.offsets.items()} if back is not None else {}
+        c2 = restarted(self.h)
+        back = c2.groups.get("g")
+        offsets = {k: v[0] for k, v in c2.offsets.committed("g").items()} if back is not None else {}
         assert offsets == self.acked, "acknowledged offsets differ after a restart"
         if live is None:
             return
@@ -304,12 +307,12 @@ def test_sqlite_store_replays_groups_offsets_and_topics(tmp_path) -> None:
     clock = ManualClock(5_000_000)
     topics = TopicCatalogue()
     c = Coordinator(clock=clock, store=GroupStore(SqliteRecords(str(tmp_path))), topics=topics)
-    stats = c.store.load(c, topics)
+    stats = c.load()
     assert (stats.groups, stats.members, stats.offsets, stats.topics) == (1, 2, 12, 1)
     assert topics.get("orders").partitions == 12
     g = c.groups["g"]
     assert g.state == State.STABLE and set(g.members.static_members) == {"A", "B"}
-    assert {p: v[0] for (_, p), v in g.offsets.items()} == {p: 100 + p for p in range(12)}
+    assert {p: v[0] for (_, p), v in c.offsets.committed("g").items()} == {p: 100 + p for p in range(12)}
     report = check_store(str(tmp_path))
     c.store.close()
     assert report.ok and (report.groups, report.members, report.offsets, report.topics) == (1, 2, 12, 1)
@@ -392,7 +395,7 @@ def test_damaged_store_is_refused_and_reported(tmp_path, damage) -> None:
         try:
             store = GroupStore(records)
             c = Coordinator(store=store)
-            store.load(c)
+            c.load()
         finally:
             records.close()
     report = check_store(str(tmp_path))

@@ -26,6 +26,7 @@ from kcoord.store import GroupStore, MemoryRecords, SqliteRecords, StoreError, c
 
 from .servers import free_port, serve
 
+
 class ThreadServer:
     """An in-process server on its own event loop thread, with a store backend the test controls."""
 
@@ -117,8 +118,8 @@ def test_pipelined_commits_share_transactions_and_are_answered_in_order() -> Non
         assert sum(records.batches) == 200 and len(records.batches) < 50, records.batches
         stored = GroupStore(records)
         c = Coordinator(store=stored)
-        stored.load(c)
-        assert {p: v[0] for (_, p), v in c.groups["pipe"].offsets.items()} == {p: 1000 + p for p in range(1, 201)}
+        c.load()
+        assert {p: v[0] for (_, p), v in c.offsets.committed("pipe").items()} == {p: 1000 + p for p in range(1, 201)}
     finally:
         srv.close()
     assert srv.error is None
@@ -253,8 +254,8 @@ def stored_offsets(data_dir: Path) -> dict[tuple[str, int], int]:
     try:
         store = GroupStore(records)
         c = Coordinator(store=store)
-        store.load(c)  # every record decodes and every group is consistent, or this raises
-        return {(gid, p): v[0] for gid, g in c.groups.items() for (_, p), v in g.offsets.items()}
+        c.load()  # every record decodes and every group is consistent, or this raises
+        return {(gid, p): v[0] for gid in c.groups for (_, p), v in c.offsets.committed(gid).items()}
     finally:
         records.close()
 

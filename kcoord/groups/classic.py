@@ -3,26 +3,30 @@ member ids, KIP-800 reasons and KIP-814 SkipAssignment, following Apache Kafka's
 case (../shared/reference/kafka-group-semantics.md §1-2: decision tables, error order and timers).
 
 Handlers return a Reply: answered at once, or parked until the join phase completes (JoinGroup) or the leader's
-assignment is stored (SyncGroup). Timers live in the coordinator's one deadline heap (kcoord.timers).
+assignment is stored (SyncGroup). Timers live in the coordinator's one deadline heap (kcoord.timers): the join and
+sync timers are the group's, the members' are MemberTimers of kinds "session" (heartbeat, and a new member's join)
+and "pending" (KIP-394). The group stages its own record, a GroupMetadataKey/Value (kcoord.records), where a
+response acknowledges state, and replays it on load.
 """
 
 from __future__ import annotations
 
+import json
 import os
 from collections import deque
+from collections.abc import Iterable
 from dataclasses import dataclass
 from enum import Enum
-from typing import TYPE_CHECKING
 
-from . import errors as E
-from . import wire
-from ._core._members import ClassicMember, MemberTable
-from .config import CLASSIC_GROUP_NEW_MEMBER_JOIN_TIMEOUT_MS, GroupConfig
-from .reply import Reply
-from .timers import Timers
-
-if TYPE_CHECKING:
-    from .store import GroupStore, NullStore
+from .. import errors as E
+from .. import records as R
+from .. import wire
+from .._core._members import ClassicMember, MemberTable
+from ..assignors import AssignmentError, decode_subscription
+from ..config import CLASSIC_GROUP_NEW_MEMBER_JOIN_TIMEOUT_MS, GroupConfig
+from ..reply import Reply
+from ..timers import Timers
+from .base import MemberTimers, RecordSink
 
 ADMIN_REMOVAL_REASON = "member was removed by an admin"  # KIP-800: the admin client's default reason
 
@@ -78,8 +82,19 @@ def join_reason(reason: str | None) -> str:
     return reason if reason else "not provided"
 
 
+# DescribeGroups v5+ carries kcoord's own view of a group (generation, leader, the KIP-800 rebalance history)
+# as a tagged field with this tag. Kafka clients skip tagged fields they do not know, so this is invisible to
+# them; `kcoord describe` reads it.
+KCOORD_DESCRIBE_TAG = 10_000
+
+SESSION, PENDING = "session", "pending"  # the kinds of member timers
+
+
 class ClassicGroup:
-    def __init__(self, group_id: str, config: GroupConfig, timers: Timers, store: "GroupStore | NullStore") -> None:
+    GROUP_TYPE = "classic"
+    RECORD_TYPES = (R.GROUP_METADATA,)
+
+    def __init__(self, group_id: str, config: GroupConfig, timers: Timers, store: RecordSink) -> None:
         self.group_id = group_id
         self.config = config
         self.timers = timers
@@ -97,11 +112,8 @@ class ClassicGroup:
         self._heap, self._now = timers.heap, timers.clock.now_ms
         self.join_timer = timers.new()
         self.sync_timer = timers.new()
-        # Member timers (session, new-member join, KIP-394 pending) share one action; the key says whose.
-        self.timer_owner: dict[int, str] = {}
-        self._member_timer = self.on_member_timer
+        self.member_timers = MemberTimers(timers, self.on_member_timer)
         self.history: deque[RebalanceEvent] = deque(maxlen=config.group_rebalance_history_size)
-        self.offsets: dict[tuple[str, int], tuple[int, int, str | None, int]] = {}
 
     # ---- small queries -------------------------------------------------------------------------------
 
@@ -152,8 +164,7 @@ class ClassicGroup:
         if not self.members.members:
             self.protocol_type = m.protocol_type
         m.join_reply = reply
-        m.timer = self.timers.new(self._member_timer)
-        self.timer_owner[m.timer] = m.member_id
+        m.timer = self.member_timers.key(m.member_id, SESSION)  # cached for the heartbeat's deadline move
         self.members.add(m)
         if self.leader_id is None:
             self.leader_id = m.member_id
@@ -161,8 +172,7 @@ class ClassicGroup:
     def remove_member(self, member_id: str) -> ClassicMember:
         m = self.members.remove(member_id)
         self.pending_sync.discard(member_id)
-        self.timers.release(m.timer)
-        del self.timer_owner[m.timer]
+        self.member_timers.release(member_id, SESSION)
         if self.leader_id == member_id:
             self.leader_id = next(iter(self.members.members), None)
         return m
@@ -171,15 +181,11 @@ class ClassicGroup:
         self.timers.arm(m.timer, m.session_timeout_ms if timeout_ms is None else timeout_ms)
 
     def add_pending(self, member_id: str, session_timeout_ms: int) -> None:
-        key = self.timers.new(self._member_timer)
-        self.timer_owner[key] = member_id
-        self.members.pending[member_id] = key
-        self.timers.arm(key, session_timeout_ms)
+        self.members.pending[member_id] = self.member_timers.arm(member_id, PENDING, session_timeout_ms)
 
     def drop_pending(self, member_id: str) -> None:
-        key = self.members.pending.pop(member_id)
-        self.timers.release(key)
-        del self.timer_owner[key]
+        del self.members.pending[member_id]
+        self.member_timers.release(member_id, PENDING)
 
     # ---- responses -------------------------------------------------------------------------------------
 
@@ -292,7 +298,7 @@ class ClassicGroup:
                           req.protocols)
         m.assignment = old.assignment
         m.timer = old.timer
-        self.timer_owner[m.timer] = new_id
+        self.member_timers.rename(old_id, new_id, (SESSION,))
         self.members.rename(old_id, m)
         if old_id in self.pending_sync:
             self.pending_sync.discard(old_id)
@@ -304,7 +310,7 @@ class ClassicGroup:
         if self.state == State.STABLE:
             if self.select_protocol() == self.protocol_name:
                 # KIP-345: no rebalance. The group's metadata (with the new member id) is written first.
-                self.store.write_group(self)
+                self.stage_metadata()
                 if version >= 9:  # KIP-814: the rejoining leader learns it leads, and skips the assignment
                     is_leader = self.leader_id == new_id
                     reply.resolve(self.join_response(
@@ -449,7 +455,7 @@ class ClassicGroup:
         else:
             self.protocol_name = None
             self.transition(State.EMPTY)
-            self.store.write_group(self)
+            self.stage_metadata()
             return
         leader_members = self.member_list()
         for m in list(self.members.members.values()):
@@ -496,9 +502,8 @@ class ClassicGroup:
 
     # ---- timers for members ----------------------------------------------------------------------------
 
-    def on_member_timer(self, key: int) -> None:
-        member_id = self.timer_owner[key]
-        if member_id in self.members.pending:
+    def on_member_timer(self, member_id: str, kind: str) -> None:
+        if kind == PENDING:
             self.on_pending_expired(member_id)
         else:
             self.on_heartbeat_expired(member_id)
@@ -558,7 +563,7 @@ class ClassicGroup:
             given = {a.member_id: a.assignment for a in req.assignments}
             for member in self.members.members.values():
                 member.assignment = given.get(member.member_id, b"")
-            self.store.write_group(self)  # the assignment is stored before anyone is told
+            self.stage_metadata()  # the assignment is stored before anyone is told
             for member in self.members.members.values():
                 if member.sync_reply is not None:
                     member.sync_reply, r = None, member.sync_reply
@@ -636,9 +641,49 @@ class ClassicGroup:
         self.fail_parked(m, E.UNKNOWN_MEMBER_ID)
         self.remove_member(member_id)
 
-    # ---- offsets (Kafka's ClassicGroup.validateOffsetCommit) -------------------------------------------
+    # ---- what the router, the offsets and the store ask of any group (kcoord.groups.base.Group) ------------
+
+    @property
+    def state_name(self) -> str:
+        return self.state.value
+
+    @property
+    def is_dead(self) -> bool:
+        return self.state is DEAD
+
+    def is_empty(self) -> bool:
+        return self.state is EMPTY
+
+    def listed(self) -> wire.ListGroupsResponseListedGroup:
+        return wire.ListGroupsResponseListedGroup(group_id=self.group_id, protocol_type=self.protocol_type or "",
+                                                  group_state=self.state.value, group_type=self.GROUP_TYPE)
+
+    def described(self, version: int) -> wire.DescribeGroupsResponseDescribedGroup:
+        stable = self.state == State.STABLE
+        extra = [(KCOORD_DESCRIBE_TAG, self.describe_extension())] if version >= 5 else None
+        return wire.DescribeGroupsResponseDescribedGroup(
+            unknown_tags=extra,
+            error_code=E.NONE, group_id=self.group_id, group_state=self.state.value,
+            protocol_type=self.protocol_type or "", protocol_data=(self.protocol_name or "") if stable else "",
+            members=[wire.DescribeGroupsResponseDescribedGroupMember(
+                member_id=m.member_id, group_instance_id=m.group_instance_id, client_id=m.client_id,
+                client_host=m.client_host,
+                member_metadata=(m.metadata_for(self.protocol_name) or b"") if stable else b"",
+                member_assignment=m.assignment if stable else b"") for m in self.members])
+
+    def describe_extension(self) -> bytes:
+        doc = {
+            "generation": self.generation,
+            "leader": self.leader_id,
+            "protocol": self.protocol_name,
+            "history": [{"time_ms": e.time_ms, "generation": e.generation, "trigger": e.trigger,
+                         "member_id": e.member_id, "group_instance_id": e.group_instance_id, "reason": e.reason}
+                        for e in self.history],
+        }
+        return json.dumps(doc, separators=(",", ":")).encode()
 
     def validate_offset_commit(self, member_id: str, instance_id: str | None, generation: int) -> int:
+        """Kafka's ClassicGroup.validateOffsetCommit."""
         if self.state == State.DEAD:
             return E.COORDINATOR_NOT_AVAILABLE
         if generation < 0 and self.state == State.EMPTY:
@@ -655,12 +700,57 @@ class ClassicGroup:
             return E.REBALANCE_IN_PROGRESS
         return E.NONE
 
-    # ---- lifecycle -------------------------------------------------------------------------------------
+    def validate_offset_fetch(self, member_id: str | None, member_epoch: int) -> int:
+        return E.NONE  # a classic group lets anyone read its offsets (Kafka's ClassicGroup.validateOffsetFetch)
 
-    def restore(self, value: wire.GroupMetadataValue) -> None:
-        """Load the group from its stored GroupMetadataValue (kcoord.store): Stable with its members, or Empty.
-        Each member keeps only the selected protocol's metadata, as Kafka's loaded members do, and gets a full
-        session timeout from now to come back. A group above group.max.size rebalances (Kafka's onLoaded)."""
+    def validate_offset_delete(self) -> int:
+        return E.GROUP_ID_NOT_FOUND if self.state is DEAD else E.NONE
+
+    def validate_delete(self) -> int:
+        if self.state is DEAD:
+            return E.GROUP_ID_NOT_FOUND
+        return E.NONE if self.state is EMPTY else E.NON_EMPTY_GROUP
+
+    def subscribed_topics(self) -> set[str]:
+        """Topics the members of a "consumer" group subscribe to, read from their JoinGroup metadata (none while
+        the group is Empty)."""
+        if self.state is EMPTY or self.protocol_type != "consumer" or self.protocol_name is None:
+            return set()
+        topics: set[str] = set()
+        for m in self.members:
+            try:  # newer versions than we know are read as the newest we know (Kafka does the same)
+                topics.update(decode_subscription(m.metadata_for(self.protocol_name) or b"").topics)
+            except AssignmentError:
+                continue
+        return topics
+
+    # ---- records ---------------------------------------------------------------------------------------
+
+    def metadata_value(self, timestamp_ms: int) -> wire.GroupMetadataValue:
+        protocol = self.protocol_name
+        members = [wire.GroupMetadataValueMemberMetadata(
+            member_id=m.member_id, group_instance_id=m.group_instance_id, client_id=m.client_id,
+            client_host=m.client_host, rebalance_timeout=m.rebalance_timeout_ms, session_timeout=m.session_timeout_ms,
+            subscription=(m.metadata_for(protocol) or b"") if protocol is not None else b"",
+            assignment=m.assignment) for m in self.members]
+        return wire.GroupMetadataValue(protocol_type=self.protocol_type or "", generation=self.generation,
+                                       protocol=protocol, leader=self.leader_id if members else None,
+                                       current_state_timestamp=timestamp_ms, members=members)
+
+    def stage_metadata(self) -> None:
+        """Stage the group's GroupMetadataValue: durable before the response that acknowledges it leaves."""
+        store = self.store
+        if store.persistent:
+            store.stage(R.group_key(self.group_id), R.group_value(self.metadata_value(store.wall_ms())))
+
+    def record_keys(self) -> Iterable[bytes]:
+        return (R.group_key(self.group_id),)
+
+    def replay(self, record: R.Record) -> None:
+        """Load the group from its stored GroupMetadataValue: Stable with its members, or Empty. Each member keeps
+        only the selected protocol's metadata, as Kafka's loaded members do, and gets a full session timeout from
+        now to come back."""
+        value = record.value
         self.generation = value.generation
         self.protocol_type = value.protocol_type or None
         self.protocol_name = value.protocol
@@ -675,17 +765,17 @@ class ClassicGroup:
         if value.members:
             self.leader_id = value.leader
             self.previous_state, self.state = State.EMPTY, State.STABLE
-            if len(self.members) > self.config.group_max_size:
-                self.prepare_rebalance(f"loaded with {len(self.members)} members, above group.max.size")
+
+    def on_loaded(self) -> None:
+        """A group loaded above group.max.size rebalances (Kafka's onLoaded)."""
+        if len(self.members) > self.config.group_max_size:
+            self.prepare_rebalance(f"loaded with {len(self.members)} members, above group.max.size")
 
     def unload(self) -> None:
         """The group moves away (or is deleted): parked requests get NOT_COORDINATOR, timers go."""
         for m in list(self.members.members.values()):
             self.fail_parked(m, E.NOT_COORDINATOR)
-            self.timers.release(m.timer)
-        for key in self.members.pending.values():
-            self.timers.release(key)
-        self.timer_owner.clear()
+        self.member_timers.clear()
         self.timers.release(self.join_timer)
         self.timers.release(self.sync_timer)
         self.previous_state, self.state = self.state, State.DEAD

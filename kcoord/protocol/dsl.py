@@ -19,8 +19,9 @@ value shared by several fields.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field as dc_field
-from typing import Iterator, Sequence
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from dataclasses import field as dc_field
 
 PRIMITIVES = (
     "bool", "int8", "int16", "uint16", "int32", "uint32", "int64", "float64",
@@ -40,7 +41,7 @@ class Versions:
     hi: int | None
 
     @classmethod
-    def parse(cls, text: str) -> "Versions":
+    def parse(cls, text: str) -> Versions:
         text = text.strip()
         if text == "none":
             return cls(1, 0)
@@ -69,9 +70,9 @@ class Versions:
 @dataclass(frozen=True)
 class Struct:
     name: str
-    fields: tuple["Field", ...]
+    fields: tuple[Field, ...]
 
-    def walk(self) -> Iterator["Struct"]:
+    def walk(self) -> Iterator[Struct]:
         """This struct and every struct nested in it, depth first, each once."""
         yield self
         for fld in self.fields:
@@ -197,7 +198,7 @@ def _struct_field(name, struct_name, versions, fields, is_array, null, ign, tag,
 
 def array(
     name: str,
-    struct_name: "str | Struct",
+    struct_name: str | Struct,
     versions: str = "0+",
     fields: Sequence[Field] | None = None,
     *,
@@ -213,7 +214,7 @@ def array(
 
 def struct(
     name: str,
-    struct_name: "str | Struct",
+    struct_name: str | Struct,
     versions: str = "0+",
     fields: Sequence[Field] | None = None,
     *,

@@ -97,7 +97,7 @@ def encode_response(api_key: int, api_version: int, correlation_id: int, body: M
 class Layout:
     """The wire layout of one struct at one version: what decode and encode functions are keyed by."""
 
-    def __init__(self, gen: "Generator", msg: Message, st: Struct, v: int):
+    def __init__(self, gen: Generator, msg: Message, st: Struct, v: int):
         self.cls = class_name(msg, st)
         self.flexible = msg.is_flexible(v)
         self.v = v
@@ -120,7 +120,7 @@ class Layout:
             tuple(f.name for f in self.absent),
         )
 
-    def min_size(self, gen: "Generator") -> int:
+    def min_size(self, gen: Generator) -> int:
         size = 1 if self.flexible else 0
         for fld, nullable, compact, nested in self.regular:
             size += min_wire_size(gen, fld, nullable, compact, nested)
@@ -383,7 +383,7 @@ class Generator:
                 lines.append("        w_uvarint(w, 0)")
             else:
                 conds = [(fld, self.non_default_expr(msg, fld, "o." + fld.name)) for fld, *_ in lay.tagged]
-                for fld, cond in conds:
+                for _fld, cond in conds:
                     lines.append(f"    if {cond}:")
                     lines.append("        ntag += 1")
                 lines.append("    if ntag == 0 and not o.unknown_tags:")

@@ -1,0 +1,153 @@
+"""What the router needs from any group type, and the per-member timers every group type shares.
+
+A group type (classic today; consumer and connect next) is a class under kcoord/groups/ that satisfies `Group`
+and names the record types it replays. The router (kcoord.coordinator) finds a group by id, calls it, and
+dispatches stored records to it by record type; committed offsets are not the group's (kcoord.offsets keeps them
+by group id, whatever the group's type), but the group decides whether a member may commit or fetch them. This
+mirrors Kafka's `Group` interface and `GroupCoordinatorShard.replay`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from typing import ClassVar, Protocol
+
+from .. import records as R
+from .. import wire
+from ..timers import Timers
+
+
+class RecordSink(Protocol):
+    """Where a group stages its records (kcoord.store.GroupStore, or NullStore when nothing is kept)."""
+
+    persistent: bool  # False: nothing is kept, so a group need not even build its records
+
+    def stage(self, key: bytes, value: bytes | None) -> None:
+        """Write with the next commit (None: a tombstone); the commit happens before any response leaves."""
+
+    def wall_ms(self) -> int:
+        """The wall clock records carry (commit and state timestamps)."""
+
+
+class Group(Protocol):
+    """A group as the router, the offsets and the store see it."""
+
+    GROUP_TYPE: ClassVar[str]  # "classic", "consumer", "connect": ListGroups' group_type and the types filter
+    RECORD_TYPES: ClassVar[tuple[int, ...]]  # the record types (kcoord.records) this type stages and replays
+
+    group_id: str
+
+    @property
+    def state_name(self) -> str:
+        """The state as Kafka names it in ListGroups and the describe APIs ("Stable", "Empty", "Dead", ...)."""
+
+    @property
+    def is_dead(self) -> bool:
+        """Deleted or unloaded: answered as if it did not exist."""
+
+    def is_empty(self) -> bool:
+        """No members: the group may be deleted, and replaced by another type when a member of it arrives."""
+
+    def listed(self) -> wire.ListGroupsResponseListedGroup: ...
+
+    def described(self, version: int) -> wire.DescribeGroupsResponseDescribedGroup: ...
+
+    def validate_offset_commit(self, member_id: str, instance_id: str | None, generation_or_epoch: int) -> int:
+        """0, or the Kafka error code that refuses an OffsetCommit from this member."""
+
+    def validate_offset_fetch(self, member_id: str | None, member_epoch: int) -> int:
+        """0, or the Kafka error code that refuses an OffsetFetch from this member."""
+
+    def validate_offset_delete(self) -> int:
+        """0, or the Kafka error code that refuses an OffsetDelete on this group."""
+
+    def validate_delete(self) -> int:
+        """0, or the Kafka error code that refuses DeleteGroups on this group."""
+
+    def subscribed_topics(self) -> set[str]:
+        """The topics its members consume (OffsetDelete refuses their partitions)."""
+
+    def replay(self, record: R.Record) -> None:
+        """Apply one stored record of one of RECORD_TYPES (the router creates the group first)."""
+
+    def on_loaded(self) -> None:
+        """Every record is replayed: arm timers, and start what Kafka starts on load."""
+
+    def record_keys(self) -> Iterable[bytes]:
+        """The keys of the group's own records, tombstoned when the group is deleted."""
+
+    def unload(self) -> None:
+        """The group moves away or is deleted: answer what is parked, release timers."""
+
+
+class MemberTimers:
+    """Per-member deadlines keyed by (member id, kind) over the coordinator's one deadline heap.
+
+    A kind is a name the group type chooses ("session", "pending", and for the coming types "rebalance",
+    "join", "sync", ...); every key fires `expired(member_id, kind)`. `key()` hands out the heap key so a hot
+    path (a heartbeat) can cache it on the member and move its deadline with one `heap.schedule`, which does not
+    allocate. Keys are taken and given back in the order the group asks, so firing order among equal deadlines
+    (the heap breaks ties by key) is the group's own.
+    """
+
+    __slots__ = ("_fire", "expired", "keys", "owner", "timers")
+
+    def __init__(self, timers: Timers, expired: Callable[[str, str], None]) -> None:
+        self.timers = timers
+        self.expired = expired
+        self.keys: dict[tuple[str, str], int] = {}
+        self.owner: dict[int, tuple[str, str]] = {}
+        self._fire = self._on_fire
+
+    def __len__(self) -> int:
+        return len(self.keys)
+
+    def key(self, member_id: str, kind: str) -> int:
+        """The heap key of (member, kind), made (not armed) if it has none yet."""
+        k = self.keys.get((member_id, kind))
+        if k is None:
+            k = self.timers.new(self._fire)
+            self.keys[(member_id, kind)] = k
+            self.owner[k] = (member_id, kind)
+        return k
+
+    def arm(self, member_id: str, kind: str, delay_ms: int) -> int:
+        """(Re)arm `delay_ms` from now; returns the key."""
+        k = self.key(member_id, kind)
+        self.timers.arm(k, delay_ms)
+        return k
+
+    def is_armed(self, member_id: str, kind: str) -> bool:
+        k = self.keys.get((member_id, kind))
+        return k is not None and self.timers.is_armed(k)
+
+    def cancel(self, member_id: str, kind: str) -> None:
+        k = self.keys.get((member_id, kind))
+        if k is not None:
+            self.timers.cancel(k)
+
+    def release(self, member_id: str, kind: str) -> None:
+        """Cancel and forget (member, kind); the key goes back to the heap for reuse."""
+        k = self.keys.pop((member_id, kind), None)
+        if k is not None:
+            del self.owner[k]
+            self.timers.release(k)
+
+    def rename(self, old_id: str, new_id: str, kinds: Iterable[str]) -> None:
+        """A member continues under a new id (a static member's replacement): its timers carry on unchanged."""
+        for kind in kinds:
+            k = self.keys.pop((old_id, kind), None)
+            if k is not None:
+                self.keys[(new_id, kind)] = k
+                self.owner[k] = (new_id, kind)
+
+    def clear(self) -> None:
+        """Release every key (the group is unloaded)."""
+        for k in self.owner:
+            self.timers.release(k)
+        self.keys.clear()
+        self.owner.clear()
+
+    def _on_fire(self, key: int) -> None:
+        member_id, kind = self.owner[key]
+        self.expired(member_id, kind)

@@ -1,0 +1,222 @@
+"""Committed offsets: OffsetCommit, OffsetFetch and OffsetDelete, kept by group id whatever the group's type.
+
+As in Kafka's OffsetMetadataManager, offsets are not a group's state: a group of one type can be replaced by one
+of another (an empty consumer group by a classic one on JoinGroup) and its offsets stay. The group, when there
+is one, only decides whether a member may commit (`validate_offset_commit`), fetch or delete. Each accepted
+commit is staged as an OffsetCommitKey/Value record before the response that confirms it leaves.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+
+from . import errors as E
+from . import records as R
+from . import wire
+from .groups.base import Group, RecordSink
+from .timers import Clock
+from .topics import TopicCatalogue
+
+NO_OFFSET = -1
+
+# (offset, leader epoch, metadata, commit timestamp ms), as OffsetCommitValue v3 keeps it.
+Committed = tuple[int, int, str | None, int]
+
+
+class Offsets:
+    def __init__(self, groups: Mapping[str, Group], create_group: Callable[[str], Group], store: RecordSink,
+                 topics: TopicCatalogue, clock: Clock, metadata_max_bytes: int) -> None:
+        self.groups = groups  # the router's groups by id
+        self.create_group = create_group  # the group a simple consumer's first commit makes (Kafka: an Empty classic)
+        self.store = store
+        self.topics = topics
+        self.clock = clock
+        self.metadata_max_bytes = metadata_max_bytes
+        self.by_group: dict[str, dict[tuple[str, int], Committed]] = {}
+        self.handlers = {wire.OffsetCommitRequest.API_KEY: self.offset_commit,
+                         wire.OffsetFetchRequest.API_KEY: self.offset_fetch,
+                         wire.OffsetDeleteRequest.API_KEY: self.offset_delete}
+        self._replay_group: str | None = None
+        self._replay_into: dict[tuple[str, int], Committed] = {}
+
+    def committed(self, group_id: str) -> dict[tuple[str, int], Committed]:
+        """The group's committed offsets by (topic, partition) (empty if it has none)."""
+        return self.by_group.get(group_id, {})
+
+    def count(self) -> int:
+        return sum(map(len, self.by_group.values()))
+
+    def _write(self, group_id: str, changes: dict[tuple[str, int], Committed | None]) -> None:
+        """Stage the changes (None: delete) and apply them; staged first, so nothing is confirmed before it is
+        durable."""
+        store = self.store
+        if store.persistent:
+            for (topic, partition), v in changes.items():
+                store.stage(R.offset_key(group_id, topic, partition), None if v is None else R.offset_value(*v))
+        mine = self.by_group.setdefault(group_id, {})
+        for key, v in changes.items():
+            if v is None:
+                del mine[key]
+            else:
+                mine[key] = v
+        if not mine:
+            del self.by_group[group_id]
+
+    def delete_group(self, group_id: str) -> None:
+        """DeleteGroups: every committed offset of the group goes (tombstones)."""
+        mine = self.by_group.get(group_id)
+        if mine:
+            self._write(group_id, dict.fromkeys(list(mine)))
+
+    def _topic_key(self, name: str, topic_id: bytes, version: int, id_version: int) -> str | None:
+        if version >= id_version:
+            t = self.topics.by_id.get(topic_id)
+            return t.name if t is not None else None
+        return name
+
+    # ---- OffsetCommit -------------------------------------------------------------------------------------
+
+    def offset_commit(self, req: wire.OffsetCommitRequest, version: int, client_id: str = "",
+                      client_host: str = "") -> wire.OffsetCommitResponse:
+        generation = req.generation_id_or_member_epoch if version >= 1 else -1
+        if not req.group_id:
+            error = E.INVALID_GROUP_ID
+        else:
+            g = self.groups.get(req.group_id)
+            if g is None and generation < 0:
+                g = self.create_group(req.group_id)  # a simple consumer or an admin commits without a group
+            if g is None:
+                error = E.ILLEGAL_GENERATION
+            else:
+                error = g.validate_offset_commit(req.member_id if version >= 1 else "", req.group_instance_id,
+                                                 generation)
+        topics = []
+        accepted: dict[tuple[str, int], Committed | None] = {}
+        now = self.clock.wall_ms()  # the commit timestamp Kafka records
+        limit = self.metadata_max_bytes
+        for t in req.topics:
+            name = self._topic_key(t.name, t.topic_id, version, 10)
+            parts = []
+            for p in t.partitions:
+                err = error
+                if not err and name is None:
+                    err = E.UNKNOWN_TOPIC_ID
+                elif not err and p.committed_metadata is not None and len(p.committed_metadata.encode()) > limit:
+                    err = E.OFFSET_METADATA_TOO_LARGE
+                if not err:
+                    accepted[(name, p.partition_index)] = (p.committed_offset, p.committed_leader_epoch,
+                                                          p.committed_metadata, now)
+                parts.append(wire.OffsetCommitResponsePartition(partition_index=p.partition_index, error_code=err))
+            topics.append(wire.OffsetCommitResponseTopic(name=t.name, topic_id=t.topic_id, partitions=parts))
+        if accepted:
+            self._write(req.group_id, accepted)
+        return wire.OffsetCommitResponse(topics=topics)
+
+    # ---- OffsetFetch --------------------------------------------------------------------------------------
+
+    def _fetch_partitions(self, committed: dict, name: str | None, partitions, partition_cls) -> list:
+        out = []
+        for idx in partitions:
+            off = committed.get((name, idx)) if name is not None else None
+            if off is None:
+                out.append(partition_cls(partition_index=idx, committed_offset=NO_OFFSET, committed_leader_epoch=-1,
+                                         metadata="", error_code=E.NONE))
+            else:
+                out.append(partition_cls(partition_index=idx, committed_offset=off[0], committed_leader_epoch=off[1],
+                                         metadata=off[2], error_code=E.NONE))
+        return out
+
+    @staticmethod
+    def _all_committed(committed: dict) -> dict[str, list[int]]:
+        topics: dict[str, list[int]] = {}
+        for (name, idx) in sorted(committed):
+            topics.setdefault(name, []).append(idx)
+        return topics
+
+    def offset_fetch(self, req: wire.OffsetFetchRequest, version: int, client_id: str = "",
+                     client_host: str = "") -> wire.OffsetFetchResponse:
+        if version <= 7:
+            committed = self.committed(req.group_id)
+            if req.topics is None:
+                wanted = list(self._all_committed(committed).items())
+            else:
+                wanted = [(t.name, t.partition_indexes) for t in req.topics]
+            topics = [wire.OffsetFetchResponseTopic(
+                name=name, partitions=self._fetch_partitions(committed, name, parts, wire.OffsetFetchResponsePartition))
+                for name, parts in wanted]
+            error = E.INVALID_GROUP_ID if not req.group_id else E.NONE
+            return wire.OffsetFetchResponse(topics=topics, error_code=error)
+        groups = []
+        for rg in req.groups:
+            error = E.INVALID_GROUP_ID if not rg.group_id else E.NONE
+            g = self.groups.get(rg.group_id)
+            if not error and g is not None and version >= 9:
+                refused = g.validate_offset_fetch(rg.member_id, rg.member_epoch)
+                if refused:
+                    groups.append(wire.OffsetFetchResponseGroup(group_id=rg.group_id, topics=[], error_code=refused))
+                    continue
+            committed = self.committed(rg.group_id)
+            if rg.topics is None:
+                wanted = [(name, t.topic_id if (t := self.topics.get(name)) else wire.ZERO_UUID, parts)
+                          for name, parts in self._all_committed(committed).items()]
+            else:
+                wanted = [(self._topic_key(t.name, t.topic_id, version, 10), t.topic_id, t.partition_indexes)
+                          for t in rg.topics]
+            topics = [wire.OffsetFetchResponseTopics(
+                name=name or "", topic_id=tid, partitions=self._fetch_partitions(
+                    committed, name, parts, wire.OffsetFetchResponsePartitions))
+                for name, tid, parts in wanted]
+            groups.append(wire.OffsetFetchResponseGroup(group_id=rg.group_id, topics=topics, error_code=error))
+        return wire.OffsetFetchResponse(groups=groups)
+
+    # ---- OffsetDelete -------------------------------------------------------------------------------------
+
+    def offset_delete(self, req: wire.OffsetDeleteRequest, version: int, client_id: str = "",
+                      client_host: str = "") -> wire.OffsetDeleteResponse:
+        if not req.group_id:
+            return wire.OffsetDeleteResponse(error_code=E.INVALID_GROUP_ID)
+        g = self.groups.get(req.group_id)
+        error = g.validate_offset_delete() if g is not None else E.GROUP_ID_NOT_FOUND
+        if error:
+            return wire.OffsetDeleteResponse(error_code=error)
+        subscribed = g.subscribed_topics()
+        committed = self.committed(req.group_id)
+        topics = []
+        removed: dict[tuple[str, int], Committed | None] = {}
+        for t in req.topics:
+            parts = []
+            for p in t.partitions:
+                if t.name in subscribed:
+                    err = E.GROUP_SUBSCRIBED_TO_TOPIC
+                else:
+                    err = E.NONE
+                    if (t.name, p.partition_index) in committed:
+                        removed[(t.name, p.partition_index)] = None
+                parts.append(wire.OffsetDeleteResponsePartition(partition_index=p.partition_index, error_code=err))
+            topics.append(wire.OffsetDeleteResponseTopic(name=t.name, partitions=parts))
+        if removed:
+            self._write(req.group_id, removed)
+        return wire.OffsetDeleteResponse(error_code=E.NONE, topics=topics)
+
+    # ---- replay -------------------------------------------------------------------------------------------
+
+    def replay(self, key: bytes, value: bytes) -> None:
+        """Apply one stored OffsetCommitKey/Value. Keys come in key order, so one group's offsets arrive together:
+        the common case (a v1 key with a v3 value) is decoded without the general record dispatch."""
+        if key[:2] == b"\x00\x01" and value[:2] == b"\x00\x03":
+            try:
+                k, kend = wire.OffsetCommitKey.decode_from(key, 1, 2)
+                v, vend = wire.OffsetCommitValue.decode_from(value, 3, 2)
+            except wire.DecodeError:
+                kend = vend = -1
+            if kend != len(key) or vend != len(value):
+                R.decode(key, value)  # raises, naming the record
+        else:
+            rec = R.decode(key, value)
+            k, v = rec.key, rec.value
+        if k.group != self._replay_group:
+            self._replay_group, self._replay_into = k.group, self.by_group.setdefault(k.group, {})
+        self._replay_into[(k.topic, k.partition)] = (v.offset, v.leader_epoch, v.metadata, v.commit_timestamp)
+
+    def replay_done(self) -> None:
+        self._replay_group, self._replay_into = None, {}

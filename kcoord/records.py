@@ -1,0 +1,159 @@
+"""Coordinator records: the key and value bytes Kafka writes to `__consumer_offsets`, and kcoord's own topic record.
+
+A key is an int16 record type followed by the key struct; a value is an int16 version followed by the value struct.
+The record type ids are the versions the generated key classes declare (GroupMetadataKey is version 2,
+ConsumerGroupMetadataKey version 3, ...), so they are read from `wire`, never written out again here. kcoord adds
+one record of its own, the topic catalogue (a Kafka cluster keeps topics in its metadata log, which kcoord does not
+have); its type id (1000) is outside Kafka's range.
+
+This module imports the codec only: the store checks records with it, and each group type builds and replays its
+own records with it.
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass
+
+from . import wire
+
+# Record type ids (the key's int16 "version"), as Kafka's coordinator records number them.
+OFFSET_COMMIT_V0 = wire.OffsetCommitKey.MIN_VERSION  # 0: written by very old brokers, still read
+OFFSET_COMMIT = wire.OffsetCommitKey.MAX_VERSION  # 1
+GROUP_METADATA = wire.GroupMetadataKey.MIN_VERSION  # 2: a classic group
+CONSUMER_GROUP_METADATA = wire.ConsumerGroupMetadataKey.MIN_VERSION  # 3
+CONSUMER_GROUP_PARTITION_METADATA = wire.ConsumerGroupPartitionMetadataKey.MIN_VERSION  # 4
+CONSUMER_GROUP_MEMBER_METADATA = wire.ConsumerGroupMemberMetadataKey.MIN_VERSION  # 5
+CONSUMER_GROUP_TARGET_ASSIGNMENT_METADATA = wire.ConsumerGroupTargetAssignmentMetadataKey.MIN_VERSION  # 6
+CONSUMER_GROUP_TARGET_ASSIGNMENT_MEMBER = wire.ConsumerGroupTargetAssignmentMemberKey.MIN_VERSION  # 7
+CONSUMER_GROUP_CURRENT_MEMBER_ASSIGNMENT = wire.ConsumerGroupCurrentMemberAssignmentKey.MIN_VERSION  # 8
+KCOORD_TOPIC = 1000
+
+GROUP_METADATA_VALUE_VERSION = 3  # what Kafka writes for classic groups
+OFFSET_COMMIT_VALUE_VERSION = 3  # leader epoch, no expire timestamp (KIP-211)
+
+_I16 = struct.Struct(">h")
+_TOPIC_VALUE = struct.Struct(">h16si")
+
+
+class RecordError(ValueError):
+    """A stored record that cannot be read; the message names the record by its key."""
+
+
+def record_type(key: bytes) -> int:
+    return _I16.unpack_from(key)[0]
+
+
+# ---- classic groups -------------------------------------------------------------------------------------------
+
+def group_key(group_id: str) -> bytes:
+    return _I16.pack(GROUP_METADATA) + wire.GroupMetadataKey(group=group_id).encode(GROUP_METADATA)
+
+
+def group_value(value: wire.GroupMetadataValue) -> bytes:
+    return _I16.pack(GROUP_METADATA_VALUE_VERSION) + value.encode(GROUP_METADATA_VALUE_VERSION)
+
+
+def group_metadata_problem(value: wire.GroupMetadataValue) -> str | None:
+    """What makes a stored GroupMetadataValue unusable, or None."""
+    ids = [m.member_id for m in value.members]
+    if len(set(ids)) != len(ids):
+        return "a member id appears twice"
+    iids = [m.group_instance_id for m in value.members if m.group_instance_id is not None]
+    if len(set(iids)) != len(iids):
+        return "an instance id appears twice"
+    if value.generation < 0:
+        return f"negative generation {value.generation}"
+    if value.members and value.leader not in ids:
+        return f"leader {value.leader!r} is not a member"
+    if value.members and value.protocol is None:
+        return "members but no protocol"
+    return None
+
+
+# ---- offsets --------------------------------------------------------------------------------------------------
+
+def offset_key(group_id: str, topic: str, partition: int) -> bytes:
+    return _I16.pack(OFFSET_COMMIT) + wire.OffsetCommitKey(
+        group=group_id, topic=topic, partition=partition).encode(OFFSET_COMMIT)
+
+
+def offset_value(offset: int, leader_epoch: int, metadata: str | None, timestamp_ms: int) -> bytes:
+    return _I16.pack(OFFSET_COMMIT_VALUE_VERSION) + wire.OffsetCommitValue(
+        offset=offset, leader_epoch=leader_epoch, metadata=metadata or "",
+        commit_timestamp=timestamp_ms).encode(OFFSET_COMMIT_VALUE_VERSION)
+
+
+# ---- kcoord's topic catalogue ---------------------------------------------------------------------------------
+
+def topic_key(name: str) -> bytes:
+    return _I16.pack(KCOORD_TOPIC) + name.encode()
+
+
+def topic_value(topic_id: bytes, partitions: int) -> bytes:
+    return _TOPIC_VALUE.pack(0, topic_id, partitions)
+
+
+@dataclass(frozen=True)
+class TopicRecord:
+    name: str
+    topic_id: bytes
+    partitions: int
+
+
+# ---- decoding -------------------------------------------------------------------------------------------------
+
+@dataclass
+class Record:
+    """One decoded record: its type id, the group it belongs to (None for a topic), the key and value."""
+
+    type: int
+    group: str | None
+    key: object
+    value: object
+
+    @property
+    def kind(self) -> str:
+        """"group", "offset" or "topic"."""
+        return KINDS[self.type]
+
+
+KINDS = {OFFSET_COMMIT_V0: "offset", OFFSET_COMMIT: "offset", GROUP_METADATA: "group", KCOORD_TOPIC: "topic"}
+
+
+def decode(key: bytes, value: bytes) -> Record:
+    """Decode a stored key and value; a RecordError says which record is wrong and how."""
+    try:
+        rtype = record_type(key)
+        if rtype == GROUP_METADATA:
+            k = wire.GroupMetadataKey.decode(memoryview(key)[2:], rtype)
+            v = wire.GroupMetadataValue.decode(memoryview(value)[2:], _value_version(value, 4))
+            return Record(rtype, k.group, k, v)
+        if rtype in (OFFSET_COMMIT_V0, OFFSET_COMMIT):
+            k = wire.OffsetCommitKey.decode(memoryview(key)[2:], rtype)
+            v = wire.OffsetCommitValue.decode(memoryview(value)[2:], _value_version(value, 4))
+            return Record(rtype, k.group, k, v)
+        if rtype == KCOORD_TOPIC:
+            version, topic_id, partitions = _TOPIC_VALUE.unpack(value)
+            name = key[2:].decode()
+            if version != 0 or partitions < 1 or not name:
+                raise ValueError(f"bad topic value (version {version}, {partitions} partitions)")
+            return Record(rtype, None, name, TopicRecord(name, topic_id, partitions))
+        raise ValueError(f"unknown record type {rtype}")
+    except (wire.DecodeError, ValueError, struct.error, UnicodeDecodeError) as e:
+        raise RecordError(f"record with key {key[:64].hex()} cannot be read: {e}") from None
+
+
+def problem(rec: Record) -> str | None:
+    """What makes a decoded record inconsistent on its own (beyond its bytes), or None."""
+    if rec.type == GROUP_METADATA:
+        issue = group_metadata_problem(rec.value)
+        return f"group {rec.group!r}: {issue}" if issue else None
+    return None
+
+
+def _value_version(value: bytes, highest: int) -> int:
+    version = _I16.unpack_from(value)[0]
+    if not 0 <= version <= highest:
+        raise ValueError(f"unknown value version {version}")
+    return version

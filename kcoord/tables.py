@@ -1,0 +1,15 @@
+"""Plain-text tables for the CLI's readable output (every command also has --json)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+
+def table(headers: Sequence[str], rows: Sequence[Sequence[object]], *, right: bool = False) -> str:
+    """Columns padded to their widest cell, two spaces apart; None prints as "-". `right`: every column but the
+    first is right-aligned (for figures)."""
+    cells = [[str(c) for c in headers]] + [["-" if c is None else str(c) for c in r] for r in rows]
+    widths = [max(len(r[i]) for r in cells) for i in range(len(headers))]
+    return "\n".join("  ".join(c.rjust(w) if right and i else c.ljust(w)
+                               for i, (c, w) in enumerate(zip(r, widths, strict=True))).rstrip()
+                     for r in cells)

@@ -1,0 +1,61 @@
+"""MemberTimers: per-member deadlines keyed by (member, kind) over the coordinator's one deadline heap."""
+
+from __future__ import annotations
+
+from kcoord.groups.base import MemberTimers
+from kcoord.timers import ManualClock, Timers
+
+
+def make() -> tuple[ManualClock, Timers, MemberTimers, list[tuple[str, str]]]:
+    clock = ManualClock(1_000)
+    timers = Timers(clock)
+    fired: list[tuple[str, str]] = []
+    return clock, timers, MemberTimers(timers, lambda m, k: fired.append((m, k))), fired
+
+
+def test_each_member_kind_fires_its_own_expiry_in_deadline_order() -> None:
+    clock, timers, mt, fired = make()
+    mt.arm("a", "session", 300)
+    mt.arm("a", "rebalance", 100)
+    mt.arm("b", "session", 200)
+    clock.advance(250)
+    assert timers.fire_due() == 2
+    assert fired == [("a", "rebalance"), ("b", "session")]
+    assert mt.is_armed("a", "session") and not mt.is_armed("b", "session")
+
+
+def test_rearming_moves_the_deadline_and_the_cached_key_is_the_fast_path() -> None:
+    clock, timers, mt, fired = make()
+    key = mt.arm("a", "session", 100)
+    assert mt.key("a", "session") == key and len(mt) == 1
+    clock.advance(90)
+    timers.heap.schedule(key, clock.now_ms() + 100)  # what a heartbeat does with the key cached on its member
+    clock.advance(90)
+    assert timers.fire_due() == 0
+    mt.arm("a", "session", 5)
+    clock.advance(5)
+    assert timers.fire_due() == 1 and fired == [("a", "session")]
+
+
+def test_a_renamed_member_keeps_its_timers_and_the_old_id_has_none() -> None:
+    clock, timers, mt, fired = make()
+    key = mt.arm("old", "session", 100)
+    mt.rename("old", "new", ("session", "pending"))
+    assert mt.key("new", "session") == key and not mt.is_armed("old", "session")
+    clock.advance(100)
+    timers.fire_due()
+    assert fired == [("new", "session")]
+
+
+def test_released_and_cleared_keys_go_back_to_the_heap() -> None:
+    clock, timers, mt, fired = make()
+    a = mt.arm("a", "session", 100)
+    mt.arm("b", "pending", 100)
+    mt.release("a", "session")
+    assert timers.heap.keys_in_use == 1 and not mt.is_armed("a", "session")
+    assert mt.key("c", "session") == a  # the released key is reused
+    mt.cancel("b", "pending")
+    clock.advance(100)
+    assert timers.fire_due() == 0 and fired == []
+    mt.clear()
+    assert timers.heap.keys_in_use == 0 and len(mt) == 0

@@ -1,0 +1,151 @@
+"""The tree keeps its shape: imports point down the layers, the codec generator runs before any build, and the
+linter passes. Run as ordinary tests, so CI keeps the tree clean (as asyncpg's tests/test__sourcecode.py does).
+"""
+
+from __future__ import annotations
+
+import ast
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGE = ROOT / "kcoord"
+
+# kcoord's layers, top first: a module may import only modules of layers below its own. The data path runs
+# cli -> server -> coordinator -> offsets / groups/* -> {store, records, timers, assignors, _core} -> wire.
+# A new module must be placed here; a new group type sits beside groups.classic (and imports groups.base).
+LAYERS: tuple[tuple[str, ...], ...] = (
+    ("kcoord",),  # the package face: re-exports, loaded on first use
+    ("kcoord.cli",),
+    ("kcoord.plan_cli",),
+    ("kcoord.server",),
+    ("kcoord.broker",),
+    ("kcoord.coordinator",),
+    ("kcoord.offsets", "kcoord.groups.classic"),
+    ("kcoord.groups", "kcoord.groups.base"),
+    ("kcoord.store",),
+    ("kcoord.records", "kcoord.topics", "kcoord.timers", "kcoord.config", "kcoord.client", "kcoord.spark",
+     "kcoord.tables"),
+    ("kcoord.assignors",),
+    ("kcoord.wire", "kcoord.errors", "kcoord.reply"),
+    ("kcoord.protocol", "kcoord._core"),  # the message definitions and the compiled core: import nothing above
+)
+PACKAGES = ("kcoord.protocol", "kcoord._core")  # one unit each: imports inside them are their own business
+
+
+def unit(module: str) -> str:
+    for p in PACKAGES:
+        if module == p or module.startswith(p + "."):
+            return p
+    return module
+
+
+def module_name(path: Path) -> str:
+    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def modules() -> dict[str, Path]:
+    return {module_name(p): p for p in sorted(PACKAGE.rglob("*.py"))}
+
+
+def imports(module: str, path: Path, known: set[str]) -> set[str]:
+    """Every kcoord module `module` imports, wherever the import stands (functions and TYPE_CHECKING included)."""
+    is_package = path.name == "__init__.py"
+    here = module if is_package else module.rpartition(".")[0]
+    out: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            out.update(a.name for a in node.names if a.name.split(".")[0] == "kcoord")
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = here.split(".")
+                base = base[:len(base) - (node.level - 1)]
+                target = ".".join(base + ([node.module] if node.module else []))
+            else:
+                target = node.module or ""
+            if target.split(".")[0] != "kcoord":
+                continue
+            for a in node.names:
+                sub = f"{target}.{a.name}"
+                out.add(sub if sub in known or unit(sub) != sub else target)
+    return out
+
+
+def layer_of(module: str) -> int:
+    for i, layer in enumerate(LAYERS):
+        if unit(module) in layer:
+            return i
+    raise KeyError(module)
+
+
+def test_every_module_has_a_layer() -> None:
+    missing = []
+    for module in modules():
+        try:
+            layer_of(module)
+        except KeyError:
+            missing.append(module)
+    assert not missing, f"place these modules in LAYERS: {missing}"
+
+
+def test_imports_point_down_the_layers() -> None:
+    known = set(modules())
+    wrong = []
+    for module, path in modules().items():
+        mine = layer_of(module)
+        for target in sorted(imports(module, path, known)):
+            if unit(target) == unit(module):
+                continue
+            if layer_of(target) <= mine:
+                wrong.append(f"{module} (layer {mine}) imports {target} (layer {layer_of(target)})")
+    assert not wrong, "imports running up or across the layers:\n" + "\n".join(wrong)
+
+
+def test_the_layer_check_sees_an_upward_import(tmp_path) -> None:
+    # The check itself can fail: the store importing the coordinator (what it did before the groups seam).
+    path = tmp_path / "store.py"
+    path.write_text("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from .coordinator import Coordinator\n"
+                    "def f():\n    from .groups import classic\n")
+    found = imports("kcoord.store", path, set(modules()))
+    assert found == {"kcoord.coordinator", "kcoord.groups.classic"}
+    assert all(layer_of(t) < layer_of("kcoord.store") for t in found)
+
+
+def test_the_codec_generator_runs_on_a_checkout_that_was_never_built(tmp_path) -> None:
+    """`python -m kcoord.protocol.generate` needs no compiled module: it writes their sources."""
+    for name in ("kcoord", "src"):
+        shutil.copytree(ROOT / name, tmp_path / name,
+                        ignore=shutil.ignore_patterns("*.so", "*.pyd", "*.c", "__pycache__"))
+    assert not list(tmp_path.rglob("*.so"))
+    env = {"PATH": "/usr/bin:/bin", "PYTHONDONTWRITEBYTECODE": "1"}
+    # -S: no site-packages, so neither the editable install nor any built kcoord can be found.
+    probe = subprocess.run([sys.executable, "-S", "-c", "import kcoord._core._wire"], cwd=tmp_path, env=env,
+                           capture_output=True, text=True)
+    assert probe.returncode != 0 and "kcoord._core._wire" in probe.stderr
+    check = subprocess.run([sys.executable, "-S", "-m", "kcoord.protocol.generate", "--check"], cwd=tmp_path,
+                           env=env, capture_output=True, text=True)
+    assert check.returncode == 0, check.stdout + check.stderr
+    pxi = tmp_path / "src" / "_core" / "wire" / "generated.pxi"
+    pxi.write_text(pxi.read_text() + "# edited by hand\n")
+    stale = subprocess.run([sys.executable, "-S", "-m", "kcoord.protocol.generate", "--check"], cwd=tmp_path,
+                           env=env, capture_output=True, text=True)
+    assert stale.returncode == 1
+    write = subprocess.run([sys.executable, "-S", "-m", "kcoord.protocol.generate"], cwd=tmp_path, env=env,
+                           capture_output=True, text=True)
+    assert write.returncode == 0 and pxi.read_text() == (ROOT / "src/_core/wire/generated.pxi").read_text()
+
+
+def test_ruff_passes() -> None:
+    ruff = shutil.which("ruff", path=str(Path(sys.executable).parent))
+    if ruff is None:
+        pytest.fail("ruff is a test dependency (pyproject's test extra): `make test` installs it")
+    done = subprocess.run([ruff, "check", "--no-cache", "kcoord", "tests", "benches"], cwd=ROOT,
+                          capture_output=True, text=True)
+    assert done.returncode == 0, done.stdout + done.stderr
