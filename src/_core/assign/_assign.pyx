@@ -483,13 +483,12 @@ cdef inline int64_t _first_bad(const int32_t* a, int64_t n, int64_t limit) noexc
     return -1
 
 
-cdef object _id_array(object x, str name):
-    """x as a contiguous int32 array: itself when it already is one (no copy), else converted (AssignmentError)."""
-    cdef const int32_t[::1] _probe
+cdef const int32_t[::1] _ids(object x, str name) except *:
+    """A view of x as contiguous int32 ids: of x itself when it is such an array (no copy, and the view's .base is
+    x), else of a converted copy (AssignmentError if it cannot be one)."""
     if x is None:
         raise AssignmentError(f"{name} must be an array of ids, not None")
     try:
-        _probe = x
         return x
     except (ValueError, TypeError, BufferError):
         return _ints(x, np.int32, name)
@@ -586,14 +585,13 @@ cdef class PartitionEpochs:
             memcpy(&v[0], self.table, <size_t>self.n * sizeof(int32_t))
         return out
 
-    cdef object _pids(self, object partitions):
-        ids = _id_array(partitions, "partitions")
-        cdef const int32_t[::1] v = ids
+    cdef const int32_t[::1] _pids(self, object partitions) except *:
+        cdef const int32_t[::1] v = _ids(partitions, "partitions")
         cdef Py_ssize_t i
         for i in range(v.shape[0]):
             if v[i] < 0 or v[i] >= self.n:
                 raise AssignmentError(f"partitions: partition {v[i]} (entry {i}) is outside 0..{self.n - 1}")
-        return ids
+        return v
 
     def add(self, partitions, int32_t epoch):
         """Records that a member at `epoch` now holds `partitions`; refuses (and changes nothing) if any is held."""
@@ -728,18 +726,13 @@ def reconcile(PartitionEpochs epochs, int state, int32_t member_epoch, int32_t p
     if state != MS_STABLE and state != MS_UNREVOKED and state != MS_UNRELEASED and state != MS_UNKNOWN:
         raise AssignmentError(f"state must be one of {sorted(MEMBER_STATES)} (Kafka's MemberState values), "
                               f"not {state}")
-    assigned = _id_array(assigned, "assigned")
-    pending_revocation = _id_array(pending_revocation, "pending_revocation")
-    target = _id_array(target, "target")
-    subscribed_topics = _id_array(subscribed_topics, "subscribed_topics")
-    va = assigned
-    vp = pending_revocation
-    vt = target
-    vs = subscribed_topics
+    va = _ids(assigned, "assigned")
+    vp = _ids(pending_revocation, "pending_revocation")
+    vt = _ids(target, "target")
+    vs = _ids(subscribed_topics, "subscribed_topics")
     r.owned_null = owned is None
     if not r.owned_null:
-        owned = _id_array(owned, "owned")
-        vo = owned
+        vo = _ids(owned, "owned")
         r.owned = &vo[0] if vo.shape[0] > 0 else NULL
         r.n_owned = vo.shape[0]
         bad = _first_bad(r.owned, r.n_owned, P)
@@ -788,9 +781,9 @@ def reconcile(PartitionEpochs epochs, int state, int32_t member_epoch, int32_t p
     res.changed = o.changed
     res.assigned_changed = o.assigned_changed
     res.error = o.error
-    res.assigned = _ids_out(o.assigned, o.n_assigned) if o.assigned_changed else assigned
+    res.assigned = _ids_out(o.assigned, o.n_assigned) if o.assigned_changed else va.base
     if same_ids(o.pending, o.n_pending, r.pending, r.n_pending):
-        res.pending_revocation = pending_revocation
+        res.pending_revocation = vp.base
     else:
         res.pending_revocation = _ids_out(o.pending, o.n_pending)
     return res
