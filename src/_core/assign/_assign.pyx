@@ -713,6 +713,9 @@ def reconcile(PartitionEpochs epochs, int state, int32_t member_epoch, int32_t p
     topic counts as empty). subscription_changed: strip unsubscribed topics even when the member is at the target
     epoch (Kafka's enforce-subscription-consistency flag). The table is only read; the caller moves the member's
     epochs in it (remove the old member's partitions at its old epoch, add the new one's) when `changed`.
+
+    A member in the UNKNOWN state is fenced unless the request's TopicPartitions is an empty list. Kafka looks at
+    the list of topic entries: a request naming a topic with no partitions is fenced too, so pass owned=None then.
     """
     cdef RecIn r
     cdef RecOut o
