@@ -1,5 +1,6 @@
 # Compiled partition assignors: range (with KIP-881 racks), round-robin, sticky, cooperative-sticky and the
-# server-side uniform assignor, as kernels over interned integer ids and flat arrays.
+# server-side uniform assignor, as kernels over interned integer ids and flat arrays; and the KIP-848
+# reconciliation step (reconcile.pxi) with the partition epoch table it reads.
 #
 # Every kernel is `noexcept nogil` and runs with the GIL released; it reads the interned group (group.pxi) and
 # writes one owner per global partition id. The functions at the bottom of this file are the only place that
@@ -20,6 +21,7 @@ include "group.pxi"
 include "range.pxi"
 include "roundrobin.pxi"
 include "sticky.pxi"
+include "reconcile.pxi"
 
 
 class AssignmentError(ValueError):
@@ -438,3 +440,353 @@ cdef dict _csr_to_dicts(indptr, partitions, topic_start, list topic_names, list 
             j = e
         out[member_ids[i]] = d
     return out
+
+
+# --- KIP-848 reconciliation (reconcile.pxi) ----------------------------------------------------------------------
+
+STABLE = MS_STABLE
+UNREVOKED_PARTITIONS = MS_UNREVOKED
+UNRELEASED_PARTITIONS = MS_UNRELEASED
+UNKNOWN = MS_UNKNOWN
+FENCED_MEMBER_EPOCH = RC_FENCED_MEMBER_EPOCH
+MEMBER_STATES = {MS_STABLE: "STABLE", MS_UNREVOKED: "UNREVOKED_PARTITIONS", MS_UNRELEASED: "UNRELEASED_PARTITIONS",
+                 MS_UNKNOWN: "UNKNOWN"}
+
+
+class PartitionEpochError(AssignmentError):
+    """A partition epoch table update that would give a partition two holders, or free one held at another epoch
+    (Kafka's addPartitionEpochs / removePartitionEpochs refuse the same). `epoch`: the partition's epoch in the
+    table, -1 if free."""
+
+    def __init__(self, msg, partition_id, epoch):
+        super().__init__(msg)
+        self.partition_id = partition_id
+        self.epoch = epoch
+
+
+_EMPTY_IDS = np.zeros(0, dtype=np.int32)
+_EMPTY_IDS.flags.writeable = False
+_np_empty = np.empty
+_INT32 = np.dtype(np.int32)
+
+
+cdef inline int64_t _first_bad(const int32_t* a, int64_t n, int64_t limit) noexcept nogil:
+    """The index of the first entry that is negative, >= limit, or not above the one before it; -1 if none."""
+    cdef int64_t i
+    if n == 0:
+        return -1
+    if a[0] < 0 or a[0] >= limit:
+        return 0
+    for i in range(1, n):
+        if a[i] <= a[i - 1] or a[i] >= limit:
+            return i
+    return -1
+
+
+cdef const int32_t[::1] _ids(object x, str name) except *:
+    """A view of x as contiguous int32 ids: of x itself when it is such an array (no copy, and the view's .base is
+    x), else of a converted copy (AssignmentError if it cannot be one)."""
+    if x is None:
+        raise AssignmentError(f"{name} must be an array of ids, not None")
+    try:
+        return x
+    except (ValueError, TypeError, BufferError):
+        return _ints(x, np.int32, name)
+
+
+cdef str _bad_ids(const int32_t[::1] v, int64_t i, int64_t limit, str name, str what):
+    if v[i] < 0 or v[i] >= limit:
+        return f"{name}: {what} {v[i]} (entry {i}) is outside 0..{limit - 1}"
+    if v[i] == v[i - 1]:
+        return f"{name}: {what} {v[i]} appears twice"
+    return f"{name} must be ascending: {what} {v[i]} (entry {i}) follows {v[i - 1]}"
+
+
+cdef object _catalogue(object topic_start):
+    """A private, read-only copy of a valid topic_start (int64, from 0, never falling, within MAX_PARTITIONS)."""
+    ts = np.array(_ints(topic_start, np.int64, "topic_start"), dtype=np.int64, copy=True)
+    if ts.shape[0] < 1 or ts[0] != 0:
+        raise AssignmentError("topic_start must start at 0, with one entry per topic plus one")
+    falls = np.flatnonzero(np.diff(ts) < 0)
+    if falls.shape[0]:
+        t = int(falls[0])
+        raise AssignmentError(f"topic_start must not fall: topic {t} would have {int(ts[t + 1] - ts[t])} partitions")
+    if ts[ts.shape[0] - 1] > MAX_PARTITIONS or ts.shape[0] - 1 > MAX_PARTITIONS:
+        raise AssignmentError(f"at most {MAX_PARTITIONS} partitions and topics")
+    ts.flags.writeable = False
+    return ts
+
+
+cdef class PartitionEpochs:
+    """A consumer group's partition epoch table: for every global partition id, the epoch of the member that holds it
+    (assigned or pending revocation), -1 while nobody does. Topic t owns the ids [topic_start[t], topic_start[t+1]).
+
+    `add` and `remove` are Kafka's addPartitionEpochs / removePartitionEpochs: they refuse to give a partition a
+    second holder or to free one held at another epoch (PartitionEpochError, naming the partition), and change
+    nothing when they refuse. `grow` takes a larger catalogue. `reconcile` reads the table.
+    """
+
+    cdef int32_t* table
+    cdef int64_t n
+    cdef readonly object topic_start
+    cdef const int64_t* ts
+    cdef int32_t n_top
+    # reconcile's output buffers, reused from call to call (reconcile holds the GIL throughout)
+    cdef int32_t* out_a
+    cdef int32_t* out_p
+    cdef int64_t cap_a
+    cdef int64_t cap_p
+
+    def __cinit__(self, topic_start):
+        self.table = NULL
+        self.out_a = NULL
+        self.out_p = NULL
+        self.cap_a = 0
+        self.cap_p = 0
+        self._set_catalogue(_catalogue(topic_start))
+        self.table = <int32_t*>xmalloc(self.n, sizeof(int32_t))
+        if self.table == NULL:
+            raise MemoryError()
+        memset(self.table, 0xFF, <size_t>self.n * sizeof(int32_t))
+
+    def __dealloc__(self):
+        free(self.table)
+        free(self.out_a)
+        free(self.out_p)
+
+    cdef _set_catalogue(self, object ts):
+        cdef const int64_t[::1] v = ts
+        self.topic_start = ts
+        self.ts = &v[0]
+        self.n_top = <int32_t>(v.shape[0] - 1)
+        self.n = v[v.shape[0] - 1]
+
+    @property
+    def n_partitions(self):
+        return self.n
+
+    @property
+    def n_topics(self):
+        return self.n_top
+
+    def __len__(self):
+        return self.n
+
+    def __getitem__(self, Py_ssize_t partition):
+        if partition < 0 or partition >= self.n:
+            raise IndexError(f"partition {partition} is outside 0..{self.n - 1}")
+        return self.table[partition]
+
+    def to_numpy(self):
+        """A copy of the table (int32, one entry per partition)."""
+        out = np.empty(self.n, dtype=np.int32)
+        cdef int32_t[::1] v = out
+        if self.n:
+            memcpy(&v[0], self.table, <size_t>self.n * sizeof(int32_t))
+        return out
+
+    cdef const int32_t[::1] _pids(self, object partitions) except *:
+        cdef const int32_t[::1] v = _ids(partitions, "partitions")
+        cdef Py_ssize_t i
+        for i in range(v.shape[0]):
+            if v[i] < 0 or v[i] >= self.n:
+                raise AssignmentError(f"partitions: partition {v[i]} (entry {i}) is outside 0..{self.n - 1}")
+        return v
+
+    def add(self, partitions, int32_t epoch):
+        """Records that a member at `epoch` now holds `partitions`; refuses (and changes nothing) if any is held."""
+        if epoch < 0:
+            raise AssignmentError(f"epoch must be >= 0, not {epoch}")
+        cdef const int32_t[::1] v = self._pids(partitions)
+        cdef int64_t bad
+        if v.shape[0] == 0:
+            return
+        bad = epochs_add(self.table, &v[0], v.shape[0], epoch)
+        if bad >= 0:
+            p = v[bad]
+            held = self.table[p]
+            if held == -1:
+                raise PartitionEpochError(f"partition {p} appears twice in the partitions to add", p, held)
+            raise PartitionEpochError(f"cannot set the epoch of partition {p} to {epoch}: it is still held at "
+                                      f"epoch {held}", p, held)
+
+    def remove(self, partitions, int32_t expected_epoch):
+        """Frees `partitions`, which a member at `expected_epoch` held; refuses (and changes nothing) if any is held
+        at another epoch or free."""
+        cdef const int32_t[::1] v = self._pids(partitions)
+        cdef int64_t bad
+        if v.shape[0] == 0:
+            return
+        bad = epochs_remove(self.table, &v[0], v.shape[0], expected_epoch)
+        if bad >= 0:
+            p = v[bad]
+            held = self.table[p]
+            if held == expected_epoch:
+                raise PartitionEpochError(f"partition {p} appears twice in the partitions to remove", p, held)
+            raise PartitionEpochError(f"cannot remove epoch {expected_epoch} from partition {p}: it is "
+                                      + ("free" if held == -1 else f"held at epoch {held}"), p, held)
+
+    def grow(self, topic_start):
+        """Takes a larger catalogue: topics keep their index and may gain partitions, new topics come after the
+        old ones. Each topic's epochs move with it (a topic's ids shift when one before it grows: the caller remaps
+        its partition lists the same way); new partitions are free."""
+        new_ts = _catalogue(topic_start)
+        cdef const int64_t[::1] nv = new_ts
+        cdef int32_t t, T_old = self.n_top
+        cdef int64_t n_new
+        cdef int32_t* grown
+        if nv.shape[0] - 1 < T_old:
+            raise AssignmentError(f"grow: {nv.shape[0] - 1} topics, fewer than the {T_old} the table has")
+        for t in range(T_old):
+            if nv[t + 1] - nv[t] < self.ts[t + 1] - self.ts[t]:
+                raise AssignmentError(f"grow: topic {t} would shrink from {self.ts[t + 1] - self.ts[t]} to "
+                                      f"{nv[t + 1] - nv[t]} partitions")
+        n_new = nv[nv.shape[0] - 1]
+        grown = <int32_t*>xmalloc(n_new, sizeof(int32_t))
+        if grown == NULL:
+            raise MemoryError()
+        memset(grown, 0xFF, <size_t>n_new * sizeof(int32_t))
+        for t in range(T_old):
+            if self.ts[t + 1] > self.ts[t]:
+                memcpy(grown + nv[t], self.table + self.ts[t], <size_t>(self.ts[t + 1] - self.ts[t]) * sizeof(int32_t))
+        free(self.table)
+        self.table = grown
+        self._set_catalogue(new_ts)
+
+    cdef int _reserve(self, int64_t need_a, int64_t need_p) except -1:
+        cdef int32_t* q
+        if need_a > self.cap_a:
+            q = <int32_t*>realloc(self.out_a, <size_t>(need_a + self.cap_a) * sizeof(int32_t))
+            if q == NULL:
+                raise MemoryError()
+            self.out_a = q
+            self.cap_a = need_a + self.cap_a
+        if need_p > self.cap_p:
+            q = <int32_t*>realloc(self.out_p, <size_t>(need_p + self.cap_p) * sizeof(int32_t))
+            if q == NULL:
+                raise MemoryError()
+            self.out_p = q
+            self.cap_p = need_p + self.cap_p
+        return 0
+
+
+cdef class Reconciled:
+    """One member after a reconciliation step. `assigned` / `pending_revocation` are the input arrays themselves when
+    they did not change. `changed`: any field differs from the input (Kafka then writes the member's current
+    assignment record); `assigned_changed`: the heartbeat response carries the assignment. `error` is
+    FENCED_MEMBER_EPOCH (110) when a member in the UNKNOWN state must rejoin; the member is then as it was."""
+
+    cdef readonly int state
+    cdef readonly int member_epoch
+    cdef readonly int previous_member_epoch
+    cdef readonly object assigned
+    cdef readonly object pending_revocation
+    cdef readonly bint changed
+    cdef readonly bint assigned_changed
+    cdef readonly int error
+
+    def __repr__(self):
+        return (f"Reconciled(state={MEMBER_STATES.get(self.state, self.state)}, member_epoch={self.member_epoch}, "
+                f"previous_member_epoch={self.previous_member_epoch}, assigned={self.assigned.tolist()}, "
+                f"pending_revocation={self.pending_revocation.tolist()}, changed={self.changed}, "
+                f"assigned_changed={self.assigned_changed}, error={self.error})")
+
+
+cdef inline object _ids_out(const int32_t* src, int64_t n):
+    if n == 0:
+        return _EMPTY_IDS
+    out = _np_empty(n, _INT32)
+    cdef int32_t[::1] v = out
+    memcpy(&v[0], src, <size_t>n * sizeof(int32_t))
+    return out
+
+
+def reconcile(PartitionEpochs epochs, int state, int32_t member_epoch, int32_t previous_member_epoch,
+              int32_t target_epoch, assigned, pending_revocation, target, subscribed_topics, owned,
+              bint subscription_changed=False):
+    """One KIP-848 reconciliation step for one member (Kafka's CurrentAssignmentBuilder.build, trunk).
+
+    assigned, pending_revocation, target: the member's partitions, its partitions pending revocation and its target
+    assignment; owned: the partitions the heartbeat says the client owns, or None when its TopicPartitions was null
+    (which counts as owning everything). All are ascending, duplicate-free int32 arrays of global partition ids of
+    `epochs`' catalogue. subscribed_topics: ascending topic ids the member subscribes to (the target of any other
+    topic counts as empty). subscription_changed: strip unsubscribed topics even when the member is at the target
+    epoch (Kafka's enforce-subscription-consistency flag). The table is only read; the caller moves the member's
+    epochs in it (remove the old member's partitions at its old epoch, add the new one's) when `changed`.
+
+    A member in the UNKNOWN state is fenced unless the request's TopicPartitions is an empty list. Kafka looks at
+    the list of topic entries: a request naming a topic with no partitions is fenced too, so pass owned=None then.
+    """
+    cdef RecIn r
+    cdef RecOut o
+    cdef const int32_t[::1] va
+    cdef const int32_t[::1] vp
+    cdef const int32_t[::1] vt
+    cdef const int32_t[::1] vo
+    cdef const int32_t[::1] vs
+    cdef int64_t P = epochs.n, bad
+    cdef Reconciled res
+    if state != MS_STABLE and state != MS_UNREVOKED and state != MS_UNRELEASED and state != MS_UNKNOWN:
+        raise AssignmentError(f"state must be one of {sorted(MEMBER_STATES)} (Kafka's MemberState values), "
+                              f"not {state}")
+    va = _ids(assigned, "assigned")
+    vp = _ids(pending_revocation, "pending_revocation")
+    vt = _ids(target, "target")
+    vs = _ids(subscribed_topics, "subscribed_topics")
+    r.owned_null = owned is None
+    if not r.owned_null:
+        vo = _ids(owned, "owned")
+        r.owned = &vo[0] if vo.shape[0] > 0 else NULL
+        r.n_owned = vo.shape[0]
+        bad = _first_bad(r.owned, r.n_owned, P)
+        if bad >= 0:
+            raise AssignmentError(_bad_ids(vo, bad, P, "owned", "partition"))
+    else:
+        r.owned = NULL
+        r.n_owned = 0
+    r.assigned = &va[0] if va.shape[0] > 0 else NULL
+    r.n_assigned = va.shape[0]
+    r.pending = &vp[0] if vp.shape[0] > 0 else NULL
+    r.n_pending = vp.shape[0]
+    r.target = &vt[0] if vt.shape[0] > 0 else NULL
+    r.n_target = vt.shape[0]
+    r.topics = &vs[0] if vs.shape[0] > 0 else NULL
+    r.n_topics = <int32_t>vs.shape[0]
+    bad = _first_bad(r.assigned, r.n_assigned, P)
+    if bad >= 0:
+        raise AssignmentError(_bad_ids(va, bad, P, "assigned", "partition"))
+    bad = _first_bad(r.pending, r.n_pending, P)
+    if bad >= 0:
+        raise AssignmentError(_bad_ids(vp, bad, P, "pending_revocation", "partition"))
+    bad = _first_bad(r.target, r.n_target, P)
+    if bad >= 0:
+        raise AssignmentError(_bad_ids(vt, bad, P, "target", "partition"))
+    bad = _first_bad(r.topics, vs.shape[0], epochs.n_top)
+    if bad >= 0:
+        raise AssignmentError(_bad_ids(vs, bad, epochs.n_top, "subscribed_topics", "topic"))
+    r.state = state
+    r.member_epoch = member_epoch
+    r.previous_member_epoch = previous_member_epoch
+    r.target_epoch = target_epoch
+    r.topic_start = epochs.ts
+    r.epochs = epochs.table
+    r.subscription_changed = subscription_changed
+    epochs._reserve(r.n_assigned if r.n_assigned > r.n_target else r.n_target, r.n_assigned + r.n_pending)
+    o.assigned = epochs.out_a
+    o.pending = epochs.out_p
+    # The GIL stays held: a step is a few microseconds (releasing it would cost a good part of that), and holding
+    # it keeps the table and the output buffers from being resized under the kernel by another thread.
+    reconcile_kernel(&r, &o)
+    res = Reconciled.__new__(Reconciled)
+    res.state = o.state
+    res.member_epoch = o.member_epoch
+    res.previous_member_epoch = o.previous_member_epoch
+    res.changed = o.changed
+    res.assigned_changed = o.assigned_changed
+    res.error = o.error
+    res.assigned = _ids_out(o.assigned, o.n_assigned) if o.assigned_changed else va.base
+    if same_ids(o.pending, o.n_pending, r.pending, r.n_pending):
+        res.pending_revocation = vp.base
+    else:
+        res.pending_revocation = _ids_out(o.pending, o.n_pending)
+    return res
