@@ -26,7 +26,9 @@ def free_port() -> int:
 class ServerProcess:
     """`kcoord serve` in a subprocess on a free loopback port."""
 
-    def __init__(self, *settings: str, topics: tuple[str, ...] = ("orders:12",), data_dir: str | None = None) -> None:
+    def __init__(self, *settings: str, topics: tuple[str, ...] = ("orders:12",), data_dir: str | None = None,
+                 pythonpath: str | None = None) -> None:
+        """`pythonpath`: run the kcoord found there (another build, e.g. a baseline commit's) instead of this one."""
         self.port = free_port()
         args = [sys.executable, "-m", "kcoord.cli", "serve", "--port", str(self.port)]
         if data_dir is not None:
@@ -35,8 +37,10 @@ class ServerProcess:
             args += ["--topic", t]
         for s in settings:
             args += ["--set", s]
-        self.proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                                     env={**os.environ, "PYTHONUNBUFFERED": "1"})
+        env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+        if pythonpath is not None:
+            env["PYTHONPATH"] = pythonpath
+        self.proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
         deadline = time.monotonic() + 30
         while True:
             try:
@@ -44,7 +48,7 @@ class ServerProcess:
                 return
             except OSError:
                 if self.proc.poll() is not None or time.monotonic() > deadline:
-                    raise RuntimeError(f"server did not start: {self.proc.stderr.read().decode()}")
+                    raise RuntimeError(f"server did not start: {self.proc.stderr.read().decode()}") from None
                 time.sleep(0.05)
 
     def cpu_seconds(self) -> float:
@@ -58,7 +62,7 @@ class ServerProcess:
         self.proc.wait(timeout=20)
         self.proc.stderr.close()
 
-    def __enter__(self) -> "ServerProcess":
+    def __enter__(self) -> ServerProcess:
         return self
 
     def __exit__(self, *exc) -> None:
@@ -73,7 +77,7 @@ class Conn:
         self.corr = 0
 
     @classmethod
-    async def open(cls, port: int) -> "Conn":
+    async def open(cls, port: int) -> Conn:
         r, w = await asyncio.open_connection("127.0.0.1", port)
         return cls(r, w)
 

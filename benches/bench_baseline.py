@@ -1,0 +1,101 @@
+"""The classic hot path against a baseline commit, in the same run: old/new ratios (> 1 means faster now).
+
+The baseline (KCOORD_BASELINE, default a195b2b: the tree before the group-type seams) is built once from
+`git archive` with pip into .bench-baseline/<commit>/ (ignored by git; the first run builds it, a few minutes).
+Both sides are then measured alternately, each in its own process, by the same code:
+- in-process (benches/hotpath_probe.py): a heartbeat of a 10,000-member Stable group, decode -> coordinator ->
+  encode, and a full 10,000-member rebalance (all join, the leader syncs, the followers sync);
+- over loopback: `kcoord serve` of each side, 10,000 static members formed over 100 connections, then heartbeats
+  as fast as the server answers (benches/loadgen.py), in heartbeats per second.
+
+Target (the seams issue): no regression, i.e. every old/new ratio at least 0.9 (0.85 over loopback, where two
+processes share two cores). Marked slow. Run: `python -m pytest benches/bench_baseline.py -m slow -s`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tarfile
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from .loadgen import ServerProcess, form_group, heartbeat_load
+
+ROOT = Path(__file__).resolve().parents[1]
+BASELINE = os.environ.get("KCOORD_BASELINE", "a195b2b")
+PROBE = Path(__file__).with_name("hotpath_probe.py")
+
+
+def baseline_build(commit: str) -> str:
+    """A directory holding kcoord as built from `commit` (built on first use, then reused)."""
+    full = subprocess.run(["git", "rev-parse", commit], cwd=ROOT, capture_output=True, text=True, check=True)
+    sha = full.stdout.strip()
+    target = ROOT / ".bench-baseline" / sha
+    if (target / "kcoord").is_dir() and list((target / "kcoord" / "_core").glob("_wire*.so")):
+        return str(target)
+    print(f"\nbuilding kcoord {sha[:12]} into {target} (once) ...", flush=True)
+    with tempfile.TemporaryDirectory() as tmp:
+        archive = Path(tmp) / "src.tar"
+        subprocess.run(["git", "archive", "-o", str(archive), sha], cwd=ROOT, check=True)
+        src = Path(tmp) / "src"
+        with tarfile.open(archive) as tf:
+            tf.extractall(src, filter="data")
+        if target.exists():
+            shutil.rmtree(target)
+        subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--target", str(target),
+                        str(src)], check=True)
+    return str(target)
+
+
+def probe(pythonpath: str, members: int, rounds: int) -> dict[str, Any]:
+    env = {**os.environ, "PYTHONPATH": pythonpath}
+    done = subprocess.run([sys.executable, str(PROBE), str(members), str(rounds)], env=env, capture_output=True,
+                          text=True, check=True)
+    return json.loads(done.stdout)
+
+
+def loopback_rate(pythonpath: str) -> float:
+    with ServerProcess("group.initial.rebalance.delay.ms=300", pythonpath=pythonpath) as srv:
+        group = asyncio.run(form_group(srv.port, "load", 10_000, 100))
+        return asyncio.run(heartbeat_load(srv.port, group, 100, 4.0)).rate
+
+
+@pytest.mark.slow
+@pytest.mark.benchmark(group="classic hot path against a baseline commit (old/new)")
+def test_hot_path_against_baseline(benchmark: Any) -> None:
+    old_path, new_path = baseline_build(BASELINE), str(ROOT)
+    runs: dict[str, list[dict[str, Any]]] = {"old": [], "new": []}
+    rates: dict[str, list[float]] = {"old": [], "new": []}
+    for _ in range(3):  # alternate, so a slow moment of the machine falls on both sides
+        for side, path in (("old", old_path), ("new", new_path)):
+            r = probe(path, 10_000, 5)
+            assert Path(r["kcoord"]).resolve().is_relative_to(Path(path).resolve()), r["kcoord"]
+            runs[side].append(r)
+    for _ in range(2):
+        for side, path in (("old", old_path), ("new", new_path)):
+            rates[side].append(loopback_rate(path))
+    best = {side: {k: min(r[k] for r in rs) for k in ("heartbeat_us", "rebalance_ms")} for side, rs in runs.items()}
+    rate = {side: max(v) for side, v in rates.items()}
+    rows = [
+        ("heartbeat in-process, 10,000 members (µs, median of a round, best round)", best["old"]["heartbeat_us"],
+         best["new"]["heartbeat_us"], best["old"]["heartbeat_us"] / best["new"]["heartbeat_us"]),
+        ("full rebalance in-process, 10,000 members (ms, median of 5, best run)", best["old"]["rebalance_ms"],
+         best["new"]["rebalance_ms"], best["old"]["rebalance_ms"] / best["new"]["rebalance_ms"]),
+        ("heartbeats/s over loopback, 100 connections x 10,000 members (best of 2)", rate["old"], rate["new"],
+         rate["new"] / rate["old"]),
+    ]
+    print(f"\nclassic hot path: baseline {BASELINE} (old) against this tree (new); ratio old/new, > 1 is faster now")
+    for name, old, new, ratio in rows:
+        print(f"  {name:<78} old {old:>10.2f}  new {new:>10.2f}  ratio {ratio:.3f}")
+    benchmark.extra_info.update({name: {"old": old, "new": new, "ratio": ratio} for name, old, new, ratio in rows})
+    benchmark.pedantic(lambda: None, rounds=1)
+    assert rows[0][3] >= 0.9 and rows[1][3] >= 0.9, rows
+    assert rows[2][3] >= 0.85, rows

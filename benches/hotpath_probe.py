@@ -1,0 +1,85 @@
+"""Measures the classic hot path of whichever kcoord is first on sys.path, and prints JSON.
+
+Run by benches/bench_baseline.py once under the tree being tested and once under a baseline commit's build
+(PYTHONPATH=that build), so both are measured by the same code in the same run. It uses only API that both
+sides have: Coordinator.handle/poll/next_deadline, the wire codec and the group's leader and members.
+
+    python benches/hotpath_probe.py MEMBERS ROUNDS
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+import sys
+import time
+
+import kcoord
+from kcoord import wire
+from kcoord.config import GroupConfig
+from kcoord.coordinator import Coordinator
+from kcoord.timers import ManualClock
+
+
+def join_requests(n: int) -> list:
+    meta = b"\x00\x03" + wire.ConsumerProtocolSubscription(topics=["orders"], generation_id=-1).encode(3)
+    return [wire.JoinGroupRequest(
+        group_id="bench", session_timeout_ms=45_000, rebalance_timeout_ms=300_000, member_id="",
+        group_instance_id=f"instance-{i:05d}", protocol_type="consumer",
+        protocols=[wire.JoinGroupRequestProtocol(name="range", metadata=meta)]) for i in range(n)]
+
+
+def rebalance(reqs: list) -> Coordinator:
+    """Everyone joins (static, v9), the initial delay passes, the leader syncs, then every follower."""
+    clock = ManualClock()
+    c = Coordinator(GroupConfig(), clock)
+    joins = [c.handle(11, 9, r, "bench", "/127.0.0.1") for r in reqs]
+    while not joins[0].done:
+        clock.ms = c.next_deadline()
+        c.poll()
+    leader = joins[0].response.leader
+    ids = [j.response.member_id for j in joins]
+    assignment = [wire.SyncGroupRequestAssignment(member_id=m, assignment=b"\x00" * 8) for m in ids]
+    c.handle(14, 5, wire.SyncGroupRequest(group_id="bench", generation_id=1, member_id=leader, protocol_type="consumer",
+                                          protocol_name="range", assignments=assignment))
+    for m in ids:
+        if m != leader:
+            c.handle(14, 5, wire.SyncGroupRequest(group_id="bench", generation_id=1, member_id=m,
+                                                  protocol_type="consumer", protocol_name="range"))
+    return c
+
+
+def main(members: int, rounds: int) -> dict:
+    reqs = join_requests(members)
+    rebalance(reqs)  # warm up
+    times = []
+    for _ in range(rounds):
+        t0 = time.perf_counter()
+        c = rebalance(reqs)
+        times.append(time.perf_counter() - t0)
+    g = c.groups["bench"]
+    m = g.members.get(g.leader_id)
+    frame = wire.encode_request(12, 4, 1, "bench", wire.HeartbeatRequest(
+        group_id="bench", generation_id=1, member_id=m.member_id, group_instance_id=m.group_instance_id))[4:]
+    decode, handle, encode = wire.decode_request, c.handle, wire.encode_response
+
+    def heartbeat() -> bytes:
+        header, body = decode(frame)
+        return encode(12, header.request_api_version, header.correlation_id,
+                      handle(12, header.request_api_version, body))
+
+    assert wire.decode_response(12, 4, heartbeat()[4:])[1].error_code == 0
+    per_call = []
+    n = 20_000
+    for _ in range(rounds * 3):
+        t0 = time.perf_counter()
+        for _ in range(n):
+            heartbeat()
+        per_call.append((time.perf_counter() - t0) / n)
+    return {"kcoord": kcoord.__file__, "rebalance_ms": statistics.median(times) * 1e3,
+            "rebalance_ms_best": min(times) * 1e3, "heartbeat_us": statistics.median(per_call) * 1e6,
+            "heartbeat_us_best": min(per_call) * 1e6}
+
+
+if __name__ == "__main__":
+    print(json.dumps(main(int(sys.argv[1]), int(sys.argv[2]))))
