@@ -83,15 +83,17 @@ class Coordinator:
         be sent, and the coordinator (whose memory is now ahead of its store) must be replaced by one loaded
         from the store, as the server does by stopping."""
         response = self.handlers[api_key](body, version, client_id or "", client_host)
-        if self.store.dirty and self.autocommit:
-            self.store.commit()
+        store = self._store
+        if store.dirty and self.autocommit:
+            store.commit()
         return response
 
     def poll(self) -> int:
         """Fire every timer that is due by the clock; returns how many fired."""
         fired = self.timers.fire_due()
-        if self.store.dirty and self.autocommit:
-            self.store.commit()
+        store = self._store
+        if store.dirty and self.autocommit:
+            store.commit()
         return fired
 
     def next_deadline(self) -> int | None:
