@@ -11,7 +11,7 @@ epoch table; the member holds 10 or 1,000 partitions spread over the topics. Two
   computation runs and the member comes back unchanged (what most heartbeats of a reconciling member do).
 
 The model gets its inputs in its own form (frozensets, a list for the table), so only the step itself is compared.
-The last test prints the medians and the ratio. Target (reported, not asserted): a reconciling step with 10
+The session summary (benches/conftest.py) prints the medians and the ratio. Target (reported, not asserted): a reconciling step with 10
 partitions under 5 us. Run: `python -m pytest benches/bench_reconcile.py -q -p no:cacheprovider`.
 """
 
@@ -30,7 +30,6 @@ N = TOPICS * PER_TOPIC
 TOPIC_START = np.arange(0, N + 1, PER_TOPIC, dtype=np.int64)
 SIZES = (10, 1_000)
 TARGET_US = 5.0
-RESULTS: dict[tuple[str, int], dict[str, float]] = {}
 
 
 class Case:
@@ -97,20 +96,3 @@ def test_reconcile_step(benchmark: Any, kind: str, k: int, impl: str) -> None:
     assert (theirs.member.state, theirs.member.assigned) == (ours.state, frozenset(ours.assigned.tolist()))
     benchmark.extra_info.update({"reconcile": kind, "partitions_per_member": k, "impl": impl})
     benchmark(c.run_kernel if impl == "kcoord" else c.run_model)
-    if benchmark.stats is not None:
-        RESULTS.setdefault((kind, k), {})[impl] = benchmark.stats.stats.median
-
-
-def test_reconcile_summary(capsys: pytest.CaptureFixture[str]) -> None:
-    """Prints the medians measured above and the model / kcoord ratio (reported, not asserted)."""
-    rows = [(kind, k, t["kcoord"], t["model"]) for (kind, k), t in RESULTS.items() if len(t) == 2]
-    if not rows:
-        pytest.skip("no reconcile benches ran (benchmarks disabled or deselected)")
-    with capsys.disabled():
-        print(f"\nreconcile over a {N:,}-partition table (median per step)")
-        print(f"{'step':<12} {'partitions':>10} {'kcoord':>10} {'model':>10} {'model / kcoord':>15}")
-        for kind, k, ours, theirs in rows:
-            note = ""
-            if kind == "reconciling" and k == 10:
-                note = f"  (target < {TARGET_US:g} us: {'ok' if ours * 1e6 < TARGET_US else 'MISS'})"
-            print(f"{kind:<12} {k:>10,} {ours * 1e6:>8.2f}us {theirs * 1e6:>8.1f}us {theirs / ours:>14.0f}x{note}")

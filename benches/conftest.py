@@ -32,6 +32,7 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
     _assignor_summary(terminalreporter, benchmarks)
     _spark_summary(terminalreporter, benchmarks)
     _server_summary(terminalreporter, benchmarks)
+    _reconcile_summary(terminalreporter, benchmarks)
 
 
 def _write_table(terminalreporter: Any, title: str, header: tuple[str, ...], rows: list[tuple[str, ...]]) -> None:
@@ -246,3 +247,21 @@ def _server_summary(terminalreporter: Any, benchmarks: list[Any]) -> None:
         _write_table(terminalreporter, "cold start: every member holds its assignment (defaults; one run each)",
                      ("client", "members", "kcoord", f"<= {COLD_START_LIMIT_S:g} s", "Tansu",
                       f"Tansu / kcoord (>= {COLD_START_VS_TANSU:g}x)"), rows)
+
+
+def _reconcile_summary(terminalreporter: Any, benchmarks: list[Any]) -> None:
+    """The compiled KIP-848 reconciliation step against the pure-Python model (benches/bench_reconcile.py)."""
+    medians: dict[tuple[str, int], dict[str, float]] = {}
+    for b in benchmarks:
+        info = b.extra_info
+        if "reconcile" in info:
+            medians.setdefault((info["reconcile"], info["partitions_per_member"]), {})[info["impl"]] = b.stats.median
+    rows = []
+    for (kind, k), t in sorted(medians.items()):
+        if len(t) == 2:
+            note = f" (target < 5 us: {_verdict(t['kcoord'], 5e-6)})" if kind == "reconciling" and k == 10 else ""
+            rows.append((kind, f"{k:,}", _fmt_time(t["kcoord"]) + note, _fmt_time(t["model"]),
+                         f"{t['model'] / t['kcoord']:.0f}x"))
+    if rows:
+        _write_table(terminalreporter, "KIP-848 reconciliation step over a 100,000-partition table (median per step)",
+                     ("step", "partitions", "kcoord", "model", "model / kcoord"), rows)

@@ -24,7 +24,7 @@ from . import errors as E
 from . import wire
 from .assignors import AssignmentError, decode_assignment
 from .client import Client, KafkaError
-from .groups.classic import KCOORD_DESCRIBE_TAG
+from .groups.base import KCOORD_DESCRIBE_TAG
 from .server import ServerConfig, run
 from .store import StoreError, check_store
 from .tables import table
@@ -108,7 +108,39 @@ def consumer_assignment(data: bytes) -> dict[str, list[int]] | None:
     return {t: sorted(ps) for t, ps in parts.items()}
 
 
+def _named_partitions(assignment) -> dict[str, list[int]]:
+    return {tp.topic_name: sorted(tp.partitions) for tp in assignment.topic_partitions}
+
+
+def describe_consumer_group(client: Client, group: str) -> dict | None:
+    """A KIP-848 consumer group as ConsumerGroupDescribe gives it (None if the group is not one)."""
+    g = client.request(wire.ConsumerGroupDescribeRequest(group_ids=[group]), 0).groups[0]
+    if g.error_code == E.GROUP_ID_NOT_FOUND:
+        return None
+    if g.error_code:
+        raise KafkaError(f"ConsumerGroupDescribe {group}: {E.name(g.error_code)}")
+    extra = dict(g.unknown_tags or ())
+    ext = json.loads(extra[KCOORD_DESCRIBE_TAG]) if KCOORD_DESCRIBE_TAG in extra else {}
+    members = []
+    for m in g.members:
+        more = ext.get(m.member_id, {})
+        members.append({"member_id": m.member_id, "group_instance_id": m.instance_id, "client_id": m.client_id,
+                        "host": m.client_host, "rack": m.rack_id, "member_epoch": m.member_epoch,
+                        "previous_member_epoch": more.get("previous_member_epoch"), "state": more.get("state"),
+                        "subscribed_topics": list(m.subscribed_topic_names),
+                        "assignment": _named_partitions(m.assignment),
+                        "target_assignment": _named_partitions(m.target_assignment),
+                        "pending_revocation": more.get("pending_revocation", {})})
+    return {"group": g.group_id, "type": "consumer", "state": g.group_state, "group_epoch": g.group_epoch,
+            "assignment_epoch": g.assignment_epoch, "assignor": g.assignor_name, "members": members}
+
+
 def describe_group(client: Client, group: str) -> dict:
+    """A group as `kcoord describe` shows it: a consumer group through ConsumerGroupDescribe, a classic group
+    through DescribeGroups."""
+    consumer = describe_consumer_group(client, group)
+    if consumer is not None:
+        return consumer
     resp = client.request(wire.DescribeGroupsRequest(groups=[group]), 5)
     g = resp.groups[0]
     if g.error_code:
@@ -121,7 +153,7 @@ def describe_group(client: Client, group: str) -> dict:
         members.append({"member_id": m.member_id, "group_instance_id": m.group_instance_id,
                         "client_id": m.client_id, "host": m.client_host,
                         "assignment": assigned if assigned is not None else m.member_assignment.hex()})
-    return {"group": g.group_id, "state": g.group_state, "protocol_type": g.protocol_type,
+    return {"group": g.group_id, "type": "classic", "state": g.group_state, "protocol_type": g.protocol_type,
             "protocol": ext.get("protocol") or g.protocol_data or None, "generation": ext.get("generation"),
             "leader": ext.get("leader"), "members": members, "history": ext.get("history", [])}
 
@@ -141,7 +173,17 @@ def _describe(args) -> int:
     if d["state"] == "Dead":
         print(f"group {args.group} does not exist")
         return 1
-    print(f"GROUP {d['group']}  state {d['state']}  generation {d['generation']}  protocol "
+    if d["type"] == "consumer":
+        print(f"GROUP {d['group']}  type consumer  state {d['state']}  group epoch {d['group_epoch']}  "
+              f"assignment epoch {d['assignment_epoch']}  assignor {d['assignor']}\n")
+        print(table(["MEMBER-ID", "INSTANCE-ID", "CLIENT-ID", "HOST", "EPOCH", "STATE", "ASSIGNMENT", "TARGET",
+                     "PENDING-REVOCATION"],
+                    [[m["member_id"], m["group_instance_id"], m["client_id"], m["host"], m["member_epoch"], m["state"],
+                      _fmt_assignment(m["assignment"]), _fmt_assignment(m["target_assignment"]),
+                      _fmt_assignment(m["pending_revocation"])] for m in d["members"]])
+              if d["members"] else "(no members)")
+        return 0
+    print(f"GROUP {d['group']}  type classic  state {d['state']}  generation {d['generation']}  protocol "
           f"{d['protocol_type'] or '-'}/{d['protocol'] or '-'}  leader {d['leader'] or '-'}\n")
     print(table(["MEMBER-ID", "INSTANCE-ID", "CLIENT-ID", "HOST", "ASSIGNMENT"],
                 [[m["member_id"], m["group_instance_id"], m["client_id"], m["host"], _fmt_assignment(m["assignment"])]
@@ -157,15 +199,15 @@ def _describe(args) -> int:
 
 def _groups(args) -> int:
     with Client(args.bootstrap) as c:
-        resp = c.request(wire.ListGroupsRequest(states_filter=args.state or []), 4)
+        resp = c.request(wire.ListGroupsRequest(states_filter=args.state or [], types_filter=args.type or []), 5)
     if resp.error_code:
         print(f"kcoord groups: {E.name(resp.error_code)}", file=sys.stderr)
         return 1
-    rows = sorted((g.group_id, g.group_state, g.protocol_type) for g in resp.groups)
+    rows = sorted((g.group_id, g.group_type, g.group_state, g.protocol_type) for g in resp.groups)
     if args.json:
-        print(json.dumps([{"group": g, "state": s, "protocol_type": p} for g, s, p in rows], indent=2))
+        print(json.dumps([{"group": g, "type": t, "state": s, "protocol_type": p} for g, t, s, p in rows], indent=2))
     else:
-        print(table(["GROUP", "STATE", "PROTOCOL-TYPE"], [list(r) for r in rows]) if rows else "(no groups)")
+        print(table(["GROUP", "TYPE", "STATE", "PROTOCOL-TYPE"], [list(r) for r in rows]) if rows else "(no groups)")
     return 0
 
 
@@ -258,8 +300,10 @@ def main(argv: list[str] | None = None) -> int:
         p.set_defaults(func=func)
         return p
 
-    group_cmd("groups", "list groups with their state", _groups).add_argument(
-        "--state", action="append", help="only groups in this state (repeatable)")
+    gp = group_cmd("groups", "list groups with their type and state", _groups)
+    gp.add_argument("--state", action="append", help="only groups in this state (repeatable)")
+    gp.add_argument("--type", action="append", choices=("classic", "consumer"),
+                    help="only groups of this type (repeatable)")
     group_cmd("describe", "describe a group: members, assignments, rebalance history", _describe).add_argument(
         "group")
     rm = group_cmd("remove-members", "remove static members by instance id (KIP-345)", _remove_members)

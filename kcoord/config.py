@@ -28,12 +28,47 @@ class GroupConfig:
     # KIP-800 reasons are kept in a bounded per-group history (Kafka only logs them); this bounds it.
     group_rebalance_history_size: int = 64
     offset_metadata_max_bytes: int = 4096
+    # KIP-848 consumer groups (Kafka's GroupCoordinatorConfig names, defaults and bounds).
+    group_coordinator_rebalance_protocols: str = "classic,consumer"  # without "consumer": no ConsumerGroupHeartbeat
+    group_consumer_session_timeout_ms: int = 45_000
+    group_consumer_min_session_timeout_ms: int = 45_000
+    group_consumer_max_session_timeout_ms: int = 60_000
+    group_consumer_heartbeat_interval_ms: int = 5_000
+    group_consumer_min_heartbeat_interval_ms: int = 5_000
+    group_consumer_max_heartbeat_interval_ms: int = 15_000
+    group_consumer_max_size: int = 2**31 - 1
+    group_consumer_assignors: str = "uniform,range"  # the first is the default
 
     def __post_init__(self) -> None:
         if self.group_initial_rebalance_extension not in INITIAL_REBALANCE_EXTENSIONS:
             choices = ", ".join(INITIAL_REBALANCE_EXTENSIONS)
             raise ValueError(f"group.initial.rebalance.extension must be one of {choices}, "
                              f"not {self.group_initial_rebalance_extension!r}")
+        protocols = self.rebalance_protocols()
+        if "classic" not in protocols or not protocols <= {"classic", "consumer"}:
+            raise ValueError("group.coordinator.rebalance.protocols must list classic, and may list consumer; not "
+                             f"{self.group_coordinator_rebalance_protocols!r}")
+        assignors = self.consumer_assignors()
+        if not assignors or not set(assignors) <= {"uniform", "range"}:
+            raise ValueError(f"group.consumer.assignors must list uniform and/or range, not "
+                             f"{self.group_consumer_assignors!r}")
+        for name, lo, value, hi in (
+                ("group.consumer.session.timeout.ms", self.group_consumer_min_session_timeout_ms,
+                 self.group_consumer_session_timeout_ms, self.group_consumer_max_session_timeout_ms),
+                ("group.consumer.heartbeat.interval.ms", self.group_consumer_min_heartbeat_interval_ms,
+                 self.group_consumer_heartbeat_interval_ms, self.group_consumer_max_heartbeat_interval_ms)):
+            if not 1 <= lo <= value <= hi:
+                raise ValueError(f"{name} must lie within its min and max (here {lo} <= {value} <= {hi} is false)")
+        if self.group_consumer_heartbeat_interval_ms >= self.group_consumer_session_timeout_ms:
+            raise ValueError("group.consumer.heartbeat.interval.ms must be below group.consumer.session.timeout.ms")
+        if self.group_consumer_max_size < 1:
+            raise ValueError("group.consumer.max.size must be at least 1")
+
+    def rebalance_protocols(self) -> set[str]:
+        return {p.strip() for p in self.group_coordinator_rebalance_protocols.split(",") if p.strip()}
+
+    def consumer_assignors(self) -> tuple[str, ...]:
+        return tuple(a.strip() for a in self.group_consumer_assignors.split(",") if a.strip())
 
     @classmethod
     def from_kafka(cls, settings: dict[str, Any]) -> GroupConfig:

@@ -19,6 +19,7 @@ from . import wire
 from .config import GroupConfig
 from .groups.base import Group
 from .groups.classic import ClassicGroup
+from .groups.consumer import ConsumerGroup, validate_heartbeat
 from .offsets import Offsets
 from .reply import Reply
 from .store import GroupStore, NullStore, StoreError
@@ -26,7 +27,7 @@ from .timers import Clock, Timers
 from .topics import Topic, TopicCatalogue
 
 # Every group type, and the record types each one replays.
-GROUP_TYPES: tuple[type, ...] = (ClassicGroup,)
+GROUP_TYPES: tuple[type, ...] = (ClassicGroup, ConsumerGroup)
 GROUP_TYPE_BY_RECORD: dict[int, type] = {t: cls for cls in GROUP_TYPES for t in cls.RECORD_TYPES}
 
 
@@ -61,8 +62,15 @@ class Coordinator:
             wire.DescribeGroupsRequest.API_KEY: self.describe_groups,
             wire.ListGroupsRequest.API_KEY: self.list_groups,
             wire.DeleteGroupsRequest.API_KEY: self.delete_groups,
+            wire.ConsumerGroupHeartbeatRequest.API_KEY: self.consumer_group_heartbeat,
+            wire.ConsumerGroupDescribeRequest.API_KEY: self.consumer_group_describe,
             **self.offsets.handlers,
         }
+        # Served but not advertised: with the consumer protocol off, Kafka answers its APIs UNSUPPORTED_VERSION.
+        self.consumer_protocol = "consumer" in self.config.rebalance_protocols()
+        self.consumer_assignors = self.config.consumer_assignors()
+        self.hidden_apis: set[int] = set() if self.consumer_protocol else {
+            wire.ConsumerGroupHeartbeatRequest.API_KEY, wire.ConsumerGroupDescribeRequest.API_KEY}
 
     # ---- plumbing ----------------------------------------------------------------------------------
 
@@ -100,8 +108,18 @@ class Coordinator:
         return self.timers.next_deadline()
 
     def new_group(self, cls: type, group_id: str) -> Group:
-        g = self.groups[group_id] = cls(group_id, self.config, self.timers, self.store)
+        g = self.groups[group_id] = cls(group_id, self.config, self.timers, self._store, self.topics)
         return g
+
+    def replace_group(self, old: Group, cls: type) -> Group:
+        """An empty group of one type gives way to a group of another when a member of the other protocol arrives
+        (Kafka's maybeDeleteEmptyClassicGroup and its converse): its records are tombstoned; its offsets stay."""
+        if self._store.persistent:
+            for key in old.record_keys():
+                self._store.stage(key, None)
+        old.unload()
+        del self.groups[old.group_id]
+        return self.new_group(cls, old.group_id)
 
     def classic_group(self, group_id: str) -> ClassicGroup:
         """The group a classic-protocol request or a simple consumer's commit creates (Kafka's
@@ -142,10 +160,13 @@ class Coordinator:
                     g = self.groups.get(rec.group)
                     if g is None:
                         g = self.new_group(cls, rec.group)
-                        stats.groups += 1
+                    elif type(g) is not cls:
+                        raise StoreError(f"group {rec.group!r} has records of two group types "
+                                         f"({g.GROUP_TYPE} and {cls.GROUP_TYPE})")
                     g.replay(rec)
-                    if rtype == R.GROUP_METADATA:
-                        stats.members += len(rec.value.members)
+                    groups, members = R.tally(rec)
+                    stats.groups += groups
+                    stats.members += members
                 elif rtype == R.KCOORD_TOPIC:
                     t = rec.value
                     self.topics.restore(Topic(t.name, t.topic_id, t.partitions))
@@ -178,6 +199,8 @@ class Coordinator:
         g = self.group(req.group_id, create=req.member_id == "")
         if g is None:
             return fail(E.UNKNOWN_MEMBER_ID)
+        if not isinstance(g, ClassicGroup) and g.is_empty() and req.member_id == "":
+            g = self.replace_group(g, ClassicGroup)
         return g.join(req, version, client_id, client_host)
 
     def sync_group(self, req: wire.SyncGroupRequest, version: int, client_id: str, client_host: str) -> Reply:
@@ -222,6 +245,54 @@ class Coordinator:
         return wire.LeaveGroupResponse(error_code=top, members=[
             wire.LeaveGroupResponseMemberResponse(member_id=mid, group_instance_id=iid, error_code=err)
             for (mid, iid, _), err in zip(members, errors, strict=True)])
+
+    # ---- KIP-848: ConsumerGroupHeartbeat / ConsumerGroupDescribe ------------------------------------
+
+    def consumer_group_heartbeat(self, req: wire.ConsumerGroupHeartbeatRequest, version: int, client_id: str = "",
+                                 client_host: str = "") -> wire.ConsumerGroupHeartbeatResponse:
+        def fail(error: int, message: str) -> wire.ConsumerGroupHeartbeatResponse:
+            return wire.ConsumerGroupHeartbeatResponse(error_code=error, error_message=message)
+
+        if not self.consumer_protocol:
+            return fail(E.UNSUPPORTED_VERSION, "The consumer rebalance protocol is not enabled "
+                        "(group.coordinator.rebalance.protocols).")
+        g = self.groups.get(req.group_id)
+        if (g is not None and req.member_epoch > 0 and req.instance_id is None and req.rack_id is None
+                and req.server_assignor is None and not req.subscribed_topic_regex and type(g) is ConsumerGroup):
+            # A regular heartbeat of a known group carries nothing the stateless checks look at but its member id.
+            if req.member_id.strip():
+                return g.consumer_heartbeat(req, version, client_id, client_host)
+        problem = validate_heartbeat(req, version, self.consumer_assignors)
+        if problem is not None:
+            return fail(*problem)
+        joining = req.member_epoch == 0
+        if g is not None and not isinstance(g, ConsumerGroup):
+            if not (joining and g.is_empty()):
+                return fail(E.GROUP_ID_NOT_FOUND, f"Group {req.group_id} is not a consumer group.")
+            g = self.replace_group(g, ConsumerGroup)
+        created = g is None
+        if g is None:
+            if not joining:
+                return fail(E.GROUP_ID_NOT_FOUND, f"Consumer group {req.group_id} not found.")
+            g = self.new_group(ConsumerGroup, req.group_id)
+        response = g.consumer_heartbeat(req, version, client_id, client_host)
+        if created and g.is_empty():
+            del self.groups[req.group_id]  # the join failed: the group never came to be (Kafka writes nothing)
+        return response
+
+    def consumer_group_describe(self, req: wire.ConsumerGroupDescribeRequest, version: int, client_id: str = "",
+                                client_host: str = "") -> wire.ConsumerGroupDescribeResponse:
+        out = []
+        for gid in req.group_ids:
+            g = self.groups.get(gid)
+            if isinstance(g, ConsumerGroup) and not g.is_dead:
+                out.append(g.consumer_described())
+            else:
+                msg = f"Group {gid} is not a consumer group." if g is not None and not g.is_dead else \
+                    f"Group {gid} not found."
+                out.append(wire.ConsumerGroupDescribeResponseDescribedGroup(
+                    error_code=E.GROUP_ID_NOT_FOUND, error_message=msg, group_id=gid))
+        return wire.ConsumerGroupDescribeResponse(groups=out)
 
     # ---- describe / list / delete -----------------------------------------------------------------
 

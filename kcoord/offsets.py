@@ -89,7 +89,7 @@ class Offsets:
                 error = E.ILLEGAL_GENERATION
             else:
                 error = g.validate_offset_commit(req.member_id if version >= 1 else "", req.group_instance_id,
-                                                 generation)
+                                                 generation, version)
         topics = []
         accepted: dict[tuple[str, int], Committed | None] = {}
         now = self.clock.wall_ms()  # the commit timestamp Kafka records

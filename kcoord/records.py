@@ -84,6 +84,65 @@ def offset_value(offset: int, leader_epoch: int, metadata: str | None, timestamp
         commit_timestamp=timestamp_ms).encode(OFFSET_COMMIT_VALUE_VERSION)
 
 
+# ---- consumer groups (KIP-848): keys are not flexible, values are version 0 and flexible ---------------------
+
+CONSUMER_VALUE_VERSION = 0
+
+
+def _key(rtype: int, cls, **fields) -> bytes:
+    return _I16.pack(rtype) + cls(**fields).encode(rtype)
+
+
+def _value(value) -> bytes:
+    return _I16.pack(CONSUMER_VALUE_VERSION) + value.encode(CONSUMER_VALUE_VERSION)
+
+
+def consumer_group_key(group_id: str) -> bytes:
+    return _key(CONSUMER_GROUP_METADATA, wire.ConsumerGroupMetadataKey, group_id=group_id)
+
+
+def consumer_partition_metadata_key(group_id: str) -> bytes:
+    return _key(CONSUMER_GROUP_PARTITION_METADATA, wire.ConsumerGroupPartitionMetadataKey, group_id=group_id)
+
+
+def consumer_member_key(group_id: str, member_id: str) -> bytes:
+    return _key(CONSUMER_GROUP_MEMBER_METADATA, wire.ConsumerGroupMemberMetadataKey, group_id=group_id,
+                member_id=member_id)
+
+
+def consumer_target_metadata_key(group_id: str) -> bytes:
+    return _key(CONSUMER_GROUP_TARGET_ASSIGNMENT_METADATA, wire.ConsumerGroupTargetAssignmentMetadataKey,
+                group_id=group_id)
+
+
+def consumer_target_member_key(group_id: str, member_id: str) -> bytes:
+    return _key(CONSUMER_GROUP_TARGET_ASSIGNMENT_MEMBER, wire.ConsumerGroupTargetAssignmentMemberKey,
+                group_id=group_id, member_id=member_id)
+
+
+def consumer_current_assignment_key(group_id: str, member_id: str) -> bytes:
+    return _key(CONSUMER_GROUP_CURRENT_MEMBER_ASSIGNMENT, wire.ConsumerGroupCurrentMemberAssignmentKey,
+                group_id=group_id, member_id=member_id)
+
+
+consumer_group_value = consumer_partition_metadata_value = consumer_member_value = _value
+consumer_target_metadata_value = consumer_target_member_value = consumer_current_assignment_value = _value
+
+# record type -> (key class, value class) for the consumer group records
+CONSUMER_RECORDS = {
+    CONSUMER_GROUP_METADATA: (wire.ConsumerGroupMetadataKey, wire.ConsumerGroupMetadataValue),
+    CONSUMER_GROUP_PARTITION_METADATA: (wire.ConsumerGroupPartitionMetadataKey,
+                                        wire.ConsumerGroupPartitionMetadataValue),
+    CONSUMER_GROUP_MEMBER_METADATA: (wire.ConsumerGroupMemberMetadataKey, wire.ConsumerGroupMemberMetadataValue),
+    CONSUMER_GROUP_TARGET_ASSIGNMENT_METADATA: (wire.ConsumerGroupTargetAssignmentMetadataKey,
+                                                wire.ConsumerGroupTargetAssignmentMetadataValue),
+    CONSUMER_GROUP_TARGET_ASSIGNMENT_MEMBER: (wire.ConsumerGroupTargetAssignmentMemberKey,
+                                              wire.ConsumerGroupTargetAssignmentMemberValue),
+    CONSUMER_GROUP_CURRENT_MEMBER_ASSIGNMENT: (wire.ConsumerGroupCurrentMemberAssignmentKey,
+                                               wire.ConsumerGroupCurrentMemberAssignmentValue),
+}
+
+
 # ---- kcoord's topic catalogue ---------------------------------------------------------------------------------
 
 def topic_key(name: str) -> bytes:
@@ -118,7 +177,21 @@ class Record:
         return KINDS[self.type]
 
 
-KINDS = {OFFSET_COMMIT_V0: "offset", OFFSET_COMMIT: "offset", GROUP_METADATA: "group", KCOORD_TOPIC: "topic"}
+KINDS = {OFFSET_COMMIT_V0: "offset", OFFSET_COMMIT: "offset", GROUP_METADATA: "group", KCOORD_TOPIC: "topic",
+         CONSUMER_GROUP_METADATA: "group", CONSUMER_GROUP_MEMBER_METADATA: "member",
+         CONSUMER_GROUP_PARTITION_METADATA: "consumer", CONSUMER_GROUP_TARGET_ASSIGNMENT_METADATA: "consumer",
+         CONSUMER_GROUP_TARGET_ASSIGNMENT_MEMBER: "consumer", CONSUMER_GROUP_CURRENT_MEMBER_ASSIGNMENT: "consumer"}
+
+
+def tally(rec: Record) -> tuple[int, int]:
+    """(groups, members) a record stands for, for load and check counts."""
+    if rec.type == GROUP_METADATA:
+        return 1, len(rec.value.members)
+    if rec.type == CONSUMER_GROUP_METADATA:
+        return 1, 0
+    if rec.type == CONSUMER_GROUP_MEMBER_METADATA:
+        return 0, 1
+    return 0, 0
 
 
 def decode(key: bytes, value: bytes) -> Record:
@@ -133,6 +206,11 @@ def decode(key: bytes, value: bytes) -> Record:
             k = wire.OffsetCommitKey.decode(memoryview(key)[2:], rtype)
             v = wire.OffsetCommitValue.decode(memoryview(value)[2:], _value_version(value, 4))
             return Record(rtype, k.group, k, v)
+        if rtype in CONSUMER_RECORDS:
+            key_cls, value_cls = CONSUMER_RECORDS[rtype]
+            k = key_cls.decode(memoryview(key)[2:], rtype)
+            v = value_cls.decode(memoryview(value)[2:], _value_version(value, 0))
+            return Record(rtype, k.group_id, k, v)
         if rtype == KCOORD_TOPIC:
             version, topic_id, partitions = _TOPIC_VALUE.unpack(value)
             name = key[2:].decode()

@@ -267,7 +267,7 @@ class Server:
         self.broker = Broker(self.coordinator, self.topics, node_id=cfg.node_id,
                              host=cfg.advertised_host or cfg.host, port=cfg.advertised_port or cfg.port,
                              cluster_id=cfg.cluster_id, later=self.loop.call_later,
-                             served=lambda: set(self.handlers))
+                             served=lambda: set(self.handlers) - self.coordinator.hidden_apis)
         self.handlers = {**self.broker.handlers, **self.coordinator.handlers}
         self._reaper = self.loop.create_task(self._reap_idle())
         gc.freeze()  # what start-up made lives as long as the server: keep it out of every collection

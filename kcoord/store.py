@@ -378,9 +378,9 @@ def check_store(data_dir: str, max_problems: int = 50) -> CheckReport:
             except R.RecordError as e:
                 problem(str(e))
                 continue
-            if rec.kind == "group":
-                report.groups += 1
-                report.members += len(rec.value.members)
+            groups, members = R.tally(rec)
+            report.groups += groups
+            report.members += members
             issue = R.problem(rec)
             if issue:
                 problem(issue)

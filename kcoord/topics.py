@@ -48,6 +48,7 @@ class TopicCatalogue:
         self.by_name: dict[str, Topic] = {}
         self.by_id: dict[bytes, Topic] = {}
         self.on_change: Callable[[Topic], None] | None = None  # the store keeps the catalogue (kcoord.store)
+        self.version = 0  # moves on every change: groups compare it to notice new topics and partitions
 
     def __contains__(self, name: str) -> bool:
         return name in self.by_name
@@ -64,6 +65,7 @@ class TopicCatalogue:
         t = Topic(name, os.urandom(16), partitions)
         self.by_name[name] = t
         self.by_id[t.topic_id] = t
+        self.version += 1
         if self.on_change is not None:
             self.on_change(t)
         return t
@@ -75,6 +77,7 @@ class TopicCatalogue:
             del self.by_id[old.topic_id]
         self.by_name[t.name] = t
         self.by_id[t.topic_id] = t
+        self.version += 1
 
     def grow(self, name: str, partitions: int) -> Topic:
         """Raise a topic's partition count (Kafka only ever grows it)."""
@@ -83,6 +86,7 @@ class TopicCatalogue:
             raise TopicError(f"topic {name!r} has {t.partitions} partitions; they can only grow")
         if partitions != t.partitions:
             t.partitions = partitions
+            self.version += 1
             if self.on_change is not None:
                 self.on_change(t)
         return t

@@ -25,7 +25,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("kcoord.server",),
     ("kcoord.broker",),
     ("kcoord.coordinator",),
-    ("kcoord.offsets", "kcoord.groups.classic"),
+    ("kcoord.offsets", "kcoord.groups.classic", "kcoord.groups.consumer"),
     ("kcoord.groups", "kcoord.groups.base"),
     ("kcoord.store",),
     ("kcoord.records", "kcoord.topics", "kcoord.timers", "kcoord.config", "kcoord.client", "kcoord.spark",

@@ -16,6 +16,11 @@ from .. import records as R
 from .. import wire
 from ..timers import Timers
 
+# The describe APIs (DescribeGroups v5+, ConsumerGroupDescribe) carry kcoord's own view of a group (generation and
+# history, or member states and pending revocations) as JSON in a tagged field with this tag. Kafka clients skip
+# tagged fields they do not know, so it is invisible to them; `kcoord describe` reads it.
+KCOORD_DESCRIBE_TAG = 10_000
+
 
 class RecordSink(Protocol):
     """Where a group stages its records (kcoord.store.GroupStore, or NullStore when nothing is kept)."""
@@ -52,7 +57,8 @@ class Group(Protocol):
 
     def described(self, version: int) -> wire.DescribeGroupsResponseDescribedGroup: ...
 
-    def validate_offset_commit(self, member_id: str, instance_id: str | None, generation_or_epoch: int) -> int:
+    def validate_offset_commit(self, member_id: str, instance_id: str | None, generation_or_epoch: int,
+                               version: int) -> int:
         """0, or the Kafka error code that refuses an OffsetCommit from this member."""
 
     def validate_offset_fetch(self, member_id: str | None, member_epoch: int) -> int:
@@ -104,11 +110,12 @@ class MemberTimers:
 
     def key(self, member_id: str, kind: str) -> int:
         """The heap key of (member, kind), made (not armed) if it has none yet."""
-        k = self.keys.get((member_id, kind))
+        mk = (member_id, kind)
+        k = self.keys.get(mk)
         if k is None:
             k = self.timers.new(self._fire)
-            self.keys[(member_id, kind)] = k
-            self.owner[k] = (member_id, kind)
+            self.keys[mk] = k
+            self.owner[k] = mk
         return k
 
     def arm(self, member_id: str, kind: str, delay_ms: int) -> int:

@@ -26,7 +26,7 @@ from ..assignors import AssignmentError, decode_subscription
 from ..config import CLASSIC_GROUP_NEW_MEMBER_JOIN_TIMEOUT_MS, GroupConfig
 from ..reply import Reply
 from ..timers import Timers
-from .base import MemberTimers, RecordSink
+from .base import KCOORD_DESCRIBE_TAG, MemberTimers, RecordSink
 
 ADMIN_REMOVAL_REASON = "member was removed by an admin"  # KIP-800: the admin client's default reason
 
@@ -82,11 +82,6 @@ def join_reason(reason: str | None) -> str:
     return reason if reason else "not provided"
 
 
-# DescribeGroups v5+ carries kcoord's own view of a group (generation, leader, the KIP-800 rebalance history)
-# as a tagged field with this tag. Kafka clients skip tagged fields they do not know, so this is invisible to
-# them; `kcoord describe` reads it.
-KCOORD_DESCRIBE_TAG = 10_000
-
 SESSION, PENDING = "session", "pending"  # the kinds of member timers
 
 
@@ -94,7 +89,8 @@ class ClassicGroup:
     GROUP_TYPE = "classic"
     RECORD_TYPES = (R.GROUP_METADATA,)
 
-    def __init__(self, group_id: str, config: GroupConfig, timers: Timers, store: RecordSink) -> None:
+    def __init__(self, group_id: str, config: GroupConfig, timers: Timers, store: RecordSink,
+                 topics: object = None) -> None:
         self.group_id = group_id
         self.config = config
         self.timers = timers
@@ -682,7 +678,8 @@ class ClassicGroup:
         }
         return json.dumps(doc, separators=(",", ":")).encode()
 
-    def validate_offset_commit(self, member_id: str, instance_id: str | None, generation: int) -> int:
+    def validate_offset_commit(self, member_id: str, instance_id: str | None, generation: int,
+                               version: int = 0) -> int:
         """Kafka's ClassicGroup.validateOffsetCommit."""
         if self.state == State.DEAD:
             return E.COORDINATOR_NOT_AVAILABLE

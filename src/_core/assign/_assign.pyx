@@ -594,9 +594,10 @@ cdef class PartitionEpochs:
         return v
 
     def add(self, partitions, int32_t epoch):
-        """Records that a member at `epoch` now holds `partitions`; refuses (and changes nothing) if any is held."""
-        if epoch < 0:
-            raise AssignmentError(f"epoch must be >= 0, not {epoch}")
+        """Records that a member at `epoch` now holds `partitions`; refuses (and changes nothing) if any is held.
+        Epoch -2 is a static member that left for now (KIP-848): it still holds its partitions."""
+        if epoch < 0 and epoch != -2:
+            raise AssignmentError(f"epoch must be >= 0 (or -2: a static member away), not {epoch}")
         cdef const int32_t[::1] v = self._pids(partitions)
         cdef int64_t bad
         if v.shape[0] == 0:

@@ -1,0 +1,122 @@
+"""KIP-848 consumer groups in-process: a stable member's heartbeat, a join into a large group, the reconciling
+heartbeats that follow. Targets (the KIP-848 issue): a stable heartbeat under 2 µs median in a 10,000-member group
+(decode -> coordinator -> encode, the classic heartbeat's figure); one member joining a 10,000-member group over
+100,000 partitions: the new target under 3 ms, and every member's reconciling heartbeat under 5 µs median.
+
+The 10,000-member group is built through the group's own methods (members added, one target computed, every
+member reconciled by a real heartbeat), since 10,000 joins would compute 10,000 targets first.
+Run: `python -m pytest benches/bench_consumer.py -s`.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from typing import Any
+
+import numpy as np
+import pytest
+
+from kcoord import wire
+from kcoord.config import GroupConfig
+from kcoord.coordinator import Coordinator
+from kcoord.groups.consumer import STABLE, ConsumerGroup, ConsumerMember
+from kcoord.timers import ManualClock
+
+MEMBERS, PARTITIONS = 10_000, 100_000
+
+
+def big_group(members: int = MEMBERS, partitions: int = PARTITIONS) -> tuple[Coordinator, ConsumerGroup, bytes]:
+    c = Coordinator(GroupConfig(), ManualClock(1_000_000))
+    c.topics.create("orders", partitions)
+    tid = c.topics.get("orders").topic_id
+    g = c.new_group(ConsumerGroup, "bench")
+    for i in range(members):
+        m = ConsumerMember(f"member-{i:05d}")
+        m.subscribed, m.rebalance_timeout_ms = ("orders",), 300_000
+        g.members[m.member_id] = m
+        m.session_key = g.member_timers.key(m.member_id, "session")
+    g.subscribers.update({"orders": members})
+    g.refresh_metadata()
+    g.bump()
+    g.compute_target()
+    for m in list(g.members.values()):
+        r = c.handle(68, 1, wire.ConsumerGroupHeartbeatRequest(
+            group_id="bench", member_id=m.member_id, member_epoch=0, rebalance_timeout_ms=300_000,
+            subscribed_topic_names=["orders"], topic_partitions=[]))
+        assert r.error_code == 0 and r.member_epoch == g.group_epoch
+    assert g.state_name == "Stable"
+    return c, g, tid
+
+
+@pytest.fixture(scope="module")
+def group():
+    return big_group()
+
+
+def owned(tid: bytes, m: ConsumerMember, g: ConsumerGroup) -> list:
+    return [wire.ConsumerGroupHeartbeatRequestTopicPartitions(topic_id=tid, partitions=ps)
+            for _, ps in g.space.split(m.assigned)]
+
+
+@pytest.mark.benchmark(group="consumer group heartbeat, in-process (decode -> coordinator -> encode)")
+def test_stable_heartbeat_in_a_10000_member_group(benchmark: Any, group) -> None:
+    c, g, _ = group
+    m = g.members["member-00000"]
+    frame = wire.encode_request(68, 1, 1, "bench", wire.ConsumerGroupHeartbeatRequest(
+        group_id="bench", member_id=m.member_id, member_epoch=m.member_epoch))[4:]
+    decode, handle, encode = wire.decode_request, c.handle, wire.encode_response
+
+    def heartbeat() -> bytes:
+        header, body = decode(frame)
+        return encode(68, 1, header.correlation_id, handle(68, 1, body))
+
+    r = wire.decode_response(68, 1, heartbeat()[4:])[1]
+    assert (r.error_code, r.member_epoch, r.assignment) == (0, m.member_epoch, None)
+    benchmark.extra_info.update(members=MEMBERS, partitions=PARTITIONS, target_us=2.0)
+    benchmark(heartbeat)
+    print(f"\nstable consumer heartbeat: {benchmark.stats['median'] * 1e6:.2f} µs median (target < 2 µs)")
+
+
+@pytest.mark.benchmark(group="consumer group: one member joins 10,000 over 100,000 partitions")
+def test_join_then_every_member_reconciles(benchmark: Any) -> None:
+    c, g, tid = big_group()
+    # The target alone, after a bump (what the join does).
+    g.bump()
+    times = []
+    for _ in range(5):
+        g.bump()
+        t0 = time.perf_counter()
+        g.compute_target()
+        times.append(time.perf_counter() - t0)
+    target_ms = statistics.median(times) * 1e3
+    t0 = time.perf_counter()
+    r = c.handle(68, 1, wire.ConsumerGroupHeartbeatRequest(
+        group_id="bench", member_id="newcomer", member_epoch=0, rebalance_timeout_ms=300_000,
+        subscribed_topic_names=["orders"], topic_partitions=[]))
+    join_ms = (time.perf_counter() - t0) * 1e3
+    assert r.error_code == 0 and g.assignment_epoch == g.group_epoch
+    per = []
+    moved = rounds = 0
+    while any(m.state != STABLE or m.member_epoch != g.assignment_epoch for m in g.members.values()):
+        rounds += 1
+        assert rounds <= 5, "the group did not settle"
+        for m in list(g.members.values()):
+            if m.state == STABLE and m.member_epoch == g.assignment_epoch:
+                continue
+            # The member reports what it holds: its assignment (it has dropped what it was told to revoke).
+            req = wire.ConsumerGroupHeartbeatRequest(group_id="bench", member_id=m.member_id,
+                                                     member_epoch=m.member_epoch, topic_partitions=owned(tid, m, g))
+            before = m.assigned
+            t0 = time.perf_counter()
+            resp = c.handle(68, 1, req)
+            per.append(time.perf_counter() - t0)
+            assert resp.error_code == 0
+            moved += int(not np.array_equal(before, m.assigned))
+    recon_us = statistics.median(per) * 1e6
+    benchmark.extra_info.update(target_ms=target_ms, join_ms=join_ms, reconcile_us_median=recon_us, moved=moved,
+                                heartbeats=len(per), rounds=rounds)
+    benchmark.pedantic(lambda: None, rounds=1)
+    print(f"\njoin into 10,000 members x 100,000 partitions: target {target_ms:.2f} ms median (< 3 ms), whole join "
+          f"heartbeat {join_ms:.2f} ms; reconciling heartbeats {recon_us:.2f} µs median (< 5 µs), "
+          f"{len(per)} heartbeats in {rounds} rounds, {moved} changed an assignment")

@@ -1,0 +1,799 @@
+"""KIP-848 consumer groups: ConsumerGroupHeartbeat, server-side assignment and per-member reconciliation.
+
+Following Apache Kafka 4.x's GroupMetadataManager and ConsumerGroup (../shared/reference/kip-848-consumer-groups.md):
+a group epoch bumped by joins, leaves, fencing, subscription and metadata changes; a target assignment computed by
+a server-side assignor (`uniform` or `range`, kcoord.assignors) when the group epoch moves past the assignment
+epoch; and each member reconciled towards its target on its own heartbeats, revoke first and assign later, by the
+compiled CurrentAssignmentBuilder step (kcoord._core._assign.reconcile) over the group's partition epoch table.
+
+Partitions are numbered within the group's topic space: the topics its members subscribe to, in the order the
+group first met them, each owning consecutive global ids (as the assignors and the kernel want). A member's
+assigned, pending and target partitions are sorted int32 arrays of those ids.
+
+The group stages Kafka's records (ConsumerGroupMetadata, PartitionMetadata, MemberMetadata, TargetAssignment*,
+CurrentMemberAssignment) ahead of the responses that acknowledge them, in Kafka's write order, and replays them.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+from collections import Counter
+from collections.abc import Iterable
+
+import numpy as np
+
+from .. import errors as E
+from .. import records as R
+from .. import wire
+from .._core import _assign
+from .._core._assign import PartitionEpochs
+from ..assignors import assign_arrays, kafka_order
+from ..config import GroupConfig
+from ..reply import Reply
+from ..timers import Timers
+from ..topics import TopicCatalogue
+from .base import KCOORD_DESCRIBE_TAG, MemberTimers, RecordSink
+
+STABLE = _assign.STABLE
+UNREVOKED_PARTITIONS = _assign.UNREVOKED_PARTITIONS
+UNRELEASED_PARTITIONS = _assign.UNRELEASED_PARTITIONS
+UNKNOWN_STATE = _assign.UNKNOWN
+MEMBER_STATES = _assign.MEMBER_STATES
+
+JOIN_EPOCH, LEAVE_EPOCH, TEMPORARY_LEAVE_EPOCH = 0, -1, -2
+SESSION, REBALANCE = "session", "rebalance"  # member timer kinds
+SERVER_ASSIGNORS = ("uniform", "range")
+
+_NONE = np.zeros(0, dtype=np.int32)
+_NONE.flags.writeable = False
+
+
+def new_member_id() -> str:
+    """A member id as a KIP-1082 client makes one (22 characters of URL-safe base64 over a random UUID)."""
+    return base64.urlsafe_b64encode(os.urandom(16)).rstrip(b"=").decode()
+
+
+def _blank(s: str | None) -> bool:
+    return s is not None and not s.strip()
+
+
+def validate_heartbeat(req: wire.ConsumerGroupHeartbeatRequest, version: int, assignors: tuple[str, ...]) \
+        -> tuple[int, str] | None:
+    """The stateless checks Kafka makes before the group is looked at (GroupCoordinatorService,
+    throwIfConsumerGroupHeartbeatRequestIsInvalid, trunk): (error code, message), or None."""
+    epoch = req.member_epoch
+    if _blank(req.group_id) or not req.group_id:
+        return E.INVALID_REQUEST, "GroupId can't be empty."
+    if _blank(req.instance_id):
+        return E.INVALID_REQUEST, "InstanceId can't be empty."
+    if _blank(req.rack_id):
+        return E.INVALID_REQUEST, "RackId can't be empty."
+    if not req.member_id.strip() and (version >= 1 or epoch > 0 or epoch == LEAVE_EPOCH):
+        return E.INVALID_REQUEST, "MemberId can't be empty."
+    if epoch == JOIN_EPOCH:
+        if req.rebalance_timeout_ms == -1:
+            return E.INVALID_REQUEST, "RebalanceTimeoutMs must be provided in first request."
+        if req.topic_partitions is None or req.topic_partitions:
+            return E.INVALID_REQUEST, "TopicPartitions must be empty when (re-)joining."
+        if req.subscribed_topic_names is None and req.subscribed_topic_regex is None:
+            return E.INVALID_REQUEST, "SubscribedTopicNames or SubscribedTopicRegex must be set in first request."
+    elif epoch == TEMPORARY_LEAVE_EPOCH:
+        if req.instance_id is None:
+            return E.INVALID_REQUEST, "InstanceId can't be null."
+    elif epoch < TEMPORARY_LEAVE_EPOCH:
+        return E.INVALID_REQUEST, f"MemberEpoch is {epoch}, but must be greater than or equal to -2."
+    if req.server_assignor is not None and req.server_assignor not in assignors:
+        return E.UNSUPPORTED_ASSIGNOR, f"ServerAssignor {req.server_assignor} is not supported. " \
+                                       f"Supported assignors: {', '.join(assignors)}."
+    if req.subscribed_topic_regex:
+        return E.INVALID_REGULAR_EXPRESSION, "kcoord does not resolve SubscribedTopicRegex yet."
+    return None
+
+
+class TopicSpace:
+    """The topics a group's members subscribe to, numbered as consecutive global partition ids, with the partition
+    epoch table over them. Topics are appended in the order the group meets them and only ever grow, so an id
+    changes only when a topic before it gains partitions (`refresh` returns the old numbering to remap from)."""
+
+    def __init__(self) -> None:
+        self.names: list[str] = []
+        self.topic_ids: list[bytes] = []
+        self.counts: list[int] = []
+        self.index: dict[str, int] = {}
+        self.by_topic_id: dict[bytes, int] = {}
+        self.start = np.zeros(1, dtype=np.int64)
+        self.epochs = PartitionEpochs(self.start)
+
+    def refresh(self, catalogue: TopicCatalogue, names: Iterable[str]) -> np.ndarray | None:
+        """Take in the subscribed topics that exist now and their partition counts. Returns the previous topic
+        starts when the numbering changed (the caller remaps its arrays with `remap`), else None."""
+        changed = False
+        for name in names:
+            t = catalogue.get(name)
+            if t is None:
+                continue
+            i = self.index.get(name)
+            if i is None:
+                self.index[name] = len(self.names)
+                self.by_topic_id[t.topic_id] = len(self.names)
+                self.names.append(name)
+                self.topic_ids.append(t.topic_id)
+                self.counts.append(t.partitions)
+                changed = True
+            elif t.partitions > self.counts[i]:
+                self.counts[i] = t.partitions
+                changed = True
+        if not changed:
+            return None
+        old = self.start
+        start = np.zeros(len(self.counts) + 1, dtype=np.int64)
+        np.cumsum(self.counts, out=start[1:])
+        self.epochs.grow(start)
+        self.start = start
+        return old
+
+    def remap(self, ids: np.ndarray, old_start: np.ndarray) -> np.ndarray:
+        if ids.shape[0] == 0:
+            return ids
+        t = np.searchsorted(old_start, ids, side="right") - 1
+        return (self.start[t] + (ids - old_start[t])).astype(np.int32)
+
+    def topic_indices(self, names: Iterable[str]) -> np.ndarray:
+        """The subscribed topics that exist, as ascending topic indices."""
+        index = self.index
+        return np.array(sorted(index[n] for n in names if n in index), dtype=np.int32)
+
+    def from_wire(self, topic_partitions) -> np.ndarray:
+        """TopicPartitions (topic id, partitions) as sorted unique global ids; unknown topics and partitions out of
+        range are left out (they cannot match anything the group assigned)."""
+        out: list[int] = []
+        start, counts, by_id = self.start, self.counts, self.by_topic_id
+        for tp in topic_partitions:
+            t = by_id.get(tp.topic_id)
+            if t is None:
+                continue
+            base, n = int(start[t]), counts[t]
+            out.extend(base + p for p in tp.partitions if 0 <= p < n)
+        if not out:
+            return _NONE
+        return np.unique(np.array(out, dtype=np.int32))
+
+    def split(self, ids: np.ndarray) -> list[tuple[int, list[int]]]:
+        """Global ids as (topic index, partitions) in topic index order."""
+        if ids.shape[0] == 0:
+            return []
+        t = np.searchsorted(self.start, ids, side="right") - 1
+        parts = ids - self.start[t]
+        bounds = np.flatnonzero(np.diff(t)) + 1
+        out = []
+        for chunk_t, chunk_p in zip(np.split(t, bounds), np.split(parts, bounds)):
+            out.append((int(chunk_t[0]), chunk_p.tolist()))
+        return out
+
+    def to_heartbeat(self, ids: np.ndarray) -> list:
+        return [wire.ConsumerGroupHeartbeatResponseTopicPartitions(topic_id=self.topic_ids[t], partitions=ps)
+                for t, ps in self.split(ids)]
+
+
+class ConsumerMember:
+    __slots__ = ("assigned", "client_host", "client_id", "instance_id", "member_epoch", "member_id", "pending",
+                 "previous_member_epoch", "rack_id", "rebalance_armed_epoch", "rebalance_timeout_ms", "regex",
+                 "server_assignor", "session_key", "state", "subscribed", "topics")
+
+    def __init__(self, member_id: str) -> None:
+        self.member_id = member_id
+        self.instance_id: str | None = None
+        self.rack_id: str | None = None
+        self.client_id = ""
+        self.client_host = ""
+        self.subscribed: tuple[str, ...] = ()  # SubscribedTopicNames, sorted
+        self.regex: str | None = None
+        self.rebalance_timeout_ms = -1
+        self.server_assignor: str | None = None
+        self.member_epoch = 0
+        self.previous_member_epoch = 0
+        self.state = STABLE
+        self.assigned = _NONE
+        self.pending = _NONE
+        self.topics = _NONE  # subscribed topic indices in the group's topic space
+        self.session_key = -1
+        self.rebalance_armed_epoch = -1
+
+    def copy_as(self, member_id: str) -> ConsumerMember:
+        m = ConsumerMember(member_id)
+        for name in self.__slots__:
+            if name not in ("member_id", "session_key", "rebalance_armed_epoch"):
+                setattr(m, name, getattr(self, name))
+        return m
+
+
+class ConsumerGroup:
+    GROUP_TYPE = "consumer"
+    RECORD_TYPES = (R.CONSUMER_GROUP_METADATA, R.CONSUMER_GROUP_PARTITION_METADATA, R.CONSUMER_GROUP_MEMBER_METADATA,
+                    R.CONSUMER_GROUP_TARGET_ASSIGNMENT_METADATA, R.CONSUMER_GROUP_TARGET_ASSIGNMENT_MEMBER,
+                    R.CONSUMER_GROUP_CURRENT_MEMBER_ASSIGNMENT)
+
+    def __init__(self, group_id: str, config: GroupConfig, timers: Timers, store: RecordSink,
+                 topics: TopicCatalogue | None = None) -> None:
+        self.group_id = group_id
+        self.config = config
+        self.timers = timers
+        self.store = store
+        self.catalogue = topics if topics is not None else TopicCatalogue()
+        self.group_epoch = 0
+        self.assignment_epoch = 0
+        self.members: dict[str, ConsumerMember] = {}
+        self.static: dict[str, str] = {}  # instance id -> member id
+        self.target: dict[str, np.ndarray] = {}
+        self.space = TopicSpace()
+        self.subscribers: Counter[str] = Counter()  # topic name -> members subscribing to it
+        self.metadata: dict[str, tuple[bytes, int]] = {}  # subscribed topics as the last target saw them
+        self.catalogue_version = -1
+        self.dead = False
+        self.member_timers = MemberTimers(timers, self.on_member_timer)
+        self._heap, self._now = timers.heap, timers.clock.now_ms
+        self.assignors = config.consumer_assignors()
+        self._loaded: list[R.Record] = []
+        self._session_ms = config.group_consumer_session_timeout_ms
+        self._interval_ms = config.group_consumer_heartbeat_interval_ms
+        self._response = wire.ConsumerGroupHeartbeatResponse
+
+    # ---- what the router, the offsets and the store ask of any group --------------------------------------------
+
+    @property
+    def state_name(self) -> str:
+        if self.dead:
+            return "Dead"
+        if not self.members:
+            return "Empty"
+        if self.group_epoch > self.assignment_epoch:
+            return "Assigning"
+        for m in self.members.values():
+            if m.state != STABLE or m.member_epoch != self.assignment_epoch:
+                return "Reconciling"
+        return "Stable"
+
+    @property
+    def is_dead(self) -> bool:
+        return self.dead
+
+    def is_empty(self) -> bool:
+        return not self.members
+
+    def listed(self) -> wire.ListGroupsResponseListedGroup:
+        return wire.ListGroupsResponseListedGroup(group_id=self.group_id, protocol_type="consumer",
+                                                  group_state=self.state_name, group_type=self.GROUP_TYPE)
+
+    def described(self, version: int) -> wire.DescribeGroupsResponseDescribedGroup:
+        # DescribeGroups is the classic API: Kafka answers a consumer group as not found (GROUP_ID_NOT_FOUND from v6).
+        return wire.DescribeGroupsResponseDescribedGroup(
+            error_code=E.GROUP_ID_NOT_FOUND if version >= 6 else E.NONE, group_id=self.group_id, group_state="Dead",
+            error_message=f"Group {self.group_id} is not a classic group." if version >= 6 else None)
+
+    def validate_offset_commit(self, member_id: str, instance_id: str | None, member_epoch: int,
+                               version: int = 9) -> int:
+        """Kafka's ConsumerGroup.validateOffsetCommit: an epoch below zero (an admin, a simple consumer) only for
+        an empty group; otherwise the member must exist, use OffsetCommit v9+, and send its current epoch."""
+        if member_epoch < 0:
+            return E.UNKNOWN_MEMBER_ID if self.members else E.NONE
+        m = self.members.get(member_id)
+        if m is None:
+            return E.UNKNOWN_MEMBER_ID
+        if version < 9:
+            return E.UNSUPPORTED_VERSION
+        return E.NONE if member_epoch == m.member_epoch else E.STALE_MEMBER_EPOCH
+
+    def validate_offset_fetch(self, member_id: str | None, member_epoch: int) -> int:
+        if member_id is None and member_epoch < 0:
+            return E.NONE  # an admin or a client that does not say
+        m = self.members.get(member_id) if member_id is not None else None
+        if m is None:
+            return E.UNKNOWN_MEMBER_ID
+        return E.NONE if member_epoch == m.member_epoch else E.STALE_MEMBER_EPOCH
+
+    def validate_offset_delete(self) -> int:
+        return E.GROUP_ID_NOT_FOUND if self.dead else E.NONE
+
+    def validate_delete(self) -> int:
+        if self.dead:
+            return E.GROUP_ID_NOT_FOUND
+        return E.NONE if not self.members else E.NON_EMPTY_GROUP
+
+    def subscribed_topics(self) -> set[str]:
+        return set(self.subscribers)
+
+    # ---- the classic APIs: a consumer group has no classic members (online migration is a later step) ----------
+
+    def join(self, req, version: int, client_id: str, client_host: str) -> Reply:
+        return Reply(wire.JoinGroupResponse(error_code=E.INCONSISTENT_GROUP_PROTOCOL, member_id=req.member_id,
+                                            protocol_name="" if version < 7 else None))
+
+    def sync(self, req, version: int) -> Reply:
+        return Reply(wire.SyncGroupResponse(error_code=E.UNKNOWN_MEMBER_ID))
+
+    def heartbeat(self, member_id: str, instance_id: str | None, generation: int) -> int:
+        return E.UNKNOWN_MEMBER_ID
+
+    def leave(self, members: list) -> tuple[int, list[int]]:
+        """LeaveGroup on a consumer group (what Kafka's admin client sends to remove members): each member named
+        by instance id (member id "") or member id is fenced, as a -1 leave is."""
+        results = []
+        for member_id, iid, _reason in members:
+            if member_id == "":
+                mid = self.static.get(iid) if iid is not None else None
+                m = self.members.get(mid) if mid is not None else None
+            else:
+                m = self.members.get(member_id)
+                if m is not None and iid is not None and m.instance_id != iid:
+                    results.append(E.FENCED_INSTANCE_ID)
+                    continue
+            if m is None:
+                results.append(E.UNKNOWN_MEMBER_ID)
+                continue
+            self.remove_member(m, bump=True)
+            results.append(E.NONE)
+        return E.NONE, results
+
+    # ---- ConsumerGroupHeartbeat -----------------------------------------------------------------------------------
+
+    @staticmethod
+    def fail(error: int, message: str) -> wire.ConsumerGroupHeartbeatResponse:
+        """An error answer, as Kafka makes one from an exception: code and message, nothing else."""
+        return wire.ConsumerGroupHeartbeatResponse(error_code=error, error_message=message)
+
+    def response(self, member_id: str, epoch: int, assignment=None) -> wire.ConsumerGroupHeartbeatResponse:
+        return wire.ConsumerGroupHeartbeatResponse(
+            member_id=member_id, member_epoch=epoch,
+            heartbeat_interval_ms=self.config.group_consumer_heartbeat_interval_ms, assignment=assignment)
+
+    def consumer_heartbeat(self, req: wire.ConsumerGroupHeartbeatRequest, version: int, client_id: str,
+                           client_host: str) -> wire.ConsumerGroupHeartbeatResponse:
+        """One heartbeat, as Kafka's GroupMetadataManager.consumerGroupHeartbeat: leave, or find (or make) the member,
+        apply what changed, bump the group epoch if needed, compute the target if it is owed, reconcile, re-arm the
+        session, answer. The request passed validate_heartbeat."""
+        epoch = req.member_epoch
+        if epoch == LEAVE_EPOCH or epoch == TEMPORARY_LEAVE_EPOCH:
+            return self.consumer_leave(req)
+        m = self.members.get(req.member_id) if req.instance_id is None else None
+        if (m is not None and epoch == m.member_epoch and m.state == STABLE and epoch == self.group_epoch
+                and req.topic_partitions is None and req.subscribed_topic_names is None
+                and req.rebalance_timeout_ms == -1 and self.assignment_epoch == epoch
+                and self.catalogue_version == self.catalogue.version and req.rack_id is None
+                and req.server_assignor is None and not req.subscribed_topic_regex):
+            # The hot path: a member at its epoch reporting nothing new, in a group that owes it nothing.
+            self._heap.schedule(m.session_key, self._now() + self._session_ms)
+            return self._response(member_id=m.member_id, member_epoch=epoch, heartbeat_interval_ms=self._interval_ms)
+        member_id = req.member_id or new_member_id()  # v0 joins may leave the id to the coordinator
+        owned = self.space.from_wire(req.topic_partitions) if req.topic_partitions is not None else None
+        full_group = f"The consumer group has reached its maximum capacity of {self.config.group_consumer_max_size} " \
+                     "members."
+        new = False
+        if req.instance_id is None:
+            if m is None:
+                if epoch != JOIN_EPOCH:
+                    return self.fail(E.UNKNOWN_MEMBER_ID, f"Member {member_id} is not a member of group "
+                                     f"{self.group_id}.")
+                if len(self.members) >= self.config.group_consumer_max_size:
+                    return self.fail(E.GROUP_MAX_SIZE_REACHED, full_group)
+                m, new = ConsumerMember(member_id), True
+        else:
+            holder_id = self.static.get(req.instance_id)
+            holder = self.members.get(holder_id) if holder_id is not None else None
+            if epoch != JOIN_EPOCH:
+                if holder is None:
+                    return self.fail(E.UNKNOWN_MEMBER_ID, f"Instance id {req.instance_id} is unknown.")
+                if holder.member_id != member_id:
+                    return self.fail(E.FENCED_INSTANCE_ID, f"Static member {member_id} with instance id "
+                                     f"{req.instance_id} was fenced by member {holder.member_id}.")
+                m = holder
+            elif holder is None:
+                m = self.members.get(member_id)
+                if m is None:
+                    if len(self.members) >= self.config.group_consumer_max_size:
+                        return self.fail(E.GROUP_MAX_SIZE_REACHED, full_group)
+                    m, new = ConsumerMember(member_id), True
+            elif holder.member_id == member_id:
+                m = holder  # the same instance rejoins with its own id
+            elif holder.member_epoch != TEMPORARY_LEAVE_EPOCH:
+                return self.fail(E.UNRELEASED_INSTANCE_ID, f"Static member {holder.member_id} with instance id "
+                                 f"{req.instance_id} is not released yet.")
+            else:
+                m = self.replace_static_member(holder, member_id)
+        if not new:
+            error = self._check_epoch(m, epoch, owned)
+            if error:
+                return self.fail(error, f"The member epoch {epoch} is fenced; the member is at epoch "
+                                 f"{m.member_epoch}.")
+        subscription_changed = self.update_member(m, req, client_id, client_host, new)
+        bump = new or subscription_changed or self.group_epoch == 0
+        if bump or self.catalogue_version != self.catalogue.version:
+            bump = self.refresh_metadata() or bump
+        if bump:
+            self.bump()
+        if self.group_epoch > self.assignment_epoch:
+            self.compute_target()
+        before = m.assigned
+        if not (m.state == STABLE and m.member_epoch == self.assignment_epoch and not subscription_changed):
+            self.reconcile(m, owned, subscription_changed)
+        self.arm_session(m)
+        full = (epoch == JOIN_EPOCH or (req.rebalance_timeout_ms != -1 and req.topic_partitions is not None and
+                                        (req.subscribed_topic_names is not None or
+                                         req.subscribed_topic_regex is not None)))
+        assignment = None
+        if full or not np.array_equal(before, m.assigned):
+            assignment = wire.ConsumerGroupHeartbeatResponseAssignment(
+                topic_partitions=self.space.to_heartbeat(m.assigned))
+        return self.response(member_id=m.member_id, epoch=m.member_epoch, assignment=assignment)
+
+    @staticmethod
+    def _check_epoch(m: ConsumerMember, epoch: int, owned: np.ndarray | None) -> int:
+        """Kafka's throwIfConsumerGroupMemberEpochIsInvalid (trunk: epoch 0 is always a valid rejoin)."""
+        if epoch == JOIN_EPOCH or epoch == m.member_epoch:
+            return E.NONE
+        if epoch > m.member_epoch:
+            return E.FENCED_MEMBER_EPOCH
+        # A lost response: the client still has the previous epoch and owns no more than it was given.
+        if epoch == m.previous_member_epoch and owned is not None and \
+                np.isin(owned, m.assigned, assume_unique=True).all():
+            return E.NONE
+        return E.FENCED_MEMBER_EPOCH
+
+    def update_member(self, m: ConsumerMember, req: wire.ConsumerGroupHeartbeatRequest, client_id: str,
+                      client_host: str, new: bool) -> bool:
+        """Apply the request's non-null fields; stage the member's metadata if it changed. Returns whether its
+        subscription changed (names, or regex)."""
+        changed = new or m.client_id != client_id or m.client_host != client_host
+        m.client_id, m.client_host = client_id, client_host
+        if new:
+            self.members[m.member_id] = m
+            m.session_key = self.member_timers.key(m.member_id, SESSION)
+        if req.instance_id is not None and m.instance_id != req.instance_id:
+            m.instance_id, changed = req.instance_id, True
+            self.static[req.instance_id] = m.member_id
+        if req.rack_id is not None and m.rack_id != req.rack_id:
+            m.rack_id, changed = req.rack_id, True
+        if req.rebalance_timeout_ms != -1 and m.rebalance_timeout_ms != req.rebalance_timeout_ms:
+            m.rebalance_timeout_ms, changed = req.rebalance_timeout_ms, True
+        if req.server_assignor is not None and m.server_assignor != req.server_assignor:
+            m.server_assignor, changed = req.server_assignor, True
+        subscription = False
+        if req.subscribed_topic_names is not None:
+            names = tuple(sorted(set(req.subscribed_topic_names)))
+            if names != m.subscribed or new:
+                self.subscribers.subtract(m.subscribed)
+                self.subscribers.update(names)
+                self.subscribers += Counter()  # drop zero counts
+                m.subscribed = names
+                subscription = changed = True
+        if subscription:
+            old = self.space.refresh(self.catalogue, m.subscribed)
+            if old is not None:
+                self._remap(old)
+            m.topics = self.space.topic_indices(m.subscribed)
+        if changed:
+            self.stage_member_metadata(m)
+        return subscription
+
+    # ---- membership changes ---------------------------------------------------------------------------------------
+
+    def replace_static_member(self, old: ConsumerMember, member_id: str) -> ConsumerMember:
+        """A static member returns under a new member id after leaving with -2: it takes over the old member's
+        partitions and target, at epoch 0; no group epoch bump (Kafka's static member replacement)."""
+        m = old.copy_as(member_id)
+        m.member_epoch = m.previous_member_epoch = 0
+        target = self.target.get(old.member_id, _NONE)
+        self.remove_member(old, bump=False)
+        self.members[member_id] = m
+        self.static[m.instance_id] = member_id
+        m.session_key = self.member_timers.key(member_id, SESSION)
+        self._hold(m)
+        self.stage_member_metadata(m)
+        self.target[member_id] = target
+        self.stage_target_member(member_id, target)
+        self.stage_current_assignment(m)
+        return m
+
+    def consumer_leave(self, req: wire.ConsumerGroupHeartbeatRequest) -> wire.ConsumerGroupHeartbeatResponse:
+        epoch = req.member_epoch
+        if req.instance_id is not None:
+            holder_id = self.static.get(req.instance_id)
+            if holder_id is None:
+                return self.fail(E.UNKNOWN_MEMBER_ID, f"Instance id {req.instance_id} is unknown.")
+            if holder_id != req.member_id:
+                return self.fail(E.FENCED_INSTANCE_ID, f"Static member {req.member_id} with instance id "
+                                 f"{req.instance_id} was fenced by member {holder_id}.")
+        m = self.members.get(req.member_id)
+        if m is None:
+            return self.fail(E.UNKNOWN_MEMBER_ID, f"Member {req.member_id} is not a member of group {self.group_id}.")
+        if epoch == TEMPORARY_LEAVE_EPOCH:
+            # A static member leaves for now: it keeps its partitions and target, its session keeps running.
+            self._release(m)
+            m.previous_member_epoch, m.member_epoch = m.member_epoch, TEMPORARY_LEAVE_EPOCH
+            m.pending = _NONE
+            self._hold(m)
+            self.member_timers.cancel(m.member_id, REBALANCE)
+            self.stage_current_assignment(m)
+        else:
+            self.remove_member(m, bump=True)
+        return self.response(member_id=req.member_id, epoch=epoch)
+
+    def remove_member(self, m: ConsumerMember, *, bump: bool) -> None:
+        """Fence or remove a member: tombstones in Kafka's order (current assignment, target, metadata), its
+        partitions freed, its timers gone, and (unless it is being replaced) the group epoch bumped."""
+        self._release(m)
+        store = self.store
+        if store.persistent:
+            store.stage(R.consumer_current_assignment_key(self.group_id, m.member_id), None)
+            store.stage(R.consumer_target_member_key(self.group_id, m.member_id), None)
+            store.stage(R.consumer_member_key(self.group_id, m.member_id), None)
+        del self.members[m.member_id]
+        self.target.pop(m.member_id, None)
+        if m.instance_id is not None and self.static.get(m.instance_id) == m.member_id:
+            del self.static[m.instance_id]
+        self.subscribers.subtract(m.subscribed)
+        self.subscribers += Counter()
+        self.member_timers.release(m.member_id, SESSION)
+        self.member_timers.release(m.member_id, REBALANCE)
+        if bump:
+            self.bump()
+
+    def bump(self) -> None:
+        self.group_epoch += 1
+        if self.store.persistent:
+            self.store.stage(R.consumer_group_key(self.group_id),
+                             R.consumer_group_value(wire.ConsumerGroupMetadataValue(epoch=self.group_epoch)))
+
+    def refresh_metadata(self) -> bool:
+        """Compare the subscribed topics with the catalogue; True (and the metadata record staged) if the partition
+        counts the target was computed from changed: the epoch must move."""
+        self.catalogue_version = self.catalogue.version
+        now: dict[str, tuple[bytes, int]] = {}
+        for name in self.subscribers:
+            t = self.catalogue.get(name)
+            if t is not None:
+                now[name] = (t.topic_id, t.partitions)
+        if now == self.metadata:
+            return False
+        self.metadata = now
+        old = self.space.refresh(self.catalogue, now)
+        if old is not None:
+            self._remap(old)
+        for m in self.members.values():
+            m.topics = self.space.topic_indices(m.subscribed)
+        if self.store.persistent:
+            self.store.stage(R.consumer_partition_metadata_key(self.group_id), R.consumer_partition_metadata_value(
+                wire.ConsumerGroupPartitionMetadataValue(topics=[
+                    wire.ConsumerGroupPartitionMetadataValueTopicMetadata(
+                        topic_id=tid, topic_name=name, num_partitions=n, partition_metadata=[])
+                    for name, (tid, n) in sorted(now.items())])))
+        return True
+
+    def _remap(self, old_start: np.ndarray) -> None:
+        """The topic numbering moved (a topic gained partitions): every array follows."""
+        space = self.space
+        for m in self.members.values():
+            m.assigned = space.remap(m.assigned, old_start)
+            m.pending = space.remap(m.pending, old_start)
+        for mid, ids in self.target.items():
+            self.target[mid] = space.remap(ids, old_start)
+
+    # ---- the target assignment ------------------------------------------------------------------------------------
+
+    def preferred_assignor(self) -> str:
+        votes = Counter(m.server_assignor for m in self.members.values() if m.server_assignor is not None)
+        return votes.most_common(1)[0][0] if votes else self.assignors[0]
+
+    def compute_target(self) -> None:
+        """Run the group's assignor over every member's subscription (Kafka's TargetAssignmentBuilder); stage the
+        targets that changed, then the assignment epoch."""
+        members = list(self.members.values())
+        space = self.space
+        if members:
+            order = kafka_order([m.member_id for m in members], [m.instance_id for m in members])
+            members = [members[i] for i in order]
+            sets: dict[tuple[int, ...], int] = {}
+            member_sets = np.empty(len(members), dtype=np.int32)
+            for i, m in enumerate(members):
+                key = tuple(m.topics.tolist())
+                member_sets[i] = sets.setdefault(key, len(sets))
+            set_indptr = np.zeros(len(sets) + 1, dtype=np.int64)
+            set_topics: list[int] = []
+            for k, s in enumerate(sets):
+                set_topics.extend(s)
+                set_indptr[k + 1] = len(set_topics)
+            assignor = self.preferred_assignor()
+            owned_indptr = owned = None
+            if assignor == "uniform":
+                rows = [self.target.get(m.member_id, _NONE) for m in members]
+                owned_indptr = np.zeros(len(rows) + 1, dtype=np.int64)
+                np.cumsum([r.shape[0] for r in rows], out=owned_indptr[1:])
+                owned = np.concatenate(rows) if rows else _NONE
+            csr = assign_arrays(assignor, np.asarray(space.counts, dtype=np.int64), member_sets, set_indptr,
+                                np.asarray(set_topics, dtype=np.int32), owned_indptr=owned_indptr,
+                                owned_partitions=owned)
+            for i, m in enumerate(members):
+                ids = csr.partitions[csr.indptr[i]:csr.indptr[i + 1]].astype(np.int32, copy=True)
+                old = self.target.get(m.member_id)
+                if old is None or not np.array_equal(old, ids):
+                    self.target[m.member_id] = ids
+                    self.stage_target_member(m.member_id, ids)
+        self.assignment_epoch = self.group_epoch
+        if self.store.persistent:
+            self.store.stage(R.consumer_target_metadata_key(self.group_id), R.consumer_target_metadata_value(
+                wire.ConsumerGroupTargetAssignmentMetadataValue(assignment_epoch=self.assignment_epoch)))
+
+    # ---- reconciliation -------------------------------------------------------------------------------------------
+
+    def reconcile(self, m: ConsumerMember, owned: np.ndarray | None, subscription_changed: bool) -> None:
+        """One CurrentAssignmentBuilder step (compiled); the epoch table follows the member; the rebalance timer is
+        armed while it must revoke and cancelled otherwise (Kafka arms it with the write)."""
+        r = _assign.reconcile(self.space.epochs, m.state, m.member_epoch, m.previous_member_epoch,
+                              self.assignment_epoch, m.assigned, m.pending, self.target.get(m.member_id, _NONE),
+                              m.topics, owned, subscription_changed)
+        if r.error:
+            return
+        if not r.changed:
+            return
+        self._release(m)
+        m.state, m.member_epoch, m.previous_member_epoch = r.state, r.member_epoch, r.previous_member_epoch
+        m.assigned, m.pending = r.assigned, r.pending_revocation
+        self._hold(m)
+        self.stage_current_assignment(m)
+        if m.state == UNREVOKED_PARTITIONS:
+            m.rebalance_armed_epoch = m.member_epoch
+            self.member_timers.arm(m.member_id, REBALANCE, max(m.rebalance_timeout_ms, 0))
+        else:
+            self.member_timers.cancel(m.member_id, REBALANCE)
+
+    def _release(self, m: ConsumerMember) -> None:
+        epochs = self.space.epochs
+        epochs.remove(m.assigned, m.member_epoch)
+        epochs.remove(m.pending, m.member_epoch)
+
+    def _hold(self, m: ConsumerMember) -> None:
+        epochs = self.space.epochs
+        epochs.add(m.assigned, m.member_epoch)
+        epochs.add(m.pending, m.member_epoch)
+
+    # ---- timers ---------------------------------------------------------------------------------------------------
+
+    def arm_session(self, m: ConsumerMember) -> None:
+        self._heap.schedule(m.session_key, self._now() + self.config.group_consumer_session_timeout_ms)
+
+    def on_member_timer(self, member_id: str, kind: str) -> None:
+        m = self.members.get(member_id)
+        if m is None:
+            return
+        if kind == SESSION:
+            self.remove_member(m, bump=True)  # session expired: fenced
+        elif m.state == UNREVOKED_PARTITIONS and m.member_epoch == m.rebalance_armed_epoch:
+            self.remove_member(m, bump=True)  # did not revoke within its rebalance timeout
+
+    # ---- records --------------------------------------------------------------------------------------------------
+
+    def stage_member_metadata(self, m: ConsumerMember) -> None:
+        if self.store.persistent:
+            self.store.stage(R.consumer_member_key(self.group_id, m.member_id), R.consumer_member_value(
+                wire.ConsumerGroupMemberMetadataValue(
+                    instance_id=m.instance_id, rack_id=m.rack_id, client_id=m.client_id, client_host=m.client_host,
+                    subscribed_topic_names=list(m.subscribed), subscribed_topic_regex=m.regex,
+                    rebalance_timeout_ms=m.rebalance_timeout_ms, server_assignor=m.server_assignor)))
+
+    def _record_partitions(self, ids: np.ndarray, cls) -> list:
+        return [cls(topic_id=self.space.topic_ids[t], partitions=ps) for t, ps in self.space.split(ids)]
+
+    def stage_target_member(self, member_id: str, ids: np.ndarray) -> None:
+        if self.store.persistent:
+            self.store.stage(R.consumer_target_member_key(self.group_id, member_id), R.consumer_target_member_value(
+                wire.ConsumerGroupTargetAssignmentMemberValue(topic_partitions=self._record_partitions(
+                    ids, wire.ConsumerGroupTargetAssignmentMemberValueTopicPartition))))
+
+    def stage_current_assignment(self, m: ConsumerMember) -> None:
+        if self.store.persistent:
+            cls = wire.ConsumerGroupCurrentMemberAssignmentValueTopicPartitions
+            self.store.stage(R.consumer_current_assignment_key(self.group_id, m.member_id),
+                             R.consumer_current_assignment_value(wire.ConsumerGroupCurrentMemberAssignmentValue(
+                                 member_epoch=m.member_epoch, previous_member_epoch=m.previous_member_epoch,
+                                 state=m.state, assigned_partitions=self._record_partitions(m.assigned, cls),
+                                 partitions_pending_revocation=self._record_partitions(m.pending, cls))))
+
+    def record_keys(self) -> Iterable[bytes]:
+        """Kafka's deletion order: every current assignment, every target, the target metadata, every member, the
+        partition metadata, the group."""
+        g = self.group_id
+        keys = [R.consumer_current_assignment_key(g, mid) for mid in self.members]
+        keys += [R.consumer_target_member_key(g, mid) for mid in self.target]
+        keys.append(R.consumer_target_metadata_key(g))
+        keys += [R.consumer_member_key(g, mid) for mid in self.members]
+        keys += [R.consumer_partition_metadata_key(g), R.consumer_group_key(g)]
+        return keys
+
+    def replay(self, record: R.Record) -> None:
+        """Collect the group's records; they are applied in on_loaded, once the topic catalogue (whose records sort
+        after the groups') is loaded, so topic ids can be placed in the group's topic space."""
+        self._loaded.append(record)
+
+    def on_loaded(self) -> None:
+        records, self._loaded = self._loaded, []
+        by_topic_id = {t.topic_id: t.name for t in self.catalogue.by_name.values()}
+        assigned: dict[str, tuple] = {}
+        targets: dict[str, list] = {}
+        for rec in records:
+            v = rec.value
+            if rec.type == R.CONSUMER_GROUP_METADATA:
+                self.group_epoch = v.epoch
+            elif rec.type == R.CONSUMER_GROUP_PARTITION_METADATA:
+                self.metadata = {t.topic_name: (t.topic_id, t.num_partitions) for t in v.topics}
+            elif rec.type == R.CONSUMER_GROUP_TARGET_ASSIGNMENT_METADATA:
+                self.assignment_epoch = v.assignment_epoch
+            elif rec.type == R.CONSUMER_GROUP_MEMBER_METADATA:
+                m = self.members.get(rec.key.member_id) or ConsumerMember(rec.key.member_id)
+                self.members[m.member_id] = m
+                m.instance_id, m.rack_id, m.client_id, m.client_host = v.instance_id, v.rack_id, v.client_id, \
+                    v.client_host
+                m.subscribed = tuple(sorted(set(v.subscribed_topic_names)))
+                m.regex, m.rebalance_timeout_ms, m.server_assignor = v.subscribed_topic_regex or None, \
+                    v.rebalance_timeout_ms, v.server_assignor
+            elif rec.type == R.CONSUMER_GROUP_TARGET_ASSIGNMENT_MEMBER:
+                targets[rec.key.member_id] = v.topic_partitions
+            elif rec.type == R.CONSUMER_GROUP_CURRENT_MEMBER_ASSIGNMENT:
+                assigned[rec.key.member_id] = v
+        names = set(self.metadata)
+        for m in self.members.values():
+            names.update(m.subscribed)
+            if m.instance_id is not None:
+                self.static[m.instance_id] = m.member_id
+            self.subscribers.update(m.subscribed)
+        for tps in [*targets.values(), *(a.assigned_partitions for a in assigned.values()),
+                    *(a.partitions_pending_revocation for a in assigned.values())]:
+            names.update(by_topic_id[tp.topic_id] for tp in tps if tp.topic_id in by_topic_id)
+        self.space.refresh(self.catalogue, sorted(names))
+        self.catalogue_version = -1  # compare the catalogue with the stored metadata at the next heartbeat
+        for mid, tps in targets.items():
+            self.target[mid] = self.space.from_wire(tps)
+        for m in self.members.values():
+            m.topics = self.space.topic_indices(m.subscribed)
+            a = assigned.get(m.member_id)
+            if a is not None:
+                m.member_epoch, m.previous_member_epoch, m.state = a.member_epoch, a.previous_member_epoch, a.state
+                m.assigned = self.space.from_wire(a.assigned_partitions)
+                m.pending = self.space.from_wire(a.partitions_pending_revocation)
+                self._hold(m)
+            m.session_key = self.member_timers.arm(m.member_id, SESSION,
+                                                   self.config.group_consumer_session_timeout_ms)
+            if m.state == UNREVOKED_PARTITIONS:
+                m.rebalance_armed_epoch = m.member_epoch
+                self.member_timers.arm(m.member_id, REBALANCE, max(m.rebalance_timeout_ms, 0))
+
+    def unload(self) -> None:
+        self.member_timers.clear()
+        self.dead = True
+
+    # ---- ConsumerGroupDescribe ------------------------------------------------------------------------------------
+
+    def _describe_assignment(self, ids: np.ndarray) -> wire.ConsumerGroupDescribeResponseAssignment:
+        return wire.ConsumerGroupDescribeResponseAssignment(topic_partitions=[
+            wire.ConsumerGroupDescribeResponseTopicPartitions(topic_id=self.space.topic_ids[t],
+                                                              topic_name=self.space.names[t], partitions=ps)
+            for t, ps in self.space.split(ids)])
+
+    def consumer_described(self) -> wire.ConsumerGroupDescribeResponseDescribedGroup:
+        return wire.ConsumerGroupDescribeResponseDescribedGroup(
+            unknown_tags=[(KCOORD_DESCRIBE_TAG, json.dumps(self.describe_extension(), separators=(",", ":")).encode())],
+            error_code=E.NONE, group_id=self.group_id, group_state=self.state_name, group_epoch=self.group_epoch,
+            assignment_epoch=self.assignment_epoch, assignor_name=self.preferred_assignor(),
+            members=[wire.ConsumerGroupDescribeResponseMember(
+                member_id=m.member_id, instance_id=m.instance_id, rack_id=m.rack_id, member_epoch=m.member_epoch,
+                client_id=m.client_id, client_host=m.client_host, subscribed_topic_names=list(m.subscribed),
+                subscribed_topic_regex=m.regex, assignment=self._describe_assignment(m.assigned),
+                target_assignment=self._describe_assignment(self.target.get(m.member_id, _NONE)))
+                for m in self.members.values()])
+
+    def describe_extension(self) -> dict:
+        """What `kcoord describe` shows beyond ConsumerGroupDescribe: each member's state and pending revocation."""
+        return {m.member_id: {"state": MEMBER_STATES.get(m.state, str(m.state)),
+                              "previous_member_epoch": m.previous_member_epoch,
+                              "pending_revocation": {self.space.names[t]: ps for t, ps in self.space.split(m.pending)}}
+                for m in self.members.values()}
