@@ -600,3 +600,40 @@ def test_store_check_and_serve_know_the_consumer_group_records(tmp_path) -> None
     g = c.groups["g"]
     assert set(g.members) == {"a", "b"} and g.static == {"ia": "a"} and g.group_epoch == 2
     c.store.close()
+
+
+def _rows(data, n_rows: int) -> list[list[int]]:
+    from hypothesis import strategies as st
+
+    return data.draw(st.lists(st.lists(st.integers(0, 50), max_size=6).map(sorted), min_size=n_rows,
+                              max_size=n_rows))
+
+
+def _csr(rows: list[list[int]]):
+    import numpy as np
+
+    indptr = np.zeros(len(rows) + 1, dtype=np.int64)
+    np.cumsum([len(r) for r in rows], out=indptr[1:])
+    return indptr, np.array([p for r in rows for p in r], dtype=np.int32)
+
+
+def test_csr_take_and_csr_changed_agree_with_row_by_row() -> None:
+    import numpy as np
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    from kcoord.groups.consumer import csr_changed, csr_take
+
+    @settings(max_examples=300, deadline=None)
+    @given(st.data(), st.integers(0, 8), st.integers(0, 8))
+    def check(data, n, k) -> None:
+        rows = _rows(data, n)
+        pick = data.draw(st.lists(st.integers(-1, n - 1) if n else st.just(-1), min_size=k, max_size=k))
+        ip, flat = _csr(rows)
+        tip, tflat = csr_take(ip, flat, np.array(pick, dtype=np.int64))
+        assert [tflat[tip[i]:tip[i + 1]].tolist() for i in range(k)] == [rows[r] if r >= 0 else [] for r in pick]
+        other = _rows(data, n)
+        oip, oflat = _csr(other)
+        assert csr_changed(ip, flat, oip, oflat).tolist() == [a != b for a, b in zip(rows, other, strict=True)]
+
+    check()

@@ -152,13 +152,19 @@ class TopicSpace:
         start, counts, by_id = self.start, self.counts, self.by_topic_id
         for tp in topic_partitions:
             t = by_id.get(tp.topic_id)
-            if t is None:
+            if t is None or not tp.partitions:
                 continue
-            base, n = int(start[t]), counts[t]
-            out.extend(base + p for p in tp.partitions if 0 <= p < n)
+            ps = sorted(set(tp.partitions))
+            n = counts[t]
+            if ps[0] < 0 or ps[-1] >= n:
+                ps = [p for p in ps if 0 <= p < n]
+            base = int(start[t])
+            out.extend([base + p for p in ps] if base else ps)
         if not out:
             return _NONE
-        return np.unique(np.array(out, dtype=np.int32))
+        if len(topic_partitions) > 1:
+            out.sort()  # topics in any order: a sort of the already sorted runs
+        return np.array(out, dtype=np.int32)
 
     def split(self, ids: np.ndarray) -> list[tuple[int, list[int]]]:
         """Global ids as (topic index, partitions) in topic index order."""
@@ -177,10 +183,100 @@ class TopicSpace:
                 for t, ps in self.split(ids)]
 
 
+def csr_take(indptr: np.ndarray, flat: np.ndarray, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The CSR of the given rows, in that order; a row of -1 is empty. Vectorized: no loop over rows."""
+    valid = rows >= 0
+    starts = np.zeros(rows.shape[0], dtype=np.int64)
+    lens = np.zeros(rows.shape[0], dtype=np.int64)
+    starts[valid] = indptr[rows[valid]]
+    lens[valid] = indptr[rows[valid] + 1] - starts[valid]
+    out_indptr = np.zeros(rows.shape[0] + 1, dtype=np.int64)
+    np.cumsum(lens, out=out_indptr[1:])
+    total = int(out_indptr[-1])
+    if total == 0:
+        return out_indptr, _NONE
+    idx = np.repeat(starts - out_indptr[:-1], lens) + np.arange(total, dtype=np.int64)
+    return out_indptr, flat[idx]
+
+
+def csr_changed(a_indptr: np.ndarray, a: np.ndarray, b_indptr: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Which rows differ between two CSRs with the same rows (a bool per row)."""
+    a_len, b_len = np.diff(a_indptr), np.diff(b_indptr)
+    changed = a_len != b_len
+    same = np.flatnonzero(~changed & (a_len > 0))
+    if same.shape[0]:
+        lens = a_len[same]
+        rel = np.arange(int(lens.sum()), dtype=np.int64) - np.repeat(np.cumsum(lens) - lens, lens)
+        differ = a[np.repeat(a_indptr[same], lens) + rel] != b[np.repeat(b_indptr[same], lens) + rel]
+        if differ.any():
+            changed[same[np.unique(np.repeat(np.arange(same.shape[0]), lens)[differ])]] = True
+    return changed
+
+
+class TargetAssignment:
+    """Every member's target as one CSR over the group's partition ids, rows in the order of the last computation,
+    so the next computation takes the current targets (the uniform assignor's stickiness) without a loop."""
+
+    def __init__(self) -> None:
+        self.ids: list[str | None] = []
+        self.row: dict[str, int] = {}
+        self.indptr = np.zeros(1, dtype=np.int64)
+        self.flat = _NONE
+
+    def get(self, member_id: str, default: np.ndarray = _NONE) -> np.ndarray:
+        r = self.row.get(member_id)
+        return default if r is None else self.flat[self.indptr[r]:self.indptr[r + 1]]
+
+    def __getitem__(self, member_id: str) -> np.ndarray:
+        r = self.row[member_id]
+        return self.flat[self.indptr[r]:self.indptr[r + 1]]
+
+    def __contains__(self, member_id: object) -> bool:
+        return member_id in self.row
+
+    def __iter__(self):
+        return iter(list(self.row))
+
+    def pop(self, member_id: str) -> None:
+        r = self.row.pop(member_id, None)
+        if r is not None:
+            self.ids[r] = None
+
+    def rename(self, old: str, new: str) -> None:
+        r = self.row.pop(old, None)
+        if r is not None:
+            self.row[new] = r
+            self.ids[r] = new
+
+    def rows_for(self, member_ids: list[str]) -> tuple[np.ndarray, np.ndarray]:
+        """The targets of these members, in this order, as a CSR (an empty row for a member without one)."""
+        if member_ids == self.ids:
+            return self.indptr, self.flat
+        n = len(self.ids)
+        if member_ids[:n] == self.ids:  # members only joined since: append empty rows
+            indptr = np.concatenate([self.indptr, np.full(len(member_ids) - n, self.indptr[-1], dtype=np.int64)])
+            return indptr, self.flat
+        get = self.row.get
+        rows = np.fromiter((get(m, -1) for m in member_ids), dtype=np.int64, count=len(member_ids))
+        return csr_take(self.indptr, self.flat, rows)
+
+    def set(self, member_ids: list[str], indptr: np.ndarray, flat: np.ndarray) -> None:
+        if member_ids != self.ids:
+            self.ids = list(member_ids)
+            self.row = {m: i for i, m in enumerate(member_ids)}
+        self.indptr, self.flat = indptr, flat
+
+    def load(self, targets: dict[str, np.ndarray]) -> None:
+        ids = list(targets)
+        indptr = np.zeros(len(ids) + 1, dtype=np.int64)
+        np.cumsum([targets[m].shape[0] for m in ids], out=indptr[1:])
+        self.set(ids, indptr, np.concatenate([targets[m] for m in ids]).astype(np.int32) if ids else _NONE)
+
+
 class ConsumerMember:
     __slots__ = ("assigned", "client_host", "client_id", "instance_id", "member_epoch", "member_id", "pending",
                  "previous_member_epoch", "rack_id", "rebalance_armed_epoch", "rebalance_timeout_ms", "regex",
-                 "server_assignor", "session_key", "state", "subscribed", "topics")
+                 "server_assignor", "session_key", "state", "subscribed", "topics", "topics_key")
 
     def __init__(self, member_id: str) -> None:
         self.member_id = member_id
@@ -198,6 +294,7 @@ class ConsumerMember:
         self.assigned = _NONE
         self.pending = _NONE
         self.topics = _NONE  # subscribed topic indices in the group's topic space
+        self.topics_key: tuple[int, ...] = ()  # the same as a tuple (the target computation groups members by it)
         self.session_key = -1
         self.rebalance_armed_epoch = -1
 
@@ -226,7 +323,7 @@ class ConsumerGroup:
         self.assignment_epoch = 0
         self.members: dict[str, ConsumerMember] = {}
         self.static: dict[str, str] = {}  # instance id -> member id
-        self.target: dict[str, np.ndarray] = {}
+        self.target = TargetAssignment()
         self.space = TopicSpace()
         self.subscribers: Counter[str] = Counter()  # topic name -> members subscribing to it
         self.metadata: dict[str, tuple[bytes, int]] = {}  # subscribed topics as the last target saw them
@@ -414,7 +511,7 @@ class ConsumerGroup:
             self.bump()
         if self.group_epoch > self.assignment_epoch:
             self.compute_target()
-        before = m.assigned
+        before = m.assigned  # reconcile keeps the same array object when the assignment does not change
         if not (m.state == STABLE and m.member_epoch == self.assignment_epoch and not subscription_changed):
             self.reconcile(m, owned, subscription_changed)
         self.arm_session(m)
@@ -422,7 +519,7 @@ class ConsumerGroup:
                                         (req.subscribed_topic_names is not None or
                                          req.subscribed_topic_regex is not None)))
         assignment = None
-        if full or not np.array_equal(before, m.assigned):
+        if full or (before is not m.assigned and not np.array_equal(before, m.assigned)):
             assignment = wire.ConsumerGroupHeartbeatResponseAssignment(
                 topic_partitions=self.space.to_heartbeat(m.assigned))
         return self.response(member_id=m.member_id, epoch=m.member_epoch, assignment=assignment)
@@ -471,7 +568,7 @@ class ConsumerGroup:
             old = self.space.refresh(self.catalogue, m.subscribed)
             if old is not None:
                 self._remap(old)
-            m.topics = self.space.topic_indices(m.subscribed)
+            self._set_topics(m)
         if changed:
             self.stage_member_metadata(m)
         return subscription
@@ -483,14 +580,14 @@ class ConsumerGroup:
         partitions and target, at epoch 0; no group epoch bump (Kafka's static member replacement)."""
         m = old.copy_as(member_id)
         m.member_epoch = m.previous_member_epoch = 0
-        target = self.target.get(old.member_id, _NONE)
+        target = self.target.get(old.member_id)
+        self.target.rename(old.member_id, member_id)
         self.remove_member(old, bump=False)
         self.members[member_id] = m
         self.static[m.instance_id] = member_id
         m.session_key = self.member_timers.key(member_id, SESSION)
         self._hold(m)
         self.stage_member_metadata(m)
-        self.target[member_id] = target
         self.stage_target_member(member_id, target)
         self.stage_current_assignment(m)
         return m
@@ -529,7 +626,7 @@ class ConsumerGroup:
             store.stage(R.consumer_target_member_key(self.group_id, m.member_id), None)
             store.stage(R.consumer_member_key(self.group_id, m.member_id), None)
         del self.members[m.member_id]
-        self.target.pop(m.member_id, None)
+        self.target.pop(m.member_id)
         if m.instance_id is not None and self.static.get(m.instance_id) == m.member_id:
             del self.static[m.instance_id]
         self.subscribers.subtract(m.subscribed)
@@ -561,7 +658,7 @@ class ConsumerGroup:
         if old is not None:
             self._remap(old)
         for m in self.members.values():
-            m.topics = self.space.topic_indices(m.subscribed)
+            self._set_topics(m)
         if self.store.persistent:
             self.store.stage(R.consumer_partition_metadata_key(self.group_id), R.consumer_partition_metadata_value(
                 wire.ConsumerGroupPartitionMetadataValue(topics=[
@@ -570,14 +667,17 @@ class ConsumerGroup:
                     for name, (tid, n) in sorted(now.items())])))
         return True
 
+    def _set_topics(self, m: ConsumerMember) -> None:
+        m.topics = self.space.topic_indices(m.subscribed)
+        m.topics_key = tuple(m.topics.tolist())
+
     def _remap(self, old_start: np.ndarray) -> None:
         """The topic numbering moved (a topic gained partitions): every array follows."""
         space = self.space
         for m in self.members.values():
             m.assigned = space.remap(m.assigned, old_start)
             m.pending = space.remap(m.pending, old_start)
-        for mid, ids in self.target.items():
-            self.target[mid] = space.remap(ids, old_start)
+        self.target.flat = space.remap(self.target.flat, old_start)
 
     # ---- the target assignment ------------------------------------------------------------------------------------
 
@@ -587,38 +687,31 @@ class ConsumerGroup:
 
     def compute_target(self) -> None:
         """Run the group's assignor over every member's subscription (Kafka's TargetAssignmentBuilder); stage the
-        targets that changed, then the assignment epoch."""
+        targets that changed, then the assignment epoch. Vectorized over members: the only loops are the subscription
+        sets and the records of the members whose target moved."""
         members = list(self.members.values())
         space = self.space
         if members:
-            order = kafka_order([m.member_id for m in members], [m.instance_id for m in members])
-            members = [members[i] for i in order]
-            sets: dict[tuple[int, ...], int] = {}
-            member_sets = np.empty(len(members), dtype=np.int32)
-            for i, m in enumerate(members):
-                key = tuple(m.topics.tolist())
-                member_sets[i] = sets.setdefault(key, len(sets))
-            set_indptr = np.zeros(len(sets) + 1, dtype=np.int64)
-            set_topics: list[int] = []
-            for k, s in enumerate(sets):
-                set_topics.extend(s)
-                set_indptr[k + 1] = len(set_topics)
             assignor = self.preferred_assignor()
-            owned_indptr = owned = None
-            if assignor == "uniform":
-                rows = [self.target.get(m.member_id, _NONE) for m in members]
-                owned_indptr = np.zeros(len(rows) + 1, dtype=np.int64)
-                np.cumsum([r.shape[0] for r in rows], out=owned_indptr[1:])
-                owned = np.concatenate(rows) if rows else _NONE
-            csr = assign_arrays(assignor, np.asarray(space.counts, dtype=np.int64), member_sets, set_indptr,
-                                np.asarray(set_topics, dtype=np.int32), owned_indptr=owned_indptr,
-                                owned_partitions=owned)
-            for i, m in enumerate(members):
-                ids = csr.partitions[csr.indptr[i]:csr.indptr[i + 1]].astype(np.int32, copy=True)
-                old = self.target.get(m.member_id)
-                if old is None or not np.array_equal(old, ids):
-                    self.target[m.member_id] = ids
-                    self.stage_target_member(m.member_id, ids)
+            if assignor == "range":  # range deals in Kafka's member order
+                order = kafka_order([m.member_id for m in members], [m.instance_id for m in members])
+                members = [members[i] for i in order]
+            ids = [m.member_id for m in members]
+            sets: dict[tuple[int, ...], int] = {}
+            member_sets = np.fromiter((sets.setdefault(m.topics_key, len(sets)) for m in members), dtype=np.int32,
+                                      count=len(members))
+            set_indptr = np.zeros(len(sets) + 1, dtype=np.int64)
+            np.cumsum([len(k) for k in sets], out=set_indptr[1:])
+            set_topics = np.fromiter((t for k in sets for t in k), dtype=np.int32, count=int(set_indptr[-1]))
+            old_indptr, old = self.target.rows_for(ids)
+            csr = assign_arrays(assignor, np.asarray(space.counts, dtype=np.int64), member_sets, set_indptr, set_topics,
+                                owned_indptr=old_indptr if assignor == "uniform" else None,
+                                owned_partitions=old if assignor == "uniform" else None)
+            new_indptr, new = csr.indptr, csr.partitions.astype(np.int32, copy=False)
+            self.target.set(ids, new_indptr, new)
+            if self.store.persistent:
+                for i in np.flatnonzero(csr_changed(old_indptr, old, new_indptr, new)).tolist():
+                    self.stage_target_member(ids[i], new[new_indptr[i]:new_indptr[i + 1]])
         self.assignment_epoch = self.group_epoch
         if self.store.persistent:
             self.store.stage(R.consumer_target_metadata_key(self.group_id), R.consumer_target_metadata_value(
@@ -751,10 +844,9 @@ class ConsumerGroup:
             names.update(by_topic_id[tp.topic_id] for tp in tps if tp.topic_id in by_topic_id)
         self.space.refresh(self.catalogue, sorted(names))
         self.catalogue_version = -1  # compare the catalogue with the stored metadata at the next heartbeat
-        for mid, tps in targets.items():
-            self.target[mid] = self.space.from_wire(tps)
+        self.target.load({mid: self.space.from_wire(tps) for mid, tps in targets.items()})
         for m in self.members.values():
-            m.topics = self.space.topic_indices(m.subscribed)
+            self._set_topics(m)
             a = assigned.get(m.member_id)
             if a is not None:
                 m.member_epoch, m.previous_member_epoch, m.state = a.member_epoch, a.previous_member_epoch, a.state
