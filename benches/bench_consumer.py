@@ -5,7 +5,9 @@ heartbeats that follow. Targets (the KIP-848 issue): a stable heartbeat under 2 
 
 The 10,000-member group is built through the group's own methods (members added, one target computed, every
 member reconciled by a real heartbeat), since 10,000 joins would compute 10,000 targets first.
-Run: `python -m pytest benches/bench_consumer.py -s`.
+Also (slow): 10 real confluent-kafka consumers with default settings, classic against consumer protocol: start to
+every partition owned, and an 11th member's join to settled again (goal: within 2 heartbeat intervals).
+Run: `python -m pytest benches/bench_consumer.py -m "slow or not slow" -s`.
 """
 
 from __future__ import annotations
@@ -120,3 +122,82 @@ def test_join_then_every_member_reconciles(benchmark: Any) -> None:
     print(f"\njoin into 10,000 members x 100,000 partitions: target {target_ms:.2f} ms median (< 3 ms), whole join "
           f"heartbeat {join_ms:.2f} ms; reconciling heartbeats {recon_us:.2f} µs median (< 5 µs), "
           f"{len(per)} heartbeats in {rounds} rounds, {moved} changed an assignment")
+
+
+# ---- real clients: 10 confluent-kafka consumers, default settings, classic against consumer protocol ----------------
+
+class _Holder:
+    """One confluent consumer on a thread; tracks what it holds (incremental callbacks or eager full sets)."""
+
+    def __init__(self, port: int, group: str, i: int, protocol: str) -> None:
+        import threading
+
+        self.held: set[int] = set()
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self.run, args=(port, group, i, protocol), daemon=True)
+        self.thread.start()
+
+    def run(self, port: int, group: str, i: int, protocol: str) -> None:
+        from confluent_kafka import Consumer
+
+        c = Consumer({"bootstrap.servers": f"127.0.0.1:{port}", "group.id": group, "client.id": f"m{i}",
+                      "group.protocol": protocol})
+
+        def assign(consumer, parts) -> None:
+            if protocol == "classic":
+                self.held = {p.partition for p in parts}
+            else:
+                self.held |= {p.partition for p in parts}
+
+        def revoke(consumer, parts) -> None:
+            self.held = set() if protocol == "classic" else self.held - {p.partition for p in parts}
+
+        c.subscribe(["orders"], on_assign=assign, on_revoke=revoke, on_lost=revoke)
+        try:
+            while not self.stop.is_set():
+                c.poll(0.05)
+        finally:
+            c.close()
+
+
+def _settled(holders: list[_Holder], partitions: int = 12) -> bool:
+    held = [p for h in holders for p in h.held]
+    return sorted(held) == list(range(partitions)) and all(h.held for h in holders)
+
+
+def _wait(holders: list[_Holder], timeout: float = 60.0) -> float:
+    t0 = time.monotonic()
+    while not _settled(holders):
+        assert time.monotonic() - t0 < timeout, [sorted(h.held) for h in holders]
+        time.sleep(0.01)
+    return time.monotonic() - t0
+
+
+@pytest.mark.slow
+@pytest.mark.benchmark(group="10 confluent-kafka consumers, default settings: classic vs consumer protocol")
+def test_confluent_consumers_form_and_absorb_a_join(benchmark: Any) -> None:
+    from .loadgen import ServerProcess
+
+    figures = {}
+    for protocol in ("classic", "consumer"):
+        with ServerProcess(topics=("orders:12",)) as srv:
+            t0 = time.monotonic()
+            holders = [_Holder(srv.port, f"bench-{protocol}", i, protocol) for i in range(10)]
+            _wait(holders)
+            form = time.monotonic() - t0  # from the first consumer's creation
+            time.sleep(1.0)
+            holders.append(_Holder(srv.port, f"bench-{protocol}", 10, protocol))
+            time.sleep(0.05)
+            join = _wait(holders) + 0.05
+            figures[protocol] = (form, join)
+            for h in holders:
+                h.stop.set()
+            for h in holders:
+                h.thread.join(30)
+    interval = GroupConfig().group_consumer_heartbeat_interval_ms / 1000
+    benchmark.extra_info.update({p: {"form_s": f, "join_s": j} for p, (f, j) in figures.items()})
+    benchmark.pedantic(lambda: None, rounds=1)
+    print("\n10 confluent-kafka consumers over 12 partitions, default settings (kcoord serve)")
+    for p, (f, j) in figures.items():
+        print(f"  {p:<9} start -> every partition owned {f:6.2f} s;  11th member joins -> settled again {j:6.2f} s"
+              + (f" ({j / interval:.2f} heartbeat intervals; goal <= 2)" if p == "consumer" else ""))
