@@ -258,7 +258,7 @@ class Coordinator:
                         "(group.coordinator.rebalance.protocols).")
         g = self.groups.get(req.group_id)
         if (g is not None and req.member_epoch > 0 and req.instance_id is None and req.rack_id is None
-                and req.server_assignor is None and not req.subscribed_topic_regex and type(g) is ConsumerGroup):
+                and req.server_assignor is None and req.subscribed_topic_regex is None and type(g) is ConsumerGroup):
             # A regular heartbeat of a known group carries nothing the stateless checks look at but its member id.
             if req.member_id.strip():
                 return g.consumer_heartbeat(req, version, client_id, client_host)

@@ -43,20 +43,20 @@ class H:
 
     def hb(self, mid: str, epoch: int, *, owned=None, topics=None, iid=None, rebalance: int = -1,
            assignor=None, gid: str = "g", version: int = 1, c: Coordinator | None = None,
-           rack=None) -> wire.ConsumerGroupHeartbeatResponse:
+           rack=None, regex=None) -> wire.ConsumerGroupHeartbeatResponse:
         """One heartbeat. owned: {topic: [partitions]} or None (null); topics: subscribed names or None."""
         tps = None if owned is None else [wire.ConsumerGroupHeartbeatRequestTopicPartitions(
             topic_id=self.tid(t), partitions=list(ps)) for t, ps in owned.items()]
         req = wire.ConsumerGroupHeartbeatRequest(
             group_id=gid, member_id=mid, member_epoch=epoch, instance_id=iid, rack_id=rack,
             rebalance_timeout_ms=rebalance, subscribed_topic_names=topics, server_assignor=assignor,
-            subscribed_topic_regex=None, topic_partitions=tps)
+            subscribed_topic_regex=regex, topic_partitions=tps)
         return (c or self.c).handle(68, version, req, "client", "/127.0.0.1")
 
     def join(self, mid: str, topics=("T",), *, iid=None, assignor=None, gid: str = "g", version: int = 1,
-             c=None) -> wire.ConsumerGroupHeartbeatResponse:
-        return self.hb(mid, 0, owned={}, topics=list(topics), iid=iid, rebalance=REBALANCE, assignor=assignor,
-                       gid=gid, version=version, c=c)
+             c=None, regex=None) -> wire.ConsumerGroupHeartbeatResponse:
+        return self.hb(mid, 0, owned={}, topics=None if topics is None else list(topics), iid=iid,
+                       rebalance=REBALANCE, assignor=assignor, gid=gid, version=version, c=c, regex=regex)
 
     def parts(self, r: wire.ConsumerGroupHeartbeatResponse) -> dict[str, list[int]] | None:
         if r.assignment is None:
@@ -637,3 +637,73 @@ def test_csr_take_and_csr_changed_agree_with_row_by_row() -> None:
         assert csr_changed(ip, flat, oip, oflat).tolist() == [a != b for a, b in zip(rows, other, strict=True)]
 
     check()
+
+
+# ---- regular-expression subscriptions (RE2, whole names) ----------------------------------------------------------
+
+def test_regex_subscription_matches_whole_topic_names_with_re2_syntax() -> None:
+    h = H({"orders": 2, "orders-eu": 2, "x-orders": 1, "payments": 1})
+    r = h.join("a", None, regex="orders.*")
+    assert r.error_code == E.NONE and h.parts(r) == {"orders": [0, 1], "orders-eu": [0, 1]}
+    assert h.parts(h.join("b", None, regex="ord", gid="g2")) == {}  # a prefix does not match the whole name
+    r = h.join("c", ("payments",), regex="x-.*", gid="g3")  # names and regex together: the union
+    assert h.parts(r) == {"payments": [0], "x-orders": [0]}
+    cd = h.c.handle(69, 0, wire.ConsumerGroupDescribeRequest(group_ids=["g3"])).groups[0].members[0]
+    assert (cd.subscribed_topic_names, cd.subscribed_topic_regex) == (["payments"], "x-.*")
+
+
+@pytest.mark.parametrize("pattern", ["(", "[a-", "(?<=x)y", "a{2,1}"])
+def test_invalid_regex_is_invalid_regular_expression_and_nothing_changes(pattern) -> None:
+    h = H()
+    h.join("a")
+    r = h.join("b", None, regex=pattern)
+    assert r.error_code == E.INVALID_REGULAR_EXPRESSION and pattern in r.error_message
+    assert set(h.group().members) == {"a"} and h.group().group_epoch == 1
+    assert h.hb("a", 1, regex=pattern).error_code == E.INVALID_REGULAR_EXPRESSION
+    assert h.group().members["a"].regex is None
+
+
+def test_empty_regex_means_no_regex_and_a_regex_can_be_dropped() -> None:
+    h = H({"T": 2, "U": 1})
+    r = h.join("a", ("T",), regex="")
+    assert h.parts(r) == {"T": [0, 1]} and h.group().members["a"].regex is None
+    r = h.hb("a", 1, regex="U")
+    assert h.group().group_epoch == 2 and r.member_epoch == 2 and h.parts(r) == {"T": [0, 1], "U": [0]}
+    r = h.hb("a", 2, regex="", owned={"T": [0, 1], "U": [0]})
+    m = h.group().members["a"]
+    assert h.group().group_epoch == 3 and m.state == UNREVOKED_PARTITIONS and len(m.pending) == 1
+    assert h.parts(r) == {"T": [0, 1]}  # U is revoked: the client still has it
+    r = h.hb("a", 2, owned={"T": [0, 1]})
+    assert (r.member_epoch, m.state, len(m.pending)) == (3, STABLE, 0)
+
+
+def test_regex_picks_up_a_topic_created_later() -> None:
+    h = H({"T": 1})
+    r = h.join("a", None, regex="events-.*")
+    assert h.parts(r) == {}
+    h.c.topics.create("events-1", 3)
+    r = h.hb("a", 1)
+    assert (r.member_epoch, h.parts(r)) == (2, {"events-1": [0, 1, 2]})
+    h.c.topics.create("events-2", 1)
+    h.c.topics.create("other", 1)
+    r = h.hb("a", 2)
+    assert (r.member_epoch, h.parts(r)) == (3, {"events-1": [0, 1, 2], "events-2": [0]})
+
+
+def test_a_pathological_regex_is_linear_under_re2() -> None:
+    h = H({"a" * 249: 1, "b": 1})
+    # Catastrophic for a backtracking engine (Python's re never returns on this); RE2 answers at once.
+    r = h.join("a", None, regex="(a*)*b")
+    assert r.error_code == E.NONE and h.parts(r) == {"b": [0]}
+
+
+def test_regex_subscriptions_replay_after_restart() -> None:
+    h = H({"T": 2, "events-1": 2})
+    h.join("a", None, regex="events-.*")
+    c2 = h.restarted()
+    m = c2.groups["g"].members["a"]
+    assert m.regex == "events-.*" and m.topic_names == ("events-1",)
+    h.c = c2
+    c2.topics.create("events-2", 1)
+    r = h.hb("a", 1)
+    assert h.parts(r) == {"events-1": [0, 1], "events-2": [0]}

@@ -370,3 +370,23 @@ def test_cli_groups_describe_and_remove_members_on_a_consumer_group(server, watc
     # The removed member is fenced: it rejoins (librdkafka rejoins with epoch 0), and the group settles again.
     wait_until(settled(server, group, members), 30, "the group after the removal")
     assert describe(server, group).group_epoch > 2
+
+
+def test_regex_subscription_picks_up_a_topic_created_later(server, watch) -> None:
+    tag = next(_ids)
+    with Client(server.bootstrap) as c:
+        r = c.request(wire.CreateTopicsRequest(timeout_ms=5000, topics=[wire.CreateTopicsRequestCreatableTopic(
+            name=f"rx{tag}-a", num_partitions=2, replication_factor=1)]), 5)
+        assert r.topics[0].error_code == E.NONE
+    group = f"cg-regex-{tag}"
+    m = watch.start(server, group, "c0", topics=[f"^rx{tag}-.*"])  # librdkafka sends a ^-subscription as a regex
+    wait_until(lambda: (m.held == {(f"rx{tag}-a", 0), (f"rx{tag}-a", 1)}, sorted(m.held)), 30, "the first topic")
+    d = describe(server, group)
+    assert d.members[0].subscribed_topic_regex and not d.members[0].subscribed_topic_names
+    with Client(server.bootstrap) as c:
+        for name in (f"rx{tag}-b", f"other{tag}"):
+            r = c.request(wire.CreateTopicsRequest(timeout_ms=5000, topics=[wire.CreateTopicsRequestCreatableTopic(
+                name=name, num_partitions=1, replication_factor=1)]), 5)
+            assert r.topics[0].error_code == E.NONE
+    want = {(f"rx{tag}-a", 0), (f"rx{tag}-a", 1), (f"rx{tag}-b", 0)}
+    wait_until(lambda: (m.held == want, sorted(m.held)), 30, "the topic created later, and not the other")

@@ -23,6 +23,7 @@ from collections import Counter
 from collections.abc import Iterable
 
 import numpy as np
+import re2
 
 from .. import errors as E
 from .. import records as R
@@ -87,9 +88,17 @@ def validate_heartbeat(req: wire.ConsumerGroupHeartbeatRequest, version: int, as
     if req.server_assignor is not None and req.server_assignor not in assignors:
         return E.UNSUPPORTED_ASSIGNOR, f"ServerAssignor {req.server_assignor} is not supported. " \
                                        f"Supported assignors: {', '.join(assignors)}."
-    if req.subscribed_topic_regex:
-        return E.INVALID_REGULAR_EXPRESSION, "kcoord does not resolve SubscribedTopicRegex yet."
     return None
+
+
+_RE2_OPTIONS = re2.Options()
+_RE2_OPTIONS.log_errors = False  # a bad pattern is the client's error, answered with 128, not logged by RE2
+
+
+def compile_regex(pattern: str):
+    """A SubscribedTopicRegex compiled as Kafka's RE2J reads it (RE2 syntax, matched against the whole topic name);
+    re2.error if it does not compile. RE2 runs in time linear in the name, whatever the pattern."""
+    return re2.compile(pattern, options=_RE2_OPTIONS)
 
 
 class TopicSpace:
@@ -276,7 +285,7 @@ class TargetAssignment:
 class ConsumerMember:
     __slots__ = ("assigned", "client_host", "client_id", "instance_id", "member_epoch", "member_id", "pending",
                  "previous_member_epoch", "rack_id", "rebalance_armed_epoch", "rebalance_timeout_ms", "regex",
-                 "server_assignor", "session_key", "state", "subscribed", "topics", "topics_key")
+                 "server_assignor", "session_key", "state", "subscribed", "topic_names", "topics", "topics_key")
 
     def __init__(self, member_id: str) -> None:
         self.member_id = member_id
@@ -285,6 +294,7 @@ class ConsumerMember:
         self.client_id = ""
         self.client_host = ""
         self.subscribed: tuple[str, ...] = ()  # SubscribedTopicNames, sorted
+        self.topic_names: tuple[str, ...] = ()  # what it consumes: the names and the regex's matches, sorted
         self.regex: str | None = None
         self.rebalance_timeout_ms = -1
         self.server_assignor: str | None = None
@@ -325,7 +335,8 @@ class ConsumerGroup:
         self.static: dict[str, str] = {}  # instance id -> member id
         self.target = TargetAssignment()
         self.space = TopicSpace()
-        self.subscribers: Counter[str] = Counter()  # topic name -> members subscribing to it
+        self.subscribers: Counter[str] = Counter()  # topic name -> members consuming it (names or regex)
+        self.regexes: dict[str, tuple[object, int, tuple[str, ...]]] = {}  # pattern -> (compiled, version, matches)
         self.metadata: dict[str, tuple[bytes, int]] = {}  # subscribed topics as the last target saw them
         self.catalogue_version = -1
         self.dead = False
@@ -458,7 +469,7 @@ class ConsumerGroup:
                 and req.topic_partitions is None and req.subscribed_topic_names is None
                 and req.rebalance_timeout_ms == -1 and self.assignment_epoch == epoch
                 and self.catalogue_version == self.catalogue.version and req.rack_id is None
-                and req.server_assignor is None and not req.subscribed_topic_regex):
+                and req.server_assignor is None and req.subscribed_topic_regex is None):
             # The hot path: a member at its epoch reporting nothing new, in a group that owes it nothing.
             self._heap.schedule(m.session_key, self._now() + self._session_ms)
             return self._response(member_id=m.member_id, member_epoch=epoch, heartbeat_interval_ms=self._interval_ms)
@@ -503,6 +514,14 @@ class ConsumerGroup:
             if error:
                 return self.fail(error, f"The member epoch {epoch} is fenced; the member is at epoch "
                                  f"{m.member_epoch}.")
+        if req.subscribed_topic_regex:
+            try:
+                self.resolve(req.subscribed_topic_regex)
+            except re2.error as e:
+                if new:
+                    self.members.pop(m.member_id, None)
+                return self.fail(E.INVALID_REGULAR_EXPRESSION, f"SubscribedTopicRegex {req.subscribed_topic_regex!r} "
+                                 f"is not a valid regular expression: {e}")
         subscription_changed = self.update_member(m, req, client_id, client_host, new)
         bump = new or subscription_changed or self.group_epoch == 0
         if bump or self.catalogue_version != self.catalogue.version:
@@ -555,17 +574,20 @@ class ConsumerGroup:
             m.rebalance_timeout_ms, changed = req.rebalance_timeout_ms, True
         if req.server_assignor is not None and m.server_assignor != req.server_assignor:
             m.server_assignor, changed = req.server_assignor, True
-        subscription = False
+        subscription = new
         if req.subscribed_topic_names is not None:
             names = tuple(sorted(set(req.subscribed_topic_names)))
-            if names != m.subscribed or new:
-                self.subscribers.subtract(m.subscribed)
-                self.subscribers.update(names)
-                self.subscribers += Counter()  # drop zero counts
+            if names != m.subscribed:
                 m.subscribed = names
                 subscription = changed = True
+        if req.subscribed_topic_regex is not None:
+            regex = req.subscribed_topic_regex or None  # "" means no regex (librdkafka sends it so)
+            if regex != m.regex:
+                m.regex = regex
+                subscription = changed = True
         if subscription:
-            old = self.space.refresh(self.catalogue, m.subscribed)
+            self._consume(m, self._effective(m))
+            old = self.space.refresh(self.catalogue, m.topic_names)
             if old is not None:
                 self._remap(old)
             self._set_topics(m)
@@ -629,8 +651,8 @@ class ConsumerGroup:
         self.target.pop(m.member_id)
         if m.instance_id is not None and self.static.get(m.instance_id) == m.member_id:
             del self.static[m.instance_id]
-        self.subscribers.subtract(m.subscribed)
-        self.subscribers += Counter()
+        self._consume(m, ())
+        self.regexes = {p: v for p, v in self.regexes.items() if any(o.regex == p for o in self.members.values())}
         self.member_timers.release(m.member_id, SESSION)
         self.member_timers.release(m.member_id, REBALANCE)
         if bump:
@@ -643,15 +665,21 @@ class ConsumerGroup:
                              R.consumer_group_value(wire.ConsumerGroupMetadataValue(epoch=self.group_epoch)))
 
     def refresh_metadata(self) -> bool:
-        """Compare the subscribed topics with the catalogue; True (and the metadata record staged) if the partition
-        counts the target was computed from changed: the epoch must move."""
+        """Resolve the members' regexes again and compare the subscribed topics with the catalogue; True (and the
+        metadata record staged) if what a member consumes, or the partition counts the target was computed from,
+        changed: the epoch must move. (Kafka resolves regexes in the background and bumps when the result differs;
+        the catalogue is local here, so kcoord resolves at once.)"""
         self.catalogue_version = self.catalogue.version
+        resolved = False
+        for m in self.members.values():
+            if m.regex is not None and self._consume(m, self._effective(m)):
+                resolved = True
         now: dict[str, tuple[bytes, int]] = {}
         for name in self.subscribers:
             t = self.catalogue.get(name)
             if t is not None:
                 now[name] = (t.topic_id, t.partitions)
-        if now == self.metadata:
+        if now == self.metadata and not resolved:
             return False
         self.metadata = now
         old = self.space.refresh(self.catalogue, now)
@@ -667,8 +695,33 @@ class ConsumerGroup:
                     for name, (tid, n) in sorted(now.items())])))
         return True
 
+    def resolve(self, pattern: str) -> tuple[str, ...]:
+        """The topics of the catalogue a regex matches, whole names (cached until the catalogue changes)."""
+        hit = self.regexes.get(pattern)
+        if hit is not None and hit[1] == self.catalogue.version:
+            return hit[2]
+        compiled = hit[0] if hit is not None else compile_regex(pattern)
+        matches = tuple(sorted(n for n in self.catalogue.by_name if compiled.fullmatch(n)))
+        self.regexes[pattern] = (compiled, self.catalogue.version, matches)
+        return matches
+
+    def _effective(self, m: ConsumerMember) -> tuple[str, ...]:
+        if m.regex is None:
+            return m.subscribed
+        return tuple(sorted(set(m.subscribed).union(self.resolve(m.regex))))
+
+    def _consume(self, m: ConsumerMember, names: tuple[str, ...]) -> bool:
+        """Set what the member consumes (counted per topic); True if it changed."""
+        if names == m.topic_names:
+            return False
+        self.subscribers.subtract(m.topic_names)
+        self.subscribers.update(names)
+        self.subscribers += Counter()  # drop zero counts
+        m.topic_names = names
+        return True
+
     def _set_topics(self, m: ConsumerMember) -> None:
-        m.topics = self.space.topic_indices(m.subscribed)
+        m.topics = self.space.topic_indices(m.topic_names)
         m.topics_key = tuple(m.topics.tolist())
 
     def _remap(self, old_start: np.ndarray) -> None:
@@ -835,10 +888,15 @@ class ConsumerGroup:
                 assigned[rec.key.member_id] = v
         names = set(self.metadata)
         for m in self.members.values():
-            names.update(m.subscribed)
+            if m.regex is not None:
+                try:
+                    self.resolve(m.regex)
+                except re2.error:
+                    m.regex = None  # accepted when it was written; a different RE2 may refuse it: names only
+            self._consume(m, self._effective(m))
+            names.update(m.topic_names)
             if m.instance_id is not None:
                 self.static[m.instance_id] = m.member_id
-            self.subscribers.update(m.subscribed)
         for tps in [*targets.values(), *(a.assigned_partitions for a in assigned.values()),
                     *(a.partitions_pending_revocation for a in assigned.values())]:
             names.update(by_topic_id[tp.topic_id] for tp in tps if tp.topic_id in by_topic_id)
