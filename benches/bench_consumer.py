@@ -38,7 +38,7 @@ def big_group(members: int = MEMBERS, partitions: int = PARTITIONS) -> tuple[Coo
         m.subscribed, m.rebalance_timeout_ms = ("orders",), 300_000
         g.members[m.member_id] = m
         m.session_key = g.member_timers.key(m.member_id, "session")
-    g.subscribers.update({"orders": members})
+        g._consume(m, ("orders",))
     g.refresh_metadata()
     g.bump()
     g.compute_target()
@@ -48,6 +48,8 @@ def big_group(members: int = MEMBERS, partitions: int = PARTITIONS) -> tuple[Coo
             subscribed_topic_names=["orders"], topic_partitions=[]))
         assert r.error_code == 0 and r.member_epoch == g.group_epoch
     assert g.state_name == "Stable"
+    sizes = {len(m.assigned) for m in g.members.values()}
+    assert sizes <= {partitions // members, -(-partitions // members)}, sizes  # balanced: every member has its share
     return c, g, tid
 
 
@@ -201,3 +203,37 @@ def test_confluent_consumers_form_and_absorb_a_join(benchmark: Any) -> None:
     for p, (f, j) in figures.items():
         print(f"  {p:<9} start -> every partition owned {f:6.2f} s;  11th member joins -> settled again {j:6.2f} s"
               + (f" ({j / interval:.2f} heartbeat intervals; goal <= 2)" if p == "consumer" else ""))
+
+
+@pytest.mark.slow
+@pytest.mark.benchmark(group="heartbeats over loopback, 100 connections x 10,000 members: consumer vs classic")
+def test_consumer_heartbeats_over_loopback_against_classic(benchmark: Any) -> None:
+    """`kcoord serve` in its own process; the same load generator drives a 10,000-member classic group and a
+    10,000-member consumer group, saturated, in the same run. Target: consumer >= classic."""
+    import asyncio
+
+    from .loadgen import (
+        ServerProcess,
+        consumer_heartbeats,
+        form_consumer_group,
+        form_group,
+        heartbeat_load,
+        request_load,
+    )
+
+    with ServerProcess("group.initial.rebalance.delay.ms=300") as srv:
+        classic = asyncio.run(form_group(srv.port, "load", 10_000, 100))
+        t0 = time.perf_counter()
+        cg = asyncio.run(form_consumer_group(srv.port, "cload", 10_000, 100))
+        formed = time.perf_counter() - t0
+        rates = {"classic": [], "consumer": []}
+        for _ in range(2):  # alternate, best of two each
+            rates["classic"].append(asyncio.run(heartbeat_load(srv.port, classic, 100, 4.0)).rate)
+            rates["consumer"].append(asyncio.run(request_load(srv.port, consumer_heartbeats(cg), 100, 4.0)).rate)
+    best = {k: max(v) for k, v in rates.items()}
+    benchmark.extra_info.update(classic_per_s=round(best["classic"]), consumer_per_s=round(best["consumer"]),
+                                consumer_join_s=cg.join_s, consumer_stable_s=cg.stable_s)
+    benchmark.pedantic(lambda: None, rounds=1)
+    print(f"\nheartbeats over loopback, 100 connections x 10,000 members: classic {best['classic']:,.0f}/s, consumer "
+          f"{best['consumer']:,.0f}/s ({best['consumer'] / best['classic']:.2f}x; target >= 1). The consumer group "
+          f"formed in {formed:.1f} s (joins {cg.join_s:.1f} s, stable {cg.stable_s:.1f} s)")

@@ -171,13 +171,19 @@ async def heartbeat_load(port: int, group: Group, connections: int, seconds: flo
     """Every member heartbeats: each connection sends one heartbeat for each of its members in one write,
     waits for all the answers, and repeats for `seconds`; as fast as the server answers, or paced so that
     all connections together send `rate` heartbeats a second (then latency is not queueing behind itself)."""
+    gid = group.instance_ids[0].rsplit("-instance-", 1)[0]
+    return await request_load(port, [(12, 4, wire.HeartbeatRequest(
+        group_id=gid, generation_id=group.generation, member_id=mid, group_instance_id=iid))
+        for mid, iid in zip(group.member_ids, group.instance_ids)], connections, seconds, rate)
+
+
+async def request_load(port: int, requests: list[tuple[int, int, object]], connections: int, seconds: float,
+                       rate: float | None = None) -> Load:
+    """The same requests over and over: request i goes on connection i % connections, each connection writes all
+    of its requests at once and waits for their answers, for `seconds` (or paced at `rate` requests a second)."""
     conns = [await Conn.open(port) for _ in range(connections)]
-    n = len(group.member_ids)
-    batches = []
-    for ci, c in enumerate(conns):
-        batches.append(b"".join(c.frame(12, 4, wire.HeartbeatRequest(
-            group_id=group.instance_ids[0].rsplit("-instance-", 1)[0], generation_id=group.generation,
-            member_id=group.member_ids[i], group_instance_id=group.instance_ids[i])) for i in range(ci, n, connections)))
+    n = len(requests)
+    batches = [b"".join(c.frame(*requests[i]) for i in range(ci, n, connections)) for ci, c in enumerate(conns)]
     sizes = [len(range(ci, n, connections)) for ci in range(connections)]
     count = 0
     lat: list[float] = []
@@ -210,6 +216,65 @@ async def heartbeat_load(port: int, group: Group, connections: int, seconds: flo
     for c in conns:
         c.close()
     return Load(count, elapsed, lat)
+
+
+@dataclass
+class ConsumerGroupMembers:
+    group: str
+    member_ids: list[str]
+    epochs: list[int]
+    join_s: float  # every member's join answered
+    stable_s: float  # every member at the group epoch with its assignment acknowledged
+
+
+async def form_consumer_group(port: int, group: str, members: int, connections: int,
+                              topic: str = "orders") -> ConsumerGroupMembers:
+    """`members` KIP-848 members join (ConsumerGroupHeartbeat v1, epoch 0), then heartbeat in rounds, each reporting
+    the partitions it was given, until every one is at the group epoch and nothing moves."""
+    conns = [await Conn.open(port) for _ in range(connections)]
+    ids = [f"{group}-member-{i:05d}" for i in range(members)]
+    by_conn = [list(range(c, members, connections)) for c in range(connections)]
+    epochs = [0] * members
+    owned: list[list] = [[] for _ in range(members)]
+
+    async def round_(make) -> int:
+        for c, idx in zip(conns, by_conn):
+            c.writer.write(b"".join(c.frame(68, 1, make(i)) for i in idx))
+        answers = await asyncio.gather(*(c.responses(len(idx)) for c, idx in zip(conns, by_conn)))
+        moved = 0
+        for idx, frames in zip(by_conn, answers):
+            for i, f in zip(idx, frames):
+                r = wire.decode_response(68, 1, f)[1]
+                assert r.error_code == 0, (ids[i], r.error_code, r.error_message)
+                moved += r.member_epoch != epochs[i] or r.assignment is not None
+                epochs[i] = r.member_epoch
+                if r.assignment is not None:
+                    owned[i] = [wire.ConsumerGroupHeartbeatRequestTopicPartitions(topic_id=tp.topic_id,
+                                                                                 partitions=tp.partitions)
+                                for tp in r.assignment.topic_partitions]
+        return moved
+
+    t0 = time.perf_counter()
+    await round_(lambda i: wire.ConsumerGroupHeartbeatRequest(
+        group_id=group, member_id=ids[i], member_epoch=0, rebalance_timeout_ms=300_000,
+        subscribed_topic_names=[topic], subscribed_topic_regex="", topic_partitions=[]))
+    t_join = time.perf_counter()
+    for _ in range(20):
+        if not await round_(lambda i: wire.ConsumerGroupHeartbeatRequest(
+                group_id=group, member_id=ids[i], member_epoch=epochs[i], topic_partitions=owned[i])):
+            break
+    else:
+        raise AssertionError("the consumer group did not settle")
+    t_stable = time.perf_counter()
+    for c in conns:
+        c.close()
+    return ConsumerGroupMembers(group, ids, epochs, t_join - t0, t_stable - t0)
+
+
+def consumer_heartbeats(g: ConsumerGroupMembers) -> list[tuple[int, int, object]]:
+    """A regular heartbeat of every member (epoch only: what librdkafka sends between reconciliations)."""
+    return [(68, 1, wire.ConsumerGroupHeartbeatRequest(group_id=g.group, member_id=mid, member_epoch=epoch))
+            for mid, epoch in zip(g.member_ids, g.epochs)]
 
 
 async def commit_load(port: int, connections: int, seconds: float, partitions: int = 1) -> Load:

@@ -44,6 +44,7 @@ _ids = itertools.count()
 
 def server_args(*extra: str) -> list[str]:
     args = ["--topic", f"{TOPIC}:{PARTITIONS}", "--topic", "classic-orders:6"]
+    # (each classic test group gets its own group id, so the three classic clients below form three groups)
     for s in SETTINGS:
         args += ["--set", s]
     return [*args, *extra]
@@ -255,7 +256,7 @@ def test_classic_groups_keep_working_beside_consumer_groups(server, watch) -> No
     group = f"cg-mixed-{next(_ids)}"
     members = [watch.start(server, group, f"c{i}") for i in range(2)]
     classic = [MEMBERS[kind](server.bootstrap, f"classic-{next(_ids)}", "classic-orders", client_id=f"k{i}").start()
-               for i, kind in enumerate(("kafka-python", "aiokafka"))]
+               for i, kind in enumerate(("kafka-python", "aiokafka", "confluent"))]
     try:
         for k in classic:
             def one(k=k) -> tuple[bool, object]:

@@ -284,7 +284,8 @@ class TargetAssignment:
 
 class ConsumerMember:
     __slots__ = ("assigned", "client_host", "client_id", "instance_id", "member_epoch", "member_id", "pending",
-                 "previous_member_epoch", "rack_id", "rebalance_armed_epoch", "rebalance_timeout_ms", "regex",
+                 "previous_member_epoch", "quiet_response", "rack_id", "rebalance_armed_epoch",
+                 "rebalance_timeout_ms", "regex",
                  "server_assignor", "session_key", "state", "subscribed", "topic_names", "topics", "topics_key")
 
     def __init__(self, member_id: str) -> None:
@@ -307,11 +308,12 @@ class ConsumerMember:
         self.topics_key: tuple[int, ...] = ()  # the same as a tuple (the target computation groups members by it)
         self.session_key = -1
         self.rebalance_armed_epoch = -1
+        self.quiet_response = None
 
     def copy_as(self, member_id: str) -> ConsumerMember:
         m = ConsumerMember(member_id)
         for name in self.__slots__:
-            if name not in ("member_id", "session_key", "rebalance_armed_epoch"):
+            if name not in ("member_id", "session_key", "rebalance_armed_epoch", "quiet_response"):
                 setattr(m, name, getattr(self, name))
         return m
 
@@ -472,7 +474,11 @@ class ConsumerGroup:
                 and req.server_assignor is None and req.subscribed_topic_regex is None):
             # The hot path: a member at its epoch reporting nothing new, in a group that owes it nothing.
             self._heap.schedule(m.session_key, self._now() + self._session_ms)
-            return self._response(member_id=m.member_id, member_epoch=epoch, heartbeat_interval_ms=self._interval_ms)
+            r = m.quiet_response  # the same answer every time, until the epoch moves: made once
+            if r is None or r.member_epoch != epoch:
+                r = m.quiet_response = self._response(member_id=m.member_id, member_epoch=epoch,
+                                                      heartbeat_interval_ms=self._interval_ms)
+            return r
         member_id = req.member_id or new_member_id()  # v0 joins may leave the id to the coordinator
         owned = self.space.from_wire(req.topic_partitions) if req.topic_partitions is not None else None
         full_group = f"The consumer group has reached its maximum capacity of {self.config.group_consumer_max_size} " \
@@ -522,7 +528,12 @@ class ConsumerGroup:
                     self.members.pop(m.member_id, None)
                 return self.fail(E.INVALID_REGULAR_EXPRESSION, f"SubscribedTopicRegex {req.subscribed_topic_regex!r} "
                                  f"is not a valid regular expression: {e}")
-        subscription_changed = self.update_member(m, req, client_id, client_host, new)
+        if (not new and req.subscribed_topic_names is None and req.subscribed_topic_regex is None
+                and req.instance_id is None and req.rack_id is None and req.rebalance_timeout_ms == -1
+                and req.server_assignor is None and client_id == m.client_id and client_host == m.client_host):
+            subscription_changed = False  # a regular heartbeat: nothing of the member's to update
+        else:
+            subscription_changed = self.update_member(m, req, client_id, client_host, new)
         bump = new or subscription_changed or self.group_epoch == 0
         if bump or self.catalogue_version != self.catalogue.version:
             bump = self.refresh_metadata() or bump
@@ -632,6 +643,7 @@ class ConsumerGroup:
             m.previous_member_epoch, m.member_epoch = m.member_epoch, TEMPORARY_LEAVE_EPOCH
             m.pending = _NONE
             self._hold(m)
+            m.rebalance_armed_epoch = -1
             self.member_timers.cancel(m.member_id, REBALANCE)
             self.stage_current_assignment(m)
         else:
@@ -775,9 +787,12 @@ class ConsumerGroup:
     def reconcile(self, m: ConsumerMember, owned: np.ndarray | None, subscription_changed: bool) -> None:
         """One CurrentAssignmentBuilder step (compiled); the epoch table follows the member; the rebalance timer is
         armed while it must revoke and cancelled otherwise (Kafka arms it with the write)."""
+        target = self.target
+        row = target.row.get(m.member_id)
+        ids = _NONE if row is None else target.flat[target.indptr[row]:target.indptr[row + 1]]
         r = _assign.reconcile(self.space.epochs, m.state, m.member_epoch, m.previous_member_epoch,
-                              self.assignment_epoch, m.assigned, m.pending, self.target.get(m.member_id, _NONE),
-                              m.topics, owned, subscription_changed)
+                              self.assignment_epoch, m.assigned, m.pending, ids, m.topics, owned,
+                              subscription_changed)
         if r.error:
             return
         if not r.changed:
@@ -790,18 +805,23 @@ class ConsumerGroup:
         if m.state == UNREVOKED_PARTITIONS:
             m.rebalance_armed_epoch = m.member_epoch
             self.member_timers.arm(m.member_id, REBALANCE, max(m.rebalance_timeout_ms, 0))
-        else:
+        elif m.rebalance_armed_epoch != -1:
+            m.rebalance_armed_epoch = -1
             self.member_timers.cancel(m.member_id, REBALANCE)
 
     def _release(self, m: ConsumerMember) -> None:
         epochs = self.space.epochs
-        epochs.remove(m.assigned, m.member_epoch)
-        epochs.remove(m.pending, m.member_epoch)
+        if m.assigned.shape[0]:
+            epochs.remove(m.assigned, m.member_epoch)
+        if m.pending.shape[0]:
+            epochs.remove(m.pending, m.member_epoch)
 
     def _hold(self, m: ConsumerMember) -> None:
         epochs = self.space.epochs
-        epochs.add(m.assigned, m.member_epoch)
-        epochs.add(m.pending, m.member_epoch)
+        if m.assigned.shape[0]:
+            epochs.add(m.assigned, m.member_epoch)
+        if m.pending.shape[0]:
+            epochs.add(m.pending, m.member_epoch)
 
     # ---- timers ---------------------------------------------------------------------------------------------------
 
