@@ -2,7 +2,8 @@
 
 Run by benches/bench_baseline.py once under the tree being tested and once under a baseline commit's build
 (PYTHONPATH=that build), so both are measured by the same code in the same run. It uses only API that both
-sides have: Coordinator.handle/poll/next_deadline, the wire codec and the group's leader and members.
+sides have: Coordinator.handle/poll/next_deadline, the wire codec and the group's leader and members (the group is
+built by bench_coordinator's own join_requests and rebalance).
 
     python benches/hotpath_probe.py MEMBERS ROUNDS
 """
@@ -14,39 +15,10 @@ import statistics
 import sys
 import time
 
+from bench_coordinator import join_requests, rebalance  # this file's folder is first on sys.path
+
 import kcoord
 from kcoord import wire
-from kcoord.config import GroupConfig
-from kcoord.coordinator import Coordinator
-from kcoord.timers import ManualClock
-
-
-def join_requests(n: int) -> list:
-    meta = b"\x00\x03" + wire.ConsumerProtocolSubscription(topics=["orders"], generation_id=-1).encode(3)
-    return [wire.JoinGroupRequest(
-        group_id="bench", session_timeout_ms=45_000, rebalance_timeout_ms=300_000, member_id="",
-        group_instance_id=f"instance-{i:05d}", protocol_type="consumer",
-        protocols=[wire.JoinGroupRequestProtocol(name="range", metadata=meta)]) for i in range(n)]
-
-
-def rebalance(reqs: list) -> Coordinator:
-    """Everyone joins (static, v9), the initial delay passes, the leader syncs, then every follower."""
-    clock = ManualClock()
-    c = Coordinator(GroupConfig(), clock)
-    joins = [c.handle(11, 9, r, "bench", "/127.0.0.1") for r in reqs]
-    while not joins[0].done:
-        clock.ms = c.next_deadline()
-        c.poll()
-    leader = joins[0].response.leader
-    ids = [j.response.member_id for j in joins]
-    assignment = [wire.SyncGroupRequestAssignment(member_id=m, assignment=b"\x00" * 8) for m in ids]
-    c.handle(14, 5, wire.SyncGroupRequest(group_id="bench", generation_id=1, member_id=leader, protocol_type="consumer",
-                                          protocol_name="range", assignments=assignment))
-    for m in ids:
-        if m != leader:
-            c.handle(14, 5, wire.SyncGroupRequest(group_id="bench", generation_id=1, member_id=m,
-                                                  protocol_type="consumer", protocol_name="range"))
-    return c
 
 
 def main(members: int, rounds: int) -> dict:

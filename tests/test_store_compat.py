@@ -19,17 +19,9 @@ from kcoord.coordinator import Coordinator
 from kcoord.store import GroupStore, SqliteRecords, check_store
 from kcoord.timers import ManualClock
 
+from .fixtures.make_store_fixture import jsonable  # the same conversion the fixture's answers went through
+
 FIXTURE = Path(__file__).parent / "fixtures" / "store-a195b2b"
-
-
-def jsonable(x):
-    if isinstance(x, (bytes, bytearray)):
-        return {"hex": bytes(x).hex()}
-    if isinstance(x, dict):
-        return {str(k): jsonable(v) for k, v in x.items()}
-    if isinstance(x, (list, tuple)):
-        return [jsonable(v) for v in x]
-    return x
 
 
 def answers(data_dir: str) -> dict:
