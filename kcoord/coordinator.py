@@ -176,7 +176,10 @@ class Coordinator:
         finally:
             self.offsets.replay_done()
         for g in list(self.groups.values()):
-            g.on_loaded()
+            try:
+                g.on_loaded()
+            except (ValueError, KeyError) as e:  # records that are each readable but together inconsistent
+                raise StoreError(f"group {g.group_id!r} cannot be loaded: {e}") from None
         for group_id in self.offsets.by_group:
             if group_id not in self.groups:
                 self.classic_group(group_id)

@@ -707,3 +707,24 @@ def test_regex_subscriptions_replay_after_restart() -> None:
     c2.topics.create("events-2", 1)
     r = h.hb("a", 1)
     assert h.parts(r) == {"events-1": [0, 1], "events-2": [0]}
+
+
+def test_records_that_give_a_partition_two_holders_are_refused_on_load() -> None:
+    from kcoord import records as R
+    from kcoord.store import StoreError
+
+    h = H()
+    h.join("a")
+    h.join("b")
+    h.hb("a", 1, owned={"T": [0, 1, 2, 3]})
+    h.hb("a", 1, owned={"T": [0, 1]})
+    h.hb("b", 2)
+    # Damage: b's current assignment also claims a's partitions (each record still decodes).
+    key = R.consumer_current_assignment_key("g", "b")
+    tid = h.tid("T")
+    h.records.data[key] = R.consumer_current_assignment_value(wire.ConsumerGroupCurrentMemberAssignmentValue(
+        member_epoch=2, previous_member_epoch=1, state=0, partitions_pending_revocation=[],
+        assigned_partitions=[wire.ConsumerGroupCurrentMemberAssignmentValueTopicPartitions(
+            topic_id=tid, partitions=[0, 1, 2, 3])]))
+    with pytest.raises(StoreError, match="'g' cannot be loaded"):
+        h.restarted()
