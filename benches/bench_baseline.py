@@ -79,18 +79,19 @@ def test_hot_path_against_baseline(benchmark: Any) -> None:
             r = probe(path, 10_000, 5)
             assert Path(r["kcoord"]).resolve().is_relative_to(Path(path).resolve()), r["kcoord"]
             runs[side].append(r)
-    for _ in range(2):
-        for side, path in (("old", old_path), ("new", new_path)):
+    for i in range(3):  # loopback varies most: three alternations, order swapped each time
+        for side, path in (("old", old_path), ("new", new_path)) if i % 2 == 0 else (("new", new_path),
+                                                                                      ("old", old_path)):
             rates[side].append(loopback_rate(path))
     best = {side: {k: min(r[f"{k}_best"] for r in rs) for k in ("heartbeat_us", "rebalance_ms")}
             for side, rs in runs.items()}
-    rate = {side: max(v) for side, v in rates.items()}
+    rate = {side: sorted(v)[1] for side, v in rates.items()}  # the median of three
     rows = [
         ("heartbeat in-process, 10,000 members (µs per call, best round of 20,000)", best["old"]["heartbeat_us"],
          best["new"]["heartbeat_us"], best["old"]["heartbeat_us"] / best["new"]["heartbeat_us"]),
         ("full rebalance in-process, 10,000 members (ms, best of 15 runs)", best["old"]["rebalance_ms"],
          best["new"]["rebalance_ms"], best["old"]["rebalance_ms"] / best["new"]["rebalance_ms"]),
-        ("heartbeats/s over loopback, 100 connections x 10,000 members (best of 2)", rate["old"], rate["new"],
+        ("heartbeats/s over loopback, 100 connections x 10,000 members (median of 3)", rate["old"], rate["new"],
          rate["new"] / rate["old"]),
     ]
     print(f"\nclassic hot path: baseline {BASELINE} (old) against this tree (new); ratio old/new, > 1 is faster now")

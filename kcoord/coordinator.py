@@ -260,11 +260,10 @@ class Coordinator:
             return fail(E.UNSUPPORTED_VERSION, "The consumer rebalance protocol is not enabled "
                         "(group.coordinator.rebalance.protocols).")
         g = self.groups.get(req.group_id)
-        if (g is not None and req.member_epoch > 0 and req.instance_id is None and req.rack_id is None
-                and req.server_assignor is None and req.subscribed_topic_regex is None and type(g) is ConsumerGroup):
-            # A regular heartbeat of a known group carries nothing the stateless checks look at but its member id.
-            if req.member_id.strip():
-                return g.consumer_heartbeat(req, version, client_id, client_host)
+        if type(g) is ConsumerGroup:
+            quick = g.quick_heartbeat(req)  # a stable member's regular heartbeat: nothing to validate or change
+            if quick is not None:
+                return quick
         problem = validate_heartbeat(req, version, self.consumer_assignors)
         if problem is not None:
             return fail(*problem)

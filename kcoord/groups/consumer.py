@@ -466,19 +466,10 @@ class ConsumerGroup:
         epoch = req.member_epoch
         if epoch == LEAVE_EPOCH or epoch == TEMPORARY_LEAVE_EPOCH:
             return self.consumer_leave(req)
+        quick = self.quick_heartbeat(req)
+        if quick is not None:
+            return quick
         m = self.members.get(req.member_id) if req.instance_id is None else None
-        if (m is not None and epoch == m.member_epoch and m.state == STABLE and epoch == self.group_epoch
-                and req.topic_partitions is None and req.subscribed_topic_names is None
-                and req.rebalance_timeout_ms == -1 and self.assignment_epoch == epoch
-                and self.catalogue_version == self.catalogue.version and req.rack_id is None
-                and req.server_assignor is None and req.subscribed_topic_regex is None):
-            # The hot path: a member at its epoch reporting nothing new, in a group that owes it nothing.
-            self._heap.schedule(m.session_key, self._now() + self._session_ms)
-            r = m.quiet_response  # the same answer every time, until the epoch moves: made once
-            if r is None or r.member_epoch != epoch:
-                r = m.quiet_response = self._response(member_id=m.member_id, member_epoch=epoch,
-                                                      heartbeat_interval_ms=self._interval_ms)
-            return r
         member_id = req.member_id or new_member_id()  # v0 joins may leave the id to the coordinator
         owned = self.space.from_wire(req.topic_partitions) if req.topic_partitions is not None else None
         full_group = f"The consumer group has reached its maximum capacity of {self.config.group_consumer_max_size} " \
@@ -553,6 +544,26 @@ class ConsumerGroup:
             assignment = wire.ConsumerGroupHeartbeatResponseAssignment(
                 topic_partitions=self.space.to_heartbeat(m.assigned))
         return self.response(member_id=m.member_id, epoch=m.member_epoch, assignment=assignment)
+
+    def quick_heartbeat(self, req: wire.ConsumerGroupHeartbeatRequest) -> wire.ConsumerGroupHeartbeatResponse | None:
+        """The hot path, or None: a member at its epoch reporting nothing new, in a group that owes it nothing, gets
+        its session extended and the same answer as last time (made once per epoch). Such a request has nothing the
+        stateless checks look at (a known member's id is not blank), so the router calls this before them."""
+        m = self.members.get(req.member_id)
+        epoch = req.member_epoch
+        if (m is None or epoch != m.member_epoch or epoch != self.group_epoch or m.state != STABLE
+                or epoch != self.assignment_epoch or req.topic_partitions is not None
+                or req.subscribed_topic_names is not None or req.rebalance_timeout_ms != -1
+                or req.instance_id is not None or req.rack_id is not None or req.server_assignor is not None
+                or req.subscribed_topic_regex is not None or self.catalogue_version != self.catalogue.version
+                or epoch <= 0):
+            return None
+        self._heap.schedule(m.session_key, self._now() + self._session_ms)
+        r = m.quiet_response
+        if r is None or r.member_epoch != epoch:
+            r = m.quiet_response = self._response(member_id=m.member_id, member_epoch=epoch,
+                                                  heartbeat_interval_ms=self._interval_ms)
+        return r
 
     @staticmethod
     def _check_epoch(m: ConsumerMember, epoch: int, owned: np.ndarray | None) -> int:
