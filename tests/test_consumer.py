@@ -7,6 +7,7 @@ cases that pin them. Every test also writes Kafka-format records, and the restar
 from __future__ import annotations
 
 import random
+from collections import Counter
 
 import pytest
 
@@ -562,6 +563,9 @@ def test_random_groups_never_assign_a_partition_twice_and_converge(seed: int) ->
                     st["owned"] = h.parts(r)
         if "g" in h.c.groups:
             held(h.group())
+            g = h.group()
+            counted = Counter(t for m in g.members.values() for t in m.topic_names)
+            assert dict(g.subscribers) == dict(counted), (dict(g.subscribers), dict(counted))
             # No client believes it owns a partition another client also believes it owns... once both have
             # acknowledged: what the coordinator hands out it has freed first.
     if clients:
@@ -728,3 +732,28 @@ def test_records_that_give_a_partition_two_holders_are_refused_on_load() -> None
             topic_id=tid, partitions=[0, 1, 2, 3])]))
     with pytest.raises(StoreError, match="'g' cannot be loaded"):
         h.restarted()
+
+
+def test_static_replacement_keeps_the_topic_counts_and_regex_users() -> None:
+    h = H({"T": 2, "events-1": 1})
+    h.join("a", ("T",), iid="ia", regex="events-.*")
+    h.hb("a", -2, iid="ia")
+    h.join("a2", ("T",), iid="ia", regex="events-.*")
+    g = h.group()
+    assert dict(g.subscribers) == {"T": 1, "events-1": 1} and dict(g.regex_users) == {"events-.*": 1}
+    assert g.subscribed_topics() == {"T", "events-1"}
+    h.hb("a2", 1, regex="")  # the regex goes: its cache entry too
+    assert dict(g.regex_users) == {} and g.regexes == {} and dict(g.subscribers) == {"T": 1}
+    assert h.hb("a2", -1).error_code == E.NONE
+    assert dict(g.subscribers) == {} and dict(g.regex_users) == {}
+
+
+def test_the_regex_cache_follows_its_users_under_many_distinct_patterns() -> None:
+    h = H({"T": 1})
+    for i in range(50):
+        assert h.join(f"m{i}", None, regex=f"t{i}-.*").error_code == E.NONE
+    g = h.group()
+    assert len(g.regexes) == len(g.regex_users) == 50
+    for i in range(50):
+        h.hb(f"m{i}", g.members[f"m{i}"].member_epoch and -1)
+    assert g.regexes == {} and dict(g.regex_users) == {}

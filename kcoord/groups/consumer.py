@@ -339,6 +339,7 @@ class ConsumerGroup:
         self.space = TopicSpace()
         self.subscribers: Counter[str] = Counter()  # topic name -> members consuming it (names or regex)
         self.regexes: dict[str, tuple[object, int, tuple[str, ...]]] = {}  # pattern -> (compiled, version, matches)
+        self.regex_users: Counter[str] = Counter()  # pattern -> members using it (its cache entry goes with the last)
         self.metadata: dict[str, tuple[bytes, int]] = {}  # subscribed topics as the last target saw them
         self.catalogue_version = -1
         self.dead = False
@@ -605,7 +606,7 @@ class ConsumerGroup:
         if req.subscribed_topic_regex is not None:
             regex = req.subscribed_topic_regex or None  # "" means no regex (librdkafka sends it so)
             if regex != m.regex:
-                m.regex = regex
+                self._set_regex(m, regex)
                 subscription = changed = True
         if subscription:
             self._consume(m, self._effective(m))
@@ -624,9 +625,13 @@ class ConsumerGroup:
         partitions and target, at epoch 0; no group epoch bump (Kafka's static member replacement)."""
         m = old.copy_as(member_id)
         m.member_epoch = m.previous_member_epoch = 0
+        m.topic_names, m.regex = (), None  # counted again below, as the old member's are uncounted
         target = self.target.get(old.member_id)
         self.target.rename(old.member_id, member_id)
+        self._set_regex(m, old.regex)
+        names = old.topic_names
         self.remove_member(old, bump=False)
+        self._consume(m, names)
         self.members[member_id] = m
         self.static[m.instance_id] = member_id
         m.session_key = self.member_timers.key(member_id, SESSION)
@@ -675,7 +680,7 @@ class ConsumerGroup:
         if m.instance_id is not None and self.static.get(m.instance_id) == m.member_id:
             del self.static[m.instance_id]
         self._consume(m, ())
-        self.regexes = {p: v for p, v in self.regexes.items() if any(o.regex == p for o in self.members.values())}
+        self._set_regex(m, None)
         self.member_timers.release(m.member_id, SESSION)
         self.member_timers.release(m.member_id, REBALANCE)
         if bump:
@@ -727,6 +732,18 @@ class ConsumerGroup:
         matches = tuple(sorted(n for n in self.catalogue.by_name if compiled.fullmatch(n)))
         self.regexes[pattern] = (compiled, self.catalogue.version, matches)
         return matches
+
+    def _set_regex(self, m: ConsumerMember, regex: str | None) -> None:
+        """Change the member's regex, counting the members of each pattern; a pattern nobody uses leaves the cache."""
+        old = m.regex
+        if old is not None:
+            self.regex_users[old] -= 1
+            if self.regex_users[old] <= 0:
+                del self.regex_users[old]
+                self.regexes.pop(old, None)
+        m.regex = regex
+        if regex is not None:
+            self.regex_users[regex] += 1
 
     def _effective(self, m: ConsumerMember) -> tuple[str, ...]:
         if m.regex is None:
@@ -924,6 +941,8 @@ class ConsumerGroup:
                     self.resolve(m.regex)
                 except re2.error:
                     m.regex = None  # accepted when it was written; a different RE2 may refuse it: names only
+                else:
+                    self.regex_users[m.regex] += 1
             self._consume(m, self._effective(m))
             names.update(m.topic_names)
             if m.instance_id is not None:
