@@ -463,13 +463,11 @@ class ConsumerGroup:
                            client_host: str) -> wire.ConsumerGroupHeartbeatResponse:
         """One heartbeat, as Kafka's GroupMetadataManager.consumerGroupHeartbeat: leave, or find (or make) the member,
         apply what changed, bump the group epoch if needed, compute the target if it is owed, reconcile, re-arm the
-        session, answer. The request passed validate_heartbeat."""
+        session, answer. The request passed validate_heartbeat, and quick_heartbeat (which the router tries first)
+        did not answer it."""
         epoch = req.member_epoch
         if epoch == LEAVE_EPOCH or epoch == TEMPORARY_LEAVE_EPOCH:
             return self.consumer_leave(req)
-        quick = self.quick_heartbeat(req)
-        if quick is not None:
-            return quick
         m = self.members.get(req.member_id) if req.instance_id is None else None
         member_id = req.member_id or new_member_id()  # v0 joins may leave the id to the coordinator
         owned = self.space.from_wire(req.topic_partitions) if req.topic_partitions is not None else None
