@@ -6,6 +6,7 @@ KCOORD_DEBUG=1 turns bounds checks, wraparound and line tracing back on and buil
 import os
 import sys
 
+import numpy
 from Cython.Build import cythonize
 from Cython.Compiler import Options
 from setuptools import Extension, setup
@@ -29,12 +30,13 @@ CFLAGS = ["-Wall", "-Wno-unused-function", "-Wno-unreachable-code"]
 CFLAGS += ["-O0", "-g"] if DEBUG else ["-O2", "-g0"]
 
 
-def ext(name, sources):
+def ext(name, sources, numpy_api=False):
+    # numpy_api: the extension reads arrays through numpy's C API (numpy is a build requirement already)
     return Extension(
         name,
         sources,
-        include_dirs=["src/_core", "src/_core/wire"],
-        define_macros=MACROS,
+        include_dirs=["src/_core", "src/_core/wire"] + ([numpy.get_include()] if numpy_api else []),
+        define_macros=MACROS + ([("NPY_NO_DEPRECATED_API", "NPY_1_7_API_VERSION")] if numpy_api else []),
         extra_compile_args=CFLAGS,
     )
 
@@ -43,7 +45,7 @@ EXTENSIONS = [
     ext("kcoord._core._wire", ["src/_core/wire/_wire.pyx"]),
     ext("kcoord._core._members", ["src/_core/members/_members.pyx"]),
     ext("kcoord._core._reply", ["src/_core/reply/_reply.pyx"]),
-    ext("kcoord._core._assign", ["src/_core/assign/_assign.pyx"]),
+    ext("kcoord._core._assign", ["src/_core/assign/_assign.pyx"], numpy_api=True),
 ]
 
 setup(

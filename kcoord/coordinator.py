@@ -261,7 +261,7 @@ class Coordinator:
                         "(group.coordinator.rebalance.protocols).")
         g = self.groups.get(req.group_id)
         if type(g) is ConsumerGroup:
-            quick = g.quick_heartbeat(req)  # a stable member's regular heartbeat: nothing to validate or change
+            quick = g.quick_heartbeat(req, client_id, client_host)  # a member at its epoch changing nothing of its own
             if quick is not None:
                 return quick
         problem = validate_heartbeat(req, version, self.consumer_assignors)

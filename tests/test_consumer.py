@@ -520,10 +520,22 @@ def test_empty_groups_are_replaced_by_the_other_type_and_keep_their_offsets() ->
 
 # ---- the whole group at random: never two owners, and convergence -------------------------------------------------
 
-@pytest.mark.parametrize("seed", range(30))
-def test_random_groups_never_assign_a_partition_twice_and_converge(seed: int) -> None:
+def random_group(seed: int, transcript: list | None = None) -> tuple[H, dict[str, dict]]:
+    """150 random steps on one group: joins (some static), leaves and -2 bounces, everyone's session running out,
+    partition growth, heartbeats with or without the owned list, lost responses followed by full requests. After
+    every step no partition has two holders and the per-topic subscriber counts are right. Each response goes to
+    `transcript`."""
     rng = random.Random(seed)
     h = H({"T": rng.randint(1, 12), "U": rng.randint(1, 6)})
+    if transcript is not None:
+        hb = h.hb
+
+        def recorded(*args, **kwargs) -> wire.ConsumerGroupHeartbeatResponse:
+            r = hb(*args, **kwargs)
+            transcript.append((r.error_code, r.error_message, r.member_id, r.member_epoch, r.heartbeat_interval_ms,
+                               h.parts(r)))
+            return r
+        h.hb = recorded
     clients: dict[str, dict] = {}  # member id -> what the client believes: epoch, owned, iid, topics
     n = 0
     for _ in range(150):
@@ -568,6 +580,12 @@ def test_random_groups_never_assign_a_partition_twice_and_converge(seed: int) ->
             assert dict(g.subscribers) == dict(counted), (dict(g.subscribers), dict(counted))
             # No client believes it owns a partition another client also believes it owns... once both have
             # acknowledged: what the coordinator hands out it has freed first.
+    return h, clients
+
+
+@pytest.mark.parametrize("seed", range(30))
+def test_random_groups_never_assign_a_partition_twice_and_converge(seed: int) -> None:
+    h, clients = random_group(seed)
     if clients:
         # Static members that left with -2 keep their partitions until their session runs out: let it run out,
         # with the others heartbeating meanwhile.
@@ -583,6 +601,47 @@ def test_random_groups_never_assign_a_partition_twice_and_converge(seed: int) ->
         believed = [p for st in clients.values() for ps in (st["owned"] or {}).items() for p in
                     [(ps[0], x) for x in ps[1]]]
         assert len(believed) == len(set(believed)) == total
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_the_hot_path_answers_as_the_full_path(seed: int, monkeypatch) -> None:
+    """quick_heartbeat (the router's first try: the stable answer, or one compiled step) changes nothing but the
+    speed: the same random group run without it gives byte-identical responses and the same records."""
+    from kcoord.groups.consumer import ConsumerGroup
+
+    def records(h: H) -> dict[bytes, bytes]:  # topic ids are random: named instead
+        def named(b: bytes) -> bytes:
+            for t in h.c.topics.by_name.values():
+                b = b.replace(t.topic_id, t.name.encode().ljust(16, b"_"))
+            return b
+        return {named(k): named(v) for k, v in h.records.scan()}
+
+    fast: list = []
+    h_fast, _ = random_group(seed, fast)
+    with monkeypatch.context() as m:
+        m.setattr(ConsumerGroup, "quick_heartbeat", lambda self, req, client_id, client_host: None)
+        slow: list = []
+        h_slow, _ = random_group(seed, slow)
+    assert len(fast) > 100 and fast == slow
+    assert records(h_fast) == records(h_slow)
+
+
+def test_a_heartbeat_from_another_client_id_or_with_the_instance_id_is_served_right() -> None:
+    """The hot path takes a static member's heartbeat that repeats its own instance id; a new client id (the
+    member's metadata changes) or another member's instance id is for the full path."""
+    h = H()
+    assert h.join("a", iid="ia").error_code == E.NONE
+    g = h.group()
+    r = h.hb("a", 1, iid="ia", owned={"T": [0, 1, 2, 3]})
+    assert (r.error_code, r.member_epoch) == (E.NONE, 1)
+    req = wire.ConsumerGroupHeartbeatRequest(group_id="g", member_id="a", member_epoch=1)
+    assert h.c.handle(68, 1, req, "renamed", "/127.0.0.1").error_code == E.NONE
+    assert g.members["a"].client_id == "renamed"
+    described = h.c.handle(69, 0, wire.ConsumerGroupDescribeRequest(group_ids=["g"]))
+    assert [m.client_id for m in described.groups[0].members] == ["renamed"]
+    assert h.join("b", iid="ib").error_code == E.NONE
+    r = h.hb("a", 1, iid="ib")  # b's instance id from a: fenced, as the full path says
+    assert r.error_code == E.FENCED_INSTANCE_ID
 
 
 def test_store_check_and_serve_know_the_consumer_group_records(tmp_path) -> None:

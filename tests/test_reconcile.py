@@ -566,3 +566,132 @@ def test_results_do_not_share_the_kernel_buffers():
     assert first.assigned.tolist() == [1, 5]
     _assign.reconcile(**reconcile_args(assigned=ids([2, 3]), target=ids([6, 7]), owned=ids([])))
     assert first.assigned.tolist() == [1, 5]
+
+
+# --- step: the owned list from the wire, the kernel and the table's move in one call ------------------------------
+
+TOPIC_IDS = [bytes([t + 1]) * 16 for t in range(64)]
+
+
+def wire_owned(draw, owned: frozenset[int], topic_start) -> list:
+    """`owned` as a heartbeat's TopicPartitions: per topic, in any topic order, partitions in any order, some
+    repeated, and some entries the group cannot know (another topic id, partitions outside the topic)."""
+    from kcoord import wire
+
+    by_topic: dict[int, list[int]] = {}
+    for p in owned:
+        t = topic_of(topic_start, p)
+        by_topic.setdefault(t, []).append(p - topic_start[t])
+    entries = []
+    for t, parts in by_topic.items():
+        parts = draw(st.permutations(parts))
+        parts = parts + draw(st.lists(st.sampled_from(parts), max_size=2))  # repeats
+        parts = parts + draw(st.lists(st.sampled_from((-1, topic_start[t + 1] - topic_start[t], 2**31 - 1)),
+                                      max_size=1))
+        entries.append(wire.ConsumerGroupHeartbeatRequestTopicPartitions(topic_id=TOPIC_IDS[t], partitions=parts))
+    if draw(st.booleans()):
+        entries.append(wire.ConsumerGroupHeartbeatRequestTopicPartitions(topic_id=b"\xee" * 16, partitions=[0, 1]))
+    return draw(st.permutations(entries))
+
+
+@settings(max_examples=1500)
+@given(cases(realistic=True), st.data())
+def test_step_is_reconcile_then_the_tables_move(case, data):
+    """`step` answers as `reconcile` does, with `owned` as an array or straight from the wire (unordered,
+    repeated, unknown entries), its target as a row of a CSR among other rows; and when the member changed, the
+    table afterwards is the one Kafka's removePartitionEpochs / addPartitionEpochs leave, or, when they refuse, the
+    step raises and the table is as it was."""
+    m, target_epoch, target, subscribed, topic_start, epochs, owned, changed = case
+    assigned, pending = ids(m.assigned), ids(m.pending_revocation)
+    expected = _assign.reconcile(table_of(topic_start, epochs), m.state, m.member_epoch, m.previous_member_epoch,
+                                 target_epoch, assigned, pending, ids(target), ids(subscribed),
+                                 None if owned is None else ids(owned), changed)
+    others = data.draw(st.lists(st.frozensets(st.integers(0, max(topic_start[-1] - 1, 0))), max_size=3))
+    row = data.draw(st.integers(0, len(others)))
+    rows = [*others[:row], target, *others[row:]]
+    indptr = np.array([0, *itertools.accumulate(len(r) for r in rows)], dtype=np.int64)
+    flat = np.concatenate([ids(r) for r in rows]) if rows else ids([])
+    n_topics = len(topic_start) - 1
+    by_topic_id = {TOPIC_IDS[t]: t for t in range(n_topics)}
+    as_wire = owned is not None and data.draw(st.booleans())
+    given_owned = wire_owned(data.draw, owned, topic_start) if as_wire else (None if owned is None else ids(owned))
+
+    table = table_of(topic_start, epochs)
+    after = table_of(topic_start, epochs)
+    try:
+        if expected.changed and not expected.error:
+            after.remove(assigned, m.member_epoch)
+            after.remove(pending, m.member_epoch)
+            after.add(expected.assigned, expected.member_epoch)
+            after.add(expected.pending_revocation, expected.member_epoch)
+        refused = None
+    except PartitionEpochError as e:
+        refused = e
+    args = (table, m.state, m.member_epoch, m.previous_member_epoch, target_epoch, assigned, pending, indptr, flat,
+            row, ids(subscribed), given_owned, by_topic_id, changed)
+    if refused is not None:
+        with pytest.raises(PartitionEpochError):
+            _assign.step(*args)
+        assert table.to_numpy().tolist() == list(epochs), "a refused step leaves the table as it was"
+        return
+    got = _assign.step(*args)
+    assert (got.state, got.member_epoch, got.previous_member_epoch, got.changed, got.assigned_changed,
+            got.error) == (expected.state, expected.member_epoch, expected.previous_member_epoch, expected.changed,
+                           expected.assigned_changed, expected.error)
+    assert got.assigned.tolist() == expected.assigned.tolist()
+    assert got.pending_revocation.tolist() == expected.pending_revocation.tolist()
+    assert (got.assigned is assigned) == (not got.assigned_changed)
+    assert table.to_numpy().tolist() == after.to_numpy().tolist()
+
+
+def test_step_refuses_a_table_that_disagrees_and_changes_nothing():
+    table = PartitionEpochs([0, 4])
+    table.add(ids([0, 1]), 3)
+    table.add(ids([2]), 9)  # another member holds 2 at epoch 9
+    csr = np.array([0, 3], dtype=np.int64), ids([0, 1, 2])
+    # the member says it holds 0, 1 at epoch 5: the table has them at 3
+    with pytest.raises(PartitionEpochError, match="partition 0 from epoch 5 to 6: the table has it at epoch 3"):
+        _assign.step(table, STABLE, 5, 4, 6, ids([0, 1]), ids([]), *csr, 0, ids([0]), None)
+    assert table.to_numpy().tolist() == [3, 3, 9, -1]
+    # at its real epoch it moves to 6 and keeps 0 and 1, but 2 is still held: UNRELEASED_PARTITIONS
+    got = _assign.step(table, STABLE, 3, 2, 6, ids([0, 1]), ids([]), *csr, 0, ids([0]), None)
+    assert (got.state, got.member_epoch, got.assigned.tolist()) == (UNRELEASED_PARTITIONS, 6, [0, 1])
+    assert table.to_numpy().tolist() == [6, 6, 9, -1]
+
+
+def step_args(**overrides):
+    table = PartitionEpochs(np.array([0, 4, 8], dtype=np.int64))
+    args = {"epochs": table, "state": STABLE, "member_epoch": 1, "previous_member_epoch": 0, "target_epoch": 2,
+            "assigned": ids([]), "pending_revocation": ids([]), "target_indptr": np.array([0, 2], dtype=np.int64),
+            "target_flat": ids([1, 5]), "target_row": 0, "subscribed_topics": ids([0, 1]), "owned": None}
+    args.update(overrides)
+    return args
+
+
+@pytest.mark.parametrize(("field", "value", "message"), [
+    ("target_row", 1, "target_row 1 is outside the 1 rows"),
+    ("target_indptr", np.array([0, 3], dtype=np.int64), r"row 0 spans \[0, 3\), outside target_flat's 2 entries"),
+    ("target_flat", np.array([5, 1], dtype=np.int32), "target must be ascending"),
+    ("target_flat", ids([1, 8]), r"target: partition 8 \(entry 1\) is outside 0..7"),
+    ("assigned", None, "assigned must be an array of ids, not None"),
+    ("assigned", np.array([1, 0], dtype=np.int32), "assigned must be ascending"),
+    ("owned", np.array([9], dtype=np.int32), "owned: partition 9"),
+    ("owned", [], "owned as TopicPartitions needs by_topic_id"),
+    ("subscribed_topics", ids([2]), "subscribed_topics: topic 2"),
+    ("state", 4, "state must be one of"),
+])
+def test_step_refuses_bad_input(field, value, message):
+    args = step_args(**{field: value})
+    with pytest.raises(AssignmentError, match=message):
+        _assign.step(**args)
+    assert args["epochs"].to_numpy().tolist() == [-1] * 8
+
+
+def test_step_takes_other_arrays_and_a_member_without_a_target():
+    args = step_args(assigned=[0], target_indptr=[0, 2], target_flat=np.array([1, 5]), owned=(0,))
+    args["epochs"].add([0], 1)
+    got = _assign.step(**args)
+    assert (got.state, got.assigned.tolist(), got.pending_revocation.tolist()) == (UNREVOKED_PARTITIONS, [], [0])
+    assert args["epochs"].to_numpy().tolist() == [1] + [-1] * 7
+    got = _assign.step(**step_args(target_row=-1))
+    assert (got.state, got.member_epoch, got.assigned.tolist()) == (STABLE, 2, [])

@@ -470,7 +470,7 @@ class ConsumerGroup:
             return self.consumer_leave(req)
         m = self.members.get(req.member_id) if req.instance_id is None else None
         member_id = req.member_id or new_member_id()  # v0 joins may leave the id to the coordinator
-        owned = self.space.from_wire(req.topic_partitions) if req.topic_partitions is not None else None
+        owned = req.topic_partitions  # converted where it is read, in the group's numbering of that moment
         full_group = f"The consumer group has reached its maximum capacity of {self.config.group_consumer_max_size} " \
                      "members."
         new = False
@@ -544,28 +544,37 @@ class ConsumerGroup:
                 topic_partitions=self.space.to_heartbeat(m.assigned))
         return self.response(member_id=m.member_id, epoch=m.member_epoch, assignment=assignment)
 
-    def quick_heartbeat(self, req: wire.ConsumerGroupHeartbeatRequest) -> wire.ConsumerGroupHeartbeatResponse | None:
-        """The hot path, or None: a member at its epoch reporting nothing new, in a group that owes it nothing, gets
-        its session extended and the same answer as last time (made once per epoch). Such a request has nothing the
-        stateless checks look at (a known member's id is not blank), so the router calls this before them."""
+    def quick_heartbeat(self, req: wire.ConsumerGroupHeartbeatRequest, client_id: str,
+                        client_host: str) -> wire.ConsumerGroupHeartbeatResponse | None:
+        """The hot path, or None: a member at its epoch that changes nothing of its own (no subscription, timeout,
+        rack, assignor; its instance id, if it sends one, is its own), in a group that owes no new target. Its
+        session is extended; if it is reconciled it gets the answer it got last time (made once per epoch), else
+        one compiled step (`reconcile`) moves it towards its target. Such a request has nothing the stateless checks
+        look at (a known member's id is not blank), so the router calls this before them."""
         m = self.members.get(req.member_id)
         epoch = req.member_epoch
-        if (m is None or epoch != m.member_epoch or epoch != self.group_epoch or m.state != STABLE
-                or epoch != self.assignment_epoch or req.topic_partitions is not None
+        if (m is None or epoch != m.member_epoch or epoch <= 0 or self.group_epoch != self.assignment_epoch
                 or req.subscribed_topic_names is not None or req.rebalance_timeout_ms != -1
-                or req.instance_id is not None or req.rack_id is not None or req.server_assignor is not None
+                or req.rack_id is not None or req.server_assignor is not None
                 or req.subscribed_topic_regex is not None or self.catalogue_version != self.catalogue.version
-                or epoch <= 0):
+                or (req.instance_id is not None and req.instance_id != m.instance_id)
+                or client_id != m.client_id or client_host != m.client_host):
             return None
         self._heap.schedule(m.session_key, self._now() + self._session_ms)
-        r = m.quiet_response
-        if r is None or r.member_epoch != epoch:
-            r = m.quiet_response = self._response(member_id=m.member_id, member_epoch=epoch,
-                                                  heartbeat_interval_ms=self._interval_ms)
-        return r
+        if m.state == STABLE and epoch == self.assignment_epoch:
+            r = m.quiet_response
+            if r is None or r.member_epoch != epoch:
+                r = m.quiet_response = self._response(member_id=m.member_id, member_epoch=epoch,
+                                                      heartbeat_interval_ms=self._interval_ms)
+            return r
+        before = m.assigned
+        self.reconcile(m, req.topic_partitions, False)
+        return self._response(
+            member_id=m.member_id, member_epoch=m.member_epoch, heartbeat_interval_ms=self._interval_ms,
+            assignment=None if m.assigned is before else wire.ConsumerGroupHeartbeatResponseAssignment(
+                topic_partitions=self.space.to_heartbeat(m.assigned)))
 
-    @staticmethod
-    def _check_epoch(m: ConsumerMember, epoch: int, owned: np.ndarray | None) -> int:
+    def _check_epoch(self, m: ConsumerMember, epoch: int, owned: list | None) -> int:
         """Kafka's throwIfConsumerGroupMemberEpochIsInvalid (trunk: epoch 0 is always a valid rejoin)."""
         if epoch == JOIN_EPOCH or epoch == m.member_epoch:
             return E.NONE
@@ -573,7 +582,7 @@ class ConsumerGroup:
             return E.FENCED_MEMBER_EPOCH
         # A lost response: the client still has the previous epoch and owns no more than it was given.
         if epoch == m.previous_member_epoch and owned is not None and \
-                np.isin(owned, m.assigned, assume_unique=True).all():
+                np.isin(self.space.from_wire(owned), m.assigned, assume_unique=True).all():
             return E.NONE
         return E.FENCED_MEMBER_EPOCH
 
@@ -810,23 +819,19 @@ class ConsumerGroup:
 
     # ---- reconciliation -------------------------------------------------------------------------------------------
 
-    def reconcile(self, m: ConsumerMember, owned: np.ndarray | None, subscription_changed: bool) -> None:
-        """One CurrentAssignmentBuilder step (compiled); the epoch table follows the member; the rebalance timer is
-        armed while it must revoke and cancelled otherwise (Kafka arms it with the write)."""
+    def reconcile(self, m: ConsumerMember, owned, subscription_changed: bool) -> None:
+        """One CurrentAssignmentBuilder step, compiled with the epoch table's move (`_assign.step`): `owned` is
+        None, an id array, or the request's TopicPartitions as they came. The rebalance timer is armed while the
+        member must revoke and cancelled otherwise (Kafka arms it with the write)."""
         target = self.target
-        row = target.row.get(m.member_id)
-        ids = _NONE if row is None else target.flat[target.indptr[row]:target.indptr[row + 1]]
-        r = _assign.reconcile(self.space.epochs, m.state, m.member_epoch, m.previous_member_epoch,
-                              self.assignment_epoch, m.assigned, m.pending, ids, m.topics, owned,
-                              subscription_changed)
-        if r.error:
+        space = self.space
+        r = _assign.step(space.epochs, m.state, m.member_epoch, m.previous_member_epoch, self.assignment_epoch,
+                         m.assigned, m.pending, target.indptr, target.flat, target.row.get(m.member_id, -1),
+                         m.topics, owned, space.by_topic_id, subscription_changed)
+        if not r.changed or r.error:
             return
-        if not r.changed:
-            return
-        self._release(m)
         m.state, m.member_epoch, m.previous_member_epoch = r.state, r.member_epoch, r.previous_member_epoch
         m.assigned, m.pending = r.assigned, r.pending_revocation
-        self._hold(m)
         self.stage_current_assignment(m)
         if m.state == UNREVOKED_PARTITIONS:
             m.rebalance_armed_epoch = m.member_epoch

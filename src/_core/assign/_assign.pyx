@@ -13,9 +13,13 @@ from libc.string cimport memcmp, memcpy, memset
 
 from assign_util cimport *
 
+cimport numpy as cnp
+
 import gc
 
 import numpy as np
+
+cnp.import_array()
 
 include "group.pxi"
 include "range.pxi"
@@ -468,6 +472,7 @@ _EMPTY_IDS = np.zeros(0, dtype=np.int32)
 _EMPTY_IDS.flags.writeable = False
 _np_empty = np.empty
 _INT32 = np.dtype(np.int32)
+_INT64 = np.dtype(np.int64)
 
 
 cdef inline int64_t _first_bad(const int32_t* a, int64_t n, int64_t limit) noexcept nogil:
@@ -492,6 +497,18 @@ cdef const int32_t[::1] _ids(object x, str name) except *:
         return x
     except (ValueError, TypeError, BufferError):
         return _ints(x, np.int32, name)
+
+
+cdef inline object _arr(object x, object dtype, str name):
+    """x itself when it is a native, contiguous, one-dimensional array of `dtype` (checked through the numpy C API:
+    a few loads, where a typed memoryview costs an allocation), else what _ints makes of it."""
+    if x is None:
+        raise AssignmentError(f"{name} must be an array of ids, not None")
+    if (cnp.PyArray_Check(x) and cnp.PyArray_NDIM(<cnp.ndarray>x) == 1
+            and cnp.PyArray_IS_C_CONTIGUOUS(<cnp.ndarray>x) and cnp.PyArray_ISNOTSWAPPED(<cnp.ndarray>x)
+            and cnp.PyArray_TYPE(<cnp.ndarray>x) == (<cnp.dtype>dtype).type_num):
+        return x
+    return _ints(x, dtype, name)
 
 
 cdef str _bad_ids(const int32_t[::1] v, int64_t i, int64_t limit, str name, str what):
@@ -536,13 +553,18 @@ cdef class PartitionEpochs:
     cdef int32_t* out_p
     cdef int64_t cap_a
     cdef int64_t cap_p
+    # step's owned list from the wire
+    cdef int32_t* out_o
+    cdef int64_t cap_o
 
     def __cinit__(self, topic_start):
         self.table = NULL
         self.out_a = NULL
         self.out_p = NULL
+        self.out_o = NULL
         self.cap_a = 0
         self.cap_p = 0
+        self.cap_o = 0
         self._set_catalogue(_catalogue(topic_start))
         self.table = <int32_t*>xmalloc(self.n, sizeof(int32_t))
         if self.table == NULL:
@@ -553,6 +575,7 @@ cdef class PartitionEpochs:
         free(self.table)
         free(self.out_a)
         free(self.out_p)
+        free(self.out_o)
 
     cdef _set_catalogue(self, object ts):
         cdef const int64_t[::1] v = ts
@@ -726,7 +749,6 @@ def reconcile(PartitionEpochs epochs, int state, int32_t member_epoch, int32_t p
     cdef const int32_t[::1] vo
     cdef const int32_t[::1] vs
     cdef int64_t P = epochs.n, bad
-    cdef Reconciled res
     if state != MS_STABLE and state != MS_UNREVOKED and state != MS_UNRELEASED and state != MS_UNKNOWN:
         raise AssignmentError(f"state must be one of {sorted(MEMBER_STATES)} (Kafka's MemberState values), "
                               f"not {state}")
@@ -778,16 +800,207 @@ def reconcile(PartitionEpochs epochs, int state, int32_t member_epoch, int32_t p
     # The GIL stays held: a step is a few microseconds (releasing it would cost a good part of that), and holding
     # it keeps the table and the output buffers from being resized under the kernel by another thread.
     reconcile_kernel(&r, &o)
-    res = Reconciled.__new__(Reconciled)
+    return _reconciled(&r, &o, va.base, vp.base)
+
+
+cdef Reconciled _reconciled(const RecIn* r, const RecOut* o, object assigned, object pending):
+    cdef Reconciled res = Reconciled.__new__(Reconciled)
     res.state = o.state
     res.member_epoch = o.member_epoch
     res.previous_member_epoch = o.previous_member_epoch
     res.changed = o.changed
     res.assigned_changed = o.assigned_changed
     res.error = o.error
-    res.assigned = _ids_out(o.assigned, o.n_assigned) if o.assigned_changed else va.base
+    res.assigned = _ids_out(o.assigned, o.n_assigned) if o.assigned_changed else assigned
     if same_ids(o.pending, o.n_pending, r.pending, r.n_pending):
-        res.pending_revocation = vp.base
+        res.pending_revocation = pending
     else:
         res.pending_revocation = _ids_out(o.pending, o.n_pending)
     return res
+
+
+# --- the whole member step: the owned list from the wire, the kernel, the epoch table moved ------------------------
+
+cdef inline int _cmp_i32(const void* a, const void* b) noexcept nogil:
+    cdef int32_t x = (<const int32_t*>a)[0], y = (<const int32_t*>b)[0]
+    return (x > y) - (x < y)
+
+
+cdef int64_t _owned_from_wire(PartitionEpochs epochs, list entries, dict by_topic_id) except -1:
+    """A heartbeat's TopicPartitions (entries with .topic_id and .partitions) as ascending, unique global ids in
+    epochs.out_o; returns how many. Unknown topics and partitions outside a topic are left out: they cannot match
+    anything the group assigned (TopicSpace.from_wire does the same in Python)."""
+    cdef int64_t need = 0, n = 0, i, w
+    cdef int64_t base, count
+    cdef long long p
+    cdef bint ordered = True
+    cdef int32_t* q
+    cdef object t
+    for tp in entries:
+        need += len(tp.partitions)
+    if need > epochs.cap_o:
+        q = <int32_t*>realloc(epochs.out_o, <size_t>(need + epochs.cap_o) * sizeof(int32_t))
+        if q == NULL:
+            raise MemoryError()
+        epochs.out_o = q
+        epochs.cap_o = need + epochs.cap_o
+    for tp in entries:
+        t = by_topic_id.get(tp.topic_id)
+        if t is None:
+            continue
+        i = <int64_t>t
+        if i < 0 or i >= epochs.n_top:
+            continue
+        base = epochs.ts[i]
+        count = epochs.ts[i + 1] - base
+        for x in tp.partitions:
+            p = x
+            if p < 0 or p >= count:
+                continue
+            if n > 0 and <int32_t>(base + p) <= epochs.out_o[n - 1]:
+                ordered = False
+            epochs.out_o[n] = <int32_t>(base + p)
+            n += 1
+    if not ordered:  # topics (or partitions) out of order, or repeated: sort, then drop repeats
+        qsort(epochs.out_o, <size_t>n, sizeof(int32_t), _cmp_i32)
+        w = 0
+        for i in range(n):
+            if w == 0 or epochs.out_o[i] != epochs.out_o[w - 1]:
+                epochs.out_o[w] = epochs.out_o[i]
+                w += 1
+        n = w
+    return n
+
+
+cdef int64_t _move_epochs(int32_t* table, const RecIn* r, const RecOut* o) noexcept nogil:
+    """Moves the member's partitions in the table from (assigned ∪ pending at the old epoch) to (assigned ∪ pending
+    at the new one), all or nothing: returns -1, or a partition the table disagrees about (the table is then as
+    it was)."""
+    cdef int64_t i, bad
+    cdef int32_t p
+    if same_ids(o.assigned, o.n_assigned, r.assigned, r.n_assigned) and \
+            same_ids(o.pending, o.n_pending, r.pending, r.n_pending):
+        # the same partitions at another epoch (the common step): one pass each
+        for i in range(r.n_assigned):
+            if table[r.assigned[i]] != r.member_epoch:
+                return r.assigned[i]
+        for i in range(r.n_pending):
+            if table[r.pending[i]] != r.member_epoch:
+                return r.pending[i]
+        for i in range(r.n_assigned):
+            table[r.assigned[i]] = o.member_epoch
+        for i in range(r.n_pending):
+            table[r.pending[i]] = o.member_epoch
+        return -1
+    bad = epochs_remove(table, r.assigned, r.n_assigned, r.member_epoch)
+    if bad >= 0:
+        return r.assigned[bad]
+    bad = epochs_remove(table, r.pending, r.n_pending, r.member_epoch)
+    if bad >= 0:
+        p = r.pending[bad]
+        epochs_add(table, r.assigned, r.n_assigned, r.member_epoch)
+        return p
+    bad = epochs_add(table, o.assigned, o.n_assigned, o.member_epoch)
+    if bad >= 0:
+        p = o.assigned[bad]
+        epochs_add(table, r.pending, r.n_pending, r.member_epoch)
+        epochs_add(table, r.assigned, r.n_assigned, r.member_epoch)
+        return p
+    bad = epochs_add(table, o.pending, o.n_pending, o.member_epoch)
+    if bad >= 0:
+        p = o.pending[bad]
+        epochs_remove(table, o.assigned, o.n_assigned, o.member_epoch)
+        epochs_add(table, r.pending, r.n_pending, r.member_epoch)
+        epochs_add(table, r.assigned, r.n_assigned, r.member_epoch)
+        return p
+    return -1
+
+
+def step(PartitionEpochs epochs, int state, int32_t member_epoch, int32_t previous_member_epoch,
+         int32_t target_epoch, assigned, pending_revocation, target_indptr, target_flat, int64_t target_row,
+         subscribed_topics, owned, dict by_topic_id=None, bint subscription_changed=False):
+    """`reconcile` and what the group does with its answer, in one call: the member's target is row `target_row` of
+    the CSR (target_indptr, target_flat), or empty when target_row is -1; `owned` is None (the request's
+    TopicPartitions was null), an ascending id array, or the request's TopicPartitions list itself (entries with
+    .topic_id and .partitions; `by_topic_id` maps a topic id to its topic index); and when the member changes, its
+    partitions move in the table from its old epoch to its new one (Kafka's removePartitionEpochs then
+    addPartitionEpochs). Returns the Reconciled member; PartitionEpochError (table untouched) if the table
+    disagrees with the member's old partitions or another member holds one of its new ones."""
+    cdef RecIn r
+    cdef RecOut o
+    cdef object a = _arr(assigned, _INT32, "assigned")
+    cdef object pr = _arr(pending_revocation, _INT32, "pending_revocation")
+    cdef object st = _arr(subscribed_topics, _INT32, "subscribed_topics")
+    cdef object tf = _arr(target_flat, _INT32, "target_flat")
+    cdef object ti = _arr(target_indptr, _INT64, "target_indptr")
+    cdef object ow
+    cdef const int64_t* indptr = <const int64_t*>cnp.PyArray_DATA(<cnp.ndarray>ti)
+    cdef int64_t n_rows = cnp.PyArray_DIM(<cnp.ndarray>ti, 0) - 1
+    cdef int64_t n_flat = cnp.PyArray_DIM(<cnp.ndarray>tf, 0)
+    cdef int64_t P = epochs.n, bad, lo = 0, hi = 0
+    if state != MS_STABLE and state != MS_UNREVOKED and state != MS_UNRELEASED and state != MS_UNKNOWN:
+        raise AssignmentError(f"state must be one of {sorted(MEMBER_STATES)} (Kafka's MemberState values), "
+                              f"not {state}")
+    if target_row >= 0:
+        if target_row >= n_rows:
+            raise AssignmentError(f"target_row {target_row} is outside the {n_rows} rows of target_indptr")
+        lo = indptr[target_row]
+        hi = indptr[target_row + 1]
+        if lo < 0 or hi < lo or hi > n_flat:
+            raise AssignmentError(f"target_indptr: row {target_row} spans [{lo}, {hi}), outside target_flat's "
+                                  f"{n_flat} entries")
+    r.owned_null = owned is None
+    if r.owned_null:
+        r.owned = NULL
+        r.n_owned = 0
+    elif type(owned) is list:
+        if by_topic_id is None:
+            raise AssignmentError("owned as TopicPartitions needs by_topic_id")
+        r.n_owned = _owned_from_wire(epochs, <list>owned, by_topic_id)
+        r.owned = epochs.out_o
+    else:
+        ow = _arr(owned, _INT32, "owned")
+        r.n_owned = cnp.PyArray_DIM(<cnp.ndarray>ow, 0)
+        r.owned = <const int32_t*>cnp.PyArray_DATA(<cnp.ndarray>ow) if r.n_owned else NULL
+        bad = _first_bad(r.owned, r.n_owned, P)
+        if bad >= 0:
+            raise AssignmentError(_bad_ids(ow, bad, P, "owned", "partition"))
+    r.n_assigned = cnp.PyArray_DIM(<cnp.ndarray>a, 0)
+    r.assigned = <const int32_t*>cnp.PyArray_DATA(<cnp.ndarray>a) if r.n_assigned else NULL
+    r.n_pending = cnp.PyArray_DIM(<cnp.ndarray>pr, 0)
+    r.pending = <const int32_t*>cnp.PyArray_DATA(<cnp.ndarray>pr) if r.n_pending else NULL
+    r.n_target = hi - lo
+    r.target = <const int32_t*>cnp.PyArray_DATA(<cnp.ndarray>tf) + lo if hi > lo else NULL
+    r.n_topics = <int32_t>cnp.PyArray_DIM(<cnp.ndarray>st, 0)
+    r.topics = <const int32_t*>cnp.PyArray_DATA(<cnp.ndarray>st) if r.n_topics else NULL
+    bad = _first_bad(r.assigned, r.n_assigned, P)
+    if bad >= 0:
+        raise AssignmentError(_bad_ids(a, bad, P, "assigned", "partition"))
+    bad = _first_bad(r.pending, r.n_pending, P)
+    if bad >= 0:
+        raise AssignmentError(_bad_ids(pr, bad, P, "pending_revocation", "partition"))
+    bad = _first_bad(r.target, r.n_target, P)
+    if bad >= 0:
+        raise AssignmentError(_bad_ids(tf[lo:hi], bad, P, "target", "partition"))
+    bad = _first_bad(r.topics, r.n_topics, epochs.n_top)
+    if bad >= 0:
+        raise AssignmentError(_bad_ids(st, bad, epochs.n_top, "subscribed_topics", "topic"))
+    r.state = state
+    r.member_epoch = member_epoch
+    r.previous_member_epoch = previous_member_epoch
+    r.target_epoch = target_epoch
+    r.topic_start = epochs.ts
+    r.epochs = epochs.table
+    r.subscription_changed = subscription_changed
+    epochs._reserve(r.n_assigned if r.n_assigned > r.n_target else r.n_target, r.n_assigned + r.n_pending)
+    o.assigned = epochs.out_a
+    o.pending = epochs.out_p
+    reconcile_kernel(&r, &o)
+    if o.changed and not o.error:
+        bad = _move_epochs(epochs.table, &r, &o)
+        if bad >= 0:
+            held = epochs.table[bad]
+            raise PartitionEpochError(f"cannot move partition {bad} from epoch {member_epoch} to {o.member_epoch}: "
+                                      f"the table has it " + ("free" if held == -1 else f"at epoch {held}"),
+                                      bad, held)
+    return _reconciled(&r, &o, a, pr)
