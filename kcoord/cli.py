@@ -112,9 +112,12 @@ def _named_partitions(assignment) -> dict[str, list[int]]:
     return {tp.topic_name: sorted(tp.partitions) for tp in assignment.topic_partitions}
 
 
+MEMBER_TYPES = {0: "classic", 1: "consumer"}  # ConsumerGroupDescribe v1 MemberType (-1: unknown)
+
+
 def describe_consumer_group(client: Client, group: str) -> dict | None:
     """A KIP-848 consumer group as ConsumerGroupDescribe gives it (None if the group is not one)."""
-    g = client.request(wire.ConsumerGroupDescribeRequest(group_ids=[group]), 0).groups[0]
+    g = client.request(wire.ConsumerGroupDescribeRequest(group_ids=[group]), 1).groups[0]
     if g.error_code == E.GROUP_ID_NOT_FOUND:
         return None
     if g.error_code:
@@ -125,7 +128,8 @@ def describe_consumer_group(client: Client, group: str) -> dict | None:
     for m in g.members:
         more = ext.get(m.member_id, {})
         members.append({"member_id": m.member_id, "group_instance_id": m.instance_id, "client_id": m.client_id,
-                        "host": m.client_host, "rack": m.rack_id, "member_epoch": m.member_epoch,
+                        "host": m.client_host, "rack": m.rack_id, "protocol": MEMBER_TYPES.get(m.member_type),
+                        "member_epoch": m.member_epoch,
                         "previous_member_epoch": more.get("previous_member_epoch"), "state": more.get("state"),
                         "subscribed_topics": list(m.subscribed_topic_names),
                         "assignment": _named_partitions(m.assignment),
@@ -176,9 +180,10 @@ def _describe(args) -> int:
     if d["type"] == "consumer":
         print(f"GROUP {d['group']}  type consumer  state {d['state']}  group epoch {d['group_epoch']}  "
               f"assignment epoch {d['assignment_epoch']}  assignor {d['assignor']}\n")
-        print(table(["MEMBER-ID", "INSTANCE-ID", "CLIENT-ID", "HOST", "EPOCH", "STATE", "ASSIGNMENT", "TARGET",
-                     "PENDING-REVOCATION"],
-                    [[m["member_id"], m["group_instance_id"], m["client_id"], m["host"], m["member_epoch"], m["state"],
+        print(table(["MEMBER-ID", "INSTANCE-ID", "CLIENT-ID", "HOST", "PROTOCOL", "EPOCH", "STATE", "ASSIGNMENT",
+                     "TARGET", "PENDING-REVOCATION"],
+                    [[m["member_id"], m["group_instance_id"], m["client_id"], m["host"], m["protocol"] or "-",
+                      m["member_epoch"], m["state"],
                       _fmt_assignment(m["assignment"]), _fmt_assignment(m["target_assignment"]),
                       _fmt_assignment(m["pending_revocation"])] for m in d["members"]])
               if d["members"] else "(no members)")

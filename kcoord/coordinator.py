@@ -253,17 +253,19 @@ class Coordinator:
 
     def consumer_group_heartbeat(self, req: wire.ConsumerGroupHeartbeatRequest, version: int, client_id: str = "",
                                  client_host: str = "") -> wire.ConsumerGroupHeartbeatResponse:
-        def fail(error: int, message: str) -> wire.ConsumerGroupHeartbeatResponse:
-            return wire.ConsumerGroupHeartbeatResponse(error_code=error, error_message=message)
-
-        if not self.consumer_protocol:
-            return fail(E.UNSUPPORTED_VERSION, "The consumer rebalance protocol is not enabled "
-                        "(group.coordinator.rebalance.protocols).")
         g = self.groups.get(req.group_id)
-        if type(g) is ConsumerGroup:
+        if type(g) is ConsumerGroup and self.consumer_protocol:
             quick = g.quick_heartbeat(req, client_id, client_host)  # a member at its epoch changing nothing of its own
             if quick is not None:
                 return quick
+        return self._consumer_group_heartbeat(req, version, client_id, client_host, g)
+
+    def _consumer_group_heartbeat(self, req: wire.ConsumerGroupHeartbeatRequest, version: int, client_id: str,
+                                  client_host: str, g: Group | None) -> wire.ConsumerGroupHeartbeatResponse:
+        fail = ConsumerGroup.fail
+        if not self.consumer_protocol:
+            return fail(E.UNSUPPORTED_VERSION, "The consumer rebalance protocol is not enabled "
+                        "(group.coordinator.rebalance.protocols).")
         problem = validate_heartbeat(req, version, self.consumer_assignors)
         if problem is not None:
             return fail(*problem)

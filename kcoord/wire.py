@@ -9,6 +9,9 @@ from ._core._wire import *  # noqa: F401,F403
 from ._core._wire import (  # noqa: F401
     API_VERSIONS,
     DEFAULT_MAX_FRAME_SIZE,
+    HEARTBEAT_CHANGES_MEMBER,
+    HEARTBEAT_HAS_INSTANCE_ID,
+    HEARTBEAT_HAS_TOPIC_PARTITIONS,
     MESSAGE_TYPES,
     REQUEST_TYPES,
     RESPONSE_TYPES,
@@ -20,6 +23,7 @@ from ._core._wire import (  # noqa: F401
     Message,
     UnsupportedVersionError,
     WriteBuffer,
+    consumer_heartbeat_shape,
     decode_request,
     decode_response,
     encode_request,

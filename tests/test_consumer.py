@@ -500,6 +500,27 @@ def test_list_describe_and_types_filter() -> None:
     assert cd[0].members[0].assignment.topic_partitions[0].topic_name == "T"
 
 
+def test_consumer_group_describe_v1_adds_the_member_type_and_v0_drops_it() -> None:
+    """ConsumerGroupDescribe v1 (KIP-1099): MemberType, an int8 after TargetAssignment, 1 for a consumer-protocol
+    member; v0 carries the same member without it (the field is ignorable), and is what librdkafka asks."""
+    h = H()
+    h.join("a")
+    req = wire.ConsumerGroupDescribeRequest(group_ids=["g"])
+    v0, v1 = h.c.handle(69, 0, req), h.c.handle(69, 1, req)
+    assert [m.member_type for m in v1.groups[0].members] == [1]
+    one = wire.ConsumerGroupDescribeResponse(groups=[wire.ConsumerGroupDescribeResponseDescribedGroup(
+        group_id="g", members=v1.groups[0].members)])
+    b0, b1 = (wire.encode_response(69, v, 7, one)[4:] for v in (0, 1))
+    # after the member: its tagged fields (1), the group's AuthorizedOperations (4) and tags (1), the response's (1)
+    k = len(b0) - 7
+    assert b1 == b0[:k] + b"\x01" + b0[k:], "one int8 (1) right after TargetAssignment"
+    r0 = wire.decode_response(69, 0, wire.encode_response(69, 0, 7, v0)[4:])[1]
+    r1 = wire.decode_response(69, 1, wire.encode_response(69, 1, 7, v1)[4:])[1]
+    assert r0.groups[0].members[0].member_type == -1 and r1.groups[0].members[0].member_type == 1
+    assert r0.groups[0].members[0].assignment == r1.groups[0].members[0].assignment
+    assert wire.API_VERSIONS[69] == (0, 1)
+
+
 def test_empty_groups_are_replaced_by_the_other_type_and_keep_their_offsets() -> None:
     h = H()
     assert commit(h, "", -1) == E.NONE  # an Empty classic group holding offsets
@@ -816,3 +837,44 @@ def test_the_regex_cache_follows_its_users_under_many_distinct_patterns() -> Non
     for i in range(50):
         h.hb(f"m{i}", g.members[f"m{i}"].member_epoch and -1)
     assert g.regexes == {} and dict(g.regex_users) == {}
+
+
+# ---- the compiled pieces of the hot path ----------------------------------------------------------------------------
+
+@pytest.mark.parametrize("fields, shape", [
+    ({}, 0),
+    ({"instance_id": "i"}, wire.HEARTBEAT_HAS_INSTANCE_ID),
+    ({"topic_partitions": []}, wire.HEARTBEAT_HAS_TOPIC_PARTITIONS),
+    ({"instance_id": "i", "topic_partitions": []}, 3),
+    ({"subscribed_topic_names": []}, wire.HEARTBEAT_CHANGES_MEMBER),
+    ({"subscribed_topic_regex": ""}, wire.HEARTBEAT_CHANGES_MEMBER),
+    ({"rebalance_timeout_ms": 0}, wire.HEARTBEAT_CHANGES_MEMBER),
+    ({"rack_id": "r"}, wire.HEARTBEAT_CHANGES_MEMBER),
+    ({"server_assignor": "range", "instance_id": "i"}, wire.HEARTBEAT_CHANGES_MEMBER),
+])
+def test_heartbeat_shape_names_what_the_request_carries(fields, shape) -> None:
+    req = wire.ConsumerGroupHeartbeatRequest(group_id="g", member_id="m", member_epoch=3, **fields)
+    assert wire.consumer_heartbeat_shape(req) == shape
+
+
+def test_a_member_copy_keeps_its_state_and_drops_its_timers_and_cached_answer() -> None:
+    h = H()
+    h.join("a", iid="ia")
+    h.hb("a", 1)  # caches the quiet answer
+    m = h.group().members["a"]
+    assert m.quiet_response is not None and m.session_key >= 0
+    c = m.copy_as("b")
+    assert (c.member_id, c.instance_id, c.member_epoch, c.state, c.subscribed, c.client_id) == \
+        ("b", "ia", m.member_epoch, m.state, m.subscribed, "client")
+    assert c.assigned is m.assigned and c.topics is m.topics
+    assert (c.session_key, c.rebalance_armed_epoch, c.quiet_response, c.quiet_epoch) == (-1, -1, None, -1)
+
+
+def test_the_real_clock_is_monotonic_milliseconds() -> None:
+    import time
+
+    from kcoord.timers import Clock
+
+    before = time.monotonic_ns() // 1_000_000
+    now = Clock().now_ms()
+    assert before <= now <= time.monotonic_ns() // 1_000_000

@@ -369,10 +369,11 @@ def test_cli_groups_describe_and_remove_members_on_a_consumer_group(server, watc
     for m in members:
         got = by_instance[m.instance_id]
         assert got["state"] == "STABLE" and got["member_epoch"] == 2 and got["pending_revocation"] == {}
+        assert got["protocol"] == "consumer"  # ConsumerGroupDescribe v1's MemberType
         assert set(got["assignment"][TOPIC]) == m.partitions == set(got["target_assignment"][TOPIC])
     assert main(["describe", group, "--bootstrap", server.bootstrap]) == 0
     text = capsys.readouterr().out
-    assert "type consumer" in text and "PENDING-REVOCATION" in text and "STABLE" in text
+    assert "type consumer" in text and "PENDING-REVOCATION" in text and "STABLE" in text and "PROTOCOL" in text
     watch.fence(members[0])
     assert main(["remove-members", group, "--bootstrap", server.bootstrap, "--instance-id", "i0", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["members"] == [{"group_instance_id": "i0", "error": "NONE"}]
@@ -383,6 +384,30 @@ def test_cli_groups_describe_and_remove_members_on_a_consumer_group(server, watc
     wait_until(lambda: (members[0].lost > 0, members[0].lost), 30, "the removed member told it lost its partitions")
     wait_until(settled(server, group, members), 30, "the group after the removal")
     assert describe(server, group).group_epoch > 2
+
+
+def test_admin_client_describes_a_consumer_group(server, watch) -> None:
+    """librdkafka's DescribeConsumerGroups (confluent-kafka's AdminClient) asks ConsumerGroupDescribe v0 of a server
+    that advertises v0-1; kcoord sets v1's MemberType on every member, as Kafka does, and v0 drops it."""
+    from confluent_kafka import ConsumerGroupState, ConsumerGroupType
+    from confluent_kafka.admin import AdminClient
+
+    group = f"cg-admin-{next(_ids)}"
+    members = [watch.start(server, group, f"c{i}") for i in range(2)]
+    wait_until(settled(server, group, members), 30, "2 consumers")
+    admin = AdminClient({"bootstrap.servers": server.bootstrap})  # kept: the future needs its client alive
+    d = admin.describe_consumer_groups([group])[group].result(30)
+    assert (d.type, d.state, d.partition_assignor) == (ConsumerGroupType.CONSUMER, ConsumerGroupState.STABLE,
+                                                       "uniform")
+    by_client = {m.client_id: m for m in d.members}
+    assert set(by_client) == {m.client_id for m in members}
+    for m in members:
+        got = by_client[m.client_id]
+        assert {tp.partition for tp in got.assignment.topic_partitions} == m.partitions
+        assert {tp.partition for tp in got.target_assignment.topic_partitions} == m.partitions
+    with Client(server.bootstrap) as c:
+        v1 = c.request(wire.ConsumerGroupDescribeRequest(group_ids=[group]), 1).groups[0]
+    assert [m.member_type for m in v1.members] == [1, 1]
 
 
 def test_regex_subscription_picks_up_a_topic_created_later(server, watch) -> None:

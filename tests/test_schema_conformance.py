@@ -4,7 +4,9 @@ Every definition is compared, version by version, with `../shared/kafka-schemas`
 field names, types (struct names included), presence, nullability, defaults, tags and compact encoding, plus
 the message's API key, valid and flexible versions, and each field's ignorable flag. Versions that Kafka added
 later (DescribeGroups v6, OffsetCommit/OffsetFetch v10, Metadata v13, and Produce, which the shared set lacks)
-are checked the same way against Kafka's own JSON files as bundled by kafka-python 3.0.12.
+are checked the same way against Kafka's own JSON files as bundled by kafka-python 3.0.12. ConsumerGroupDescribe v1
+(Kafka 4.0), which neither set has, is checked against the shared v0 schema with Kafka's v1 change applied to it
+(LATER below: the change as apache/kafka#17958 describes it, the field's place as franz-go's definition has it).
 """
 
 from __future__ import annotations
@@ -131,12 +133,37 @@ def our_ignorable(fields: tuple[Field, ...], prefix="") -> dict[str, bool]:
     return out
 
 
+def _describe_v1(schema: dict, member_type: bool) -> dict:
+    out = json.loads(json.dumps(schema))
+    out["validVersions"] = "0-1"
+    if member_type:
+        groups = next(f for f in out["fields"] if f["name"] == "Groups")
+        members = next(f for f in groups["fields"] if f["name"] == "Members")
+        members["fields"].append({"name": "MemberType", "type": "int8", "versions": "1+", "default": "-1",
+                                  "ignorable": True})
+    return out
+
+
+# Later versions neither schema set has: (label, the shared schema -> Kafka's schema at that version).
+# ConsumerGroupDescribe v1 (KAFKA-17750, apache/kafka#17958, KIP-1099): both messages go to "0-1"; each member of
+# the response gains MemberType int8, default -1, after TargetAssignment. Ignorable: Kafka's
+# ConsumerGroupMember.asConsumerGroupDescribeMember sets it whatever version was asked, and v0 clients
+# (librdkafka) are answered, so the v0 encoding must drop it.
+LATER = {
+    "ConsumerGroupDescribeRequest": ("kafka 4.0 (KAFKA-17750) from shared v0", lambda s: _describe_v1(s, False)),
+    "ConsumerGroupDescribeResponse": ("kafka 4.0 (KAFKA-17750) from shared v0", lambda s: _describe_v1(s, True)),
+}
+
+
 def sources(msg: Message, shared: Path) -> list[tuple[str, dict]]:
     found = []
     for label, root in (("shared", shared), ("kafka 4.x via kafka-python", kafka_python_schemas())):
         p = root / f"{msg.name}.json"
         if p.exists():
             found.append((label, load(p)))
+    if msg.name in LATER:
+        label, later = LATER[msg.name]
+        found.append((label, later(load(shared / f"{msg.name}.json"))))
     return found
 
 
@@ -187,6 +214,7 @@ def test_kafka_4_versions_are_defined() -> None:
     assert BY_NAME["OffsetCommitRequest"].valid.hi == 10
     assert BY_NAME["OffsetFetchRequest"].valid.hi == 10
     assert BY_NAME["MetadataResponse"].valid.hi == 13
+    assert BY_NAME["ConsumerGroupDescribeResponse"].valid.hi == 1
 
 
 def test_comparison_catches_a_wrong_definition(schemas_dir: Path) -> None:

@@ -1145,7 +1145,8 @@ class ConsumerGroupDescribeResponseMember(Message):
     subscribed_topic_regex: str | None
     assignment: ConsumerGroupDescribeResponseAssignment
     target_assignment: ConsumerGroupDescribeResponseAssignment
-    def __init__(self, *, member_id: str = ..., instance_id: str | None = ..., rack_id: str | None = ..., member_epoch: int = ..., client_id: str = ..., client_host: str = ..., subscribed_topic_names: list[str] = ..., subscribed_topic_regex: str | None = ..., assignment: ConsumerGroupDescribeResponseAssignment = ..., target_assignment: ConsumerGroupDescribeResponseAssignment = ..., unknown_tags: list[tuple[int, bytes]] | None = ...) -> None: ...
+    member_type: int
+    def __init__(self, *, member_id: str = ..., instance_id: str | None = ..., rack_id: str | None = ..., member_epoch: int = ..., client_id: str = ..., client_host: str = ..., subscribed_topic_names: list[str] = ..., subscribed_topic_regex: str | None = ..., assignment: ConsumerGroupDescribeResponseAssignment = ..., target_assignment: ConsumerGroupDescribeResponseAssignment = ..., member_type: int = ..., unknown_tags: list[tuple[int, bytes]] | None = ...) -> None: ...
 
 
 class ConsumerGroupDescribeResponseDescribedGroup(Message):

@@ -30,6 +30,7 @@ from .. import records as R
 from .. import wire
 from .._core import _assign
 from .._core._assign import PartitionEpochs
+from .._core._members import EMPTY_IDS, ConsumerGroupCore, ConsumerMember
 from ..assignors import assign_arrays, kafka_order
 from ..config import GroupConfig
 from ..reply import Reply
@@ -44,11 +45,12 @@ UNKNOWN_STATE = _assign.UNKNOWN
 MEMBER_STATES = _assign.MEMBER_STATES
 
 JOIN_EPOCH, LEAVE_EPOCH, TEMPORARY_LEAVE_EPOCH = 0, -1, -2
+# ConsumerGroupDescribe v1 MemberType: 0 a classic-protocol member (KIP-848 migration), 1 a consumer-protocol one
+CLASSIC_MEMBER_TYPE, CONSUMER_MEMBER_TYPE = 0, 1
 SESSION, REBALANCE = "session", "rebalance"  # member timer kinds
 SERVER_ASSIGNORS = ("uniform", "range")
 
-_NONE = np.zeros(0, dtype=np.int32)
-_NONE.flags.writeable = False
+_NONE = EMPTY_IDS
 
 
 def new_member_id() -> str:
@@ -282,43 +284,7 @@ class TargetAssignment:
         self.set(ids, indptr, np.concatenate([targets[m] for m in ids]).astype(np.int32) if ids else _NONE)
 
 
-class ConsumerMember:
-    __slots__ = ("assigned", "client_host", "client_id", "instance_id", "member_epoch", "member_id", "pending",
-                 "previous_member_epoch", "quiet_response", "rack_id", "rebalance_armed_epoch",
-                 "rebalance_timeout_ms", "regex",
-                 "server_assignor", "session_key", "state", "subscribed", "topic_names", "topics", "topics_key")
-
-    def __init__(self, member_id: str) -> None:
-        self.member_id = member_id
-        self.instance_id: str | None = None
-        self.rack_id: str | None = None
-        self.client_id = ""
-        self.client_host = ""
-        self.subscribed: tuple[str, ...] = ()  # SubscribedTopicNames, sorted
-        self.topic_names: tuple[str, ...] = ()  # what it consumes: the names and the regex's matches, sorted
-        self.regex: str | None = None
-        self.rebalance_timeout_ms = -1
-        self.server_assignor: str | None = None
-        self.member_epoch = 0
-        self.previous_member_epoch = 0
-        self.state = STABLE
-        self.assigned = _NONE
-        self.pending = _NONE
-        self.topics = _NONE  # subscribed topic indices in the group's topic space
-        self.topics_key: tuple[int, ...] = ()  # the same as a tuple (the target computation groups members by it)
-        self.session_key = -1
-        self.rebalance_armed_epoch = -1
-        self.quiet_response = None
-
-    def copy_as(self, member_id: str) -> ConsumerMember:
-        m = ConsumerMember(member_id)
-        for name in self.__slots__:
-            if name not in ("member_id", "session_key", "rebalance_armed_epoch", "quiet_response"):
-                setattr(m, name, getattr(self, name))
-        return m
-
-
-class ConsumerGroup:
+class ConsumerGroup(ConsumerGroupCore):
     GROUP_TYPE = "consumer"
     RECORD_TYPES = (R.CONSUMER_GROUP_METADATA, R.CONSUMER_GROUP_PARTITION_METADATA, R.CONSUMER_GROUP_MEMBER_METADATA,
                     R.CONSUMER_GROUP_TARGET_ASSIGNMENT_METADATA, R.CONSUMER_GROUP_TARGET_ASSIGNMENT_MEMBER,
@@ -344,12 +310,10 @@ class ConsumerGroup:
         self.catalogue_version = -1
         self.dead = False
         self.member_timers = MemberTimers(timers, self.on_member_timer)
-        self._heap, self._now = timers.heap, timers.clock.now_ms
         self.assignors = config.consumer_assignors()
         self._loaded: list[R.Record] = []
-        self._session_ms = config.group_consumer_session_timeout_ms
-        self._interval_ms = config.group_consumer_heartbeat_interval_ms
-        self._response = wire.ConsumerGroupHeartbeatResponse
+        self.init_core(timers.heap, timers.clock.now_ms, config.group_consumer_session_timeout_ms,
+                       config.group_consumer_heartbeat_interval_ms, wire.ConsumerGroupHeartbeatResponse)
 
     # ---- what the router, the offsets and the store ask of any group --------------------------------------------
 
@@ -544,33 +508,15 @@ class ConsumerGroup:
                 topic_partitions=self.space.to_heartbeat(m.assigned))
         return self.response(member_id=m.member_id, epoch=m.member_epoch, assignment=assignment)
 
-    def quick_heartbeat(self, req: wire.ConsumerGroupHeartbeatRequest, client_id: str,
-                        client_host: str) -> wire.ConsumerGroupHeartbeatResponse | None:
-        """The hot path, or None: a member at its epoch that changes nothing of its own (no subscription, timeout,
-        rack, assignor; its instance id, if it sends one, is its own), in a group that owes no new target. Its
-        session is extended; if it is reconciled it gets the answer it got last time (made once per epoch), else
-        one compiled step (`reconcile`) moves it towards its target. Such a request has nothing the stateless checks
-        look at (a known member's id is not blank), so the router calls this before them."""
-        m = self.members.get(req.member_id)
-        epoch = req.member_epoch
-        if (m is None or epoch != m.member_epoch or epoch <= 0 or self.group_epoch != self.assignment_epoch
-                or req.subscribed_topic_names is not None or req.rebalance_timeout_ms != -1
-                or req.rack_id is not None or req.server_assignor is not None
-                or req.subscribed_topic_regex is not None or self.catalogue_version != self.catalogue.version
-                or (req.instance_id is not None and req.instance_id != m.instance_id)
-                or client_id != m.client_id or client_host != m.client_host):
-            return None
-        self._heap.schedule(m.session_key, self._now() + self._session_ms)
-        if m.state == STABLE and epoch == self.assignment_epoch:
-            r = m.quiet_response
-            if r is None or r.member_epoch != epoch:
-                r = m.quiet_response = self._response(member_id=m.member_id, member_epoch=epoch,
-                                                      heartbeat_interval_ms=self._interval_ms)
-            return r
+    # quick_heartbeat, the hot path, is compiled (kcoord._core._members.ConsumerGroupCore); it calls this for a
+    # member that still has a step to make.
+
+    def reconcile_heartbeat(self, m: ConsumerMember, req: wire.ConsumerGroupHeartbeatRequest) \
+            -> wire.ConsumerGroupHeartbeatResponse:
         before = m.assigned
         self.reconcile(m, req.topic_partitions, False)
-        return self._response(
-            member_id=m.member_id, member_epoch=m.member_epoch, heartbeat_interval_ms=self._interval_ms,
+        return wire.ConsumerGroupHeartbeatResponse(
+            member_id=m.member_id, member_epoch=m.member_epoch, heartbeat_interval_ms=self.heartbeat_interval_ms,
             assignment=None if m.assigned is before else wire.ConsumerGroupHeartbeatResponseAssignment(
                 topic_partitions=self.space.to_heartbeat(m.assigned)))
 
@@ -857,7 +803,8 @@ class ConsumerGroup:
     # ---- timers ---------------------------------------------------------------------------------------------------
 
     def arm_session(self, m: ConsumerMember) -> None:
-        self._heap.schedule(m.session_key, self._now() + self.config.group_consumer_session_timeout_ms)
+        self.timers.heap.schedule(m.session_key,
+                                  self.timers.clock.now_ms() + self.config.group_consumer_session_timeout_ms)
 
     def on_member_timer(self, member_id: str, kind: str) -> None:
         m = self.members.get(member_id)
@@ -991,7 +938,8 @@ class ConsumerGroup:
                 member_id=m.member_id, instance_id=m.instance_id, rack_id=m.rack_id, member_epoch=m.member_epoch,
                 client_id=m.client_id, client_host=m.client_host, subscribed_topic_names=list(m.subscribed),
                 subscribed_topic_regex=m.regex, assignment=self._describe_assignment(m.assigned),
-                target_assignment=self._describe_assignment(self.target.get(m.member_id, _NONE)))
+                target_assignment=self._describe_assignment(self.target.get(m.member_id, _NONE)),
+                member_type=CONSUMER_MEMBER_TYPE)
                 for m in self.members.values()])
 
     def describe_extension(self) -> dict:

@@ -35,7 +35,8 @@ CONSUMER_GROUP_HEARTBEAT_RESPONSE = response(68, "ConsumerGroupHeartbeat", "0-1"
     ], null="0+", default=None),
 ])
 
-CONSUMER_GROUP_DESCRIBE_REQUEST = request(69, "ConsumerGroupDescribe", "0", "0+", [
+# v1 (Kafka 4.0, KIP-1099 / KAFKA-17750): the request is unchanged; each member of the response gains MemberType.
+CONSUMER_GROUP_DESCRIBE_REQUEST = request(69, "ConsumerGroupDescribe", "0-1", "0+", [
     f("group_ids", "[]string"),
     f("include_authorized_operations", "bool"),
 ])
@@ -50,7 +51,7 @@ ASSIGNMENT = Struct("Assignment", (
     array("topic_partitions", DESCRIBE_TOPIC_PARTITIONS, "0+"),
 ))
 
-CONSUMER_GROUP_DESCRIBE_RESPONSE = response(69, "ConsumerGroupDescribe", "0", "0+", [
+CONSUMER_GROUP_DESCRIBE_RESPONSE = response(69, "ConsumerGroupDescribe", "0-1", "0+", [
     f("throttle_time_ms", "int32"),
     array("groups", "DescribedGroup", "0+", [
         f("error_code", "int16"),
@@ -71,6 +72,9 @@ CONSUMER_GROUP_DESCRIBE_RESPONSE = response(69, "ConsumerGroupDescribe", "0", "0
             f("subscribed_topic_regex", "string", null="0+", default=None),
             struct("assignment", ASSIGNMENT, "0+"),
             struct("target_assignment", ASSIGNMENT, "0+"),
+            # -1 unknown, 0 a classic-protocol member, 1 a consumer-protocol member. Ignorable: Kafka sets it on
+            # every member whatever the version asked, so v0 must drop it rather than refuse to encode.
+            f("member_type", "int8", "1+", default=-1, ign=True),
         ]),
         f("authorized_operations", "int32", default=-2147483648),
     ]),

@@ -381,3 +381,143 @@ cdef class MemberTable:
         if member_id not in self.members:
             return UNKNOWN_MEMBER_ID
         return 0
+
+
+# ---- the clock -------------------------------------------------------------------------------------------------
+
+from time import monotonic_ns as _monotonic_ns
+
+
+def monotonic_ms():
+    """time.monotonic_ns() // 1_000_000 without a Python frame: kcoord.timers.Clock.now_ms, read on every
+    heartbeat."""
+    return _monotonic_ns() // 1000000
+
+
+# ---- KIP-848 consumer groups ------------------------------------------------------------------------------------
+
+import numpy as np
+
+from kcoord._core._wire import HEARTBEAT_HAS_INSTANCE_ID, consumer_heartbeat_shape
+
+# Kafka's MemberState.STABLE (kcoord._core._assign.STABLE: the reconciliation step's states)
+CONSUMER_STABLE = 0
+
+EMPTY_IDS = np.zeros(0, dtype=np.int32)
+EMPTY_IDS.flags.writeable = False
+
+cdef int _HAS_INSTANCE_ID = HEARTBEAT_HAS_INSTANCE_ID
+cdef object _shape = consumer_heartbeat_shape
+
+
+@cython.final
+@cython.no_gc
+cdef class ConsumerMember:
+    """A member of a consumer group (KIP-848): typed fields, as ClassicMember's, so that the heartbeat's checks are
+    loads rather than attribute lookups. Partition lists are the group's int32 id arrays."""
+
+    cdef public str member_id
+    cdef public object instance_id  # str or None
+    cdef public object rack_id  # str or None
+    cdef public str client_id
+    cdef public str client_host
+    cdef public tuple subscribed  # SubscribedTopicNames, sorted
+    cdef public tuple topic_names  # what it consumes: the names and the regex's matches, sorted
+    cdef public object regex  # str or None
+    cdef public int32_t rebalance_timeout_ms
+    cdef public object server_assignor  # str or None
+    cdef public int32_t member_epoch
+    cdef public int32_t previous_member_epoch
+    cdef public int32_t state  # Kafka's MemberState value
+    cdef public object assigned
+    cdef public object pending  # partitions pending revocation
+    cdef public object topics  # subscribed topic indices in the group's topic space (int32 array)
+    cdef public tuple topics_key  # the same as a tuple (the target computation groups members by it)
+    cdef public int session_key
+    cdef public int32_t rebalance_armed_epoch
+    cdef public object quiet_response  # the answer to a heartbeat that changes nothing, at quiet_epoch
+    cdef public int32_t quiet_epoch
+
+    COPIED = ("instance_id", "rack_id", "client_id", "client_host", "subscribed", "topic_names", "regex",
+              "rebalance_timeout_ms", "server_assignor", "member_epoch", "previous_member_epoch", "state",
+              "assigned", "pending", "topics", "topics_key")
+
+    def __init__(self, str member_id):
+        self.member_id = member_id
+        self.client_id = ""
+        self.client_host = ""
+        self.subscribed = ()
+        self.topic_names = ()
+        self.rebalance_timeout_ms = -1
+        self.state = CONSUMER_STABLE
+        self.assigned = EMPTY_IDS
+        self.pending = EMPTY_IDS
+        self.topics = EMPTY_IDS
+        self.topics_key = ()
+        self.session_key = -1
+        self.rebalance_armed_epoch = -1
+        self.quiet_epoch = -1
+
+    def copy_as(self, str member_id):
+        """The same member under another id (a static member's replacement); timers and cached answers are not
+        copied."""
+        cdef ConsumerMember m = ConsumerMember(member_id)
+        for name in ConsumerMember.COPIED:
+            setattr(m, name, getattr(self, name))
+        return m
+
+    def __repr__(self):
+        return (f"ConsumerMember({self.member_id!r}, epoch={self.member_epoch}, state={self.state}, "
+                f"assigned={self.assigned.tolist()}, pending={self.pending.tolist()})")
+
+
+cdef class ConsumerGroupCore:
+    """What a consumer group's regular heartbeat reads, typed, and that heartbeat compiled (quick_heartbeat).
+    kcoord.groups.consumer.ConsumerGroup is the rest of the group, in Python, on top of this."""
+
+    cdef public dict members  # member id -> ConsumerMember
+    cdef public int32_t group_epoch
+    cdef public int32_t assignment_epoch
+    cdef public int64_t catalogue_version  # the topic catalogue's version the group last looked at
+    cdef public object catalogue
+    cdef DeadlineHeap _heap
+    cdef object _now
+    cdef int64_t _session_ms
+    cdef readonly int32_t heartbeat_interval_ms
+    cdef object _response
+
+    def init_core(self, DeadlineHeap heap, now, int64_t session_ms, int32_t interval_ms, response):
+        """heap and now: the coordinator's deadlines and clock (ms); session_ms, interval_ms: the group's
+        session timeout and heartbeat interval; response: the ConsumerGroupHeartbeatResponse class."""
+        self._heap = heap
+        self._now = now
+        self._session_ms = session_ms
+        self.heartbeat_interval_ms = interval_ms
+        self._response = response
+
+    def quick_heartbeat(self, req, str client_id, str client_host):
+        """The hot path, or None: a member at its epoch that changes nothing of its own (no subscription, timeout,
+        rack or assignor; its instance id, if it sends one, is its own; the same client id and host), in a group
+        that owes no new target and whose topics have not changed. Its session is extended; if it is reconciled it
+        gets the answer it got last time (made once per epoch), else `reconcile_heartbeat` moves it one compiled
+        step towards its target. Nothing here is looked at by the stateless request checks (a known member's id is
+        not blank), so the router calls this before them."""
+        cdef object found = self.members.get(req.member_id)
+        if found is None:
+            return None
+        cdef ConsumerMember m = <ConsumerMember>found
+        cdef int32_t epoch = req.member_epoch
+        cdef int shape = _shape(req)
+        if (shape < 0 or epoch != m.member_epoch or epoch <= 0 or self.group_epoch != self.assignment_epoch
+                or client_id != m.client_id or client_host != m.client_host
+                or self.catalogue_version != self.catalogue.version
+                or (shape & _HAS_INSTANCE_ID and req.instance_id != m.instance_id)):
+            return None
+        self._heap.schedule(m.session_key, <int64_t>self._now() + self._session_ms)
+        if m.state != CONSUMER_STABLE or epoch != self.assignment_epoch:
+            return self.reconcile_heartbeat(m, req)
+        if m.quiet_epoch != epoch:
+            m.quiet_response = self._response(member_id=m.member_id, member_epoch=epoch,
+                                              heartbeat_interval_ms=self.heartbeat_interval_ms)
+            m.quiet_epoch = epoch
+        return m.quiet_response

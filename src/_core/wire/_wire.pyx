@@ -258,6 +258,25 @@ for _cls in STRUCT_TYPES:
     Message.register(_cls)
 
 
+# ---- what a ConsumerGroupHeartbeat carries (the coordinator's hot path reads it in one call) ----------------
+
+HEARTBEAT_CHANGES_MEMBER = -1
+HEARTBEAT_HAS_INSTANCE_ID = 1
+HEARTBEAT_HAS_TOPIC_PARTITIONS = 2
+
+
+def consumer_heartbeat_shape(ConsumerGroupHeartbeatRequest req):
+    """HEARTBEAT_CHANGES_MEMBER (-1) when the request sets any field that describes the member (subscribed names or
+    regex, rebalance timeout, rack, server assignor); else 0, plus HEARTBEAT_HAS_INSTANCE_ID and
+    HEARTBEAT_HAS_TOPIC_PARTITIONS for the two fields that may repeat what the coordinator knows. Nine attribute
+    reads from Python cost more than the rest of a stable member's heartbeat check."""
+    if (req.subscribed_topic_names is not None or req.subscribed_topic_regex is not None
+            or req.rebalance_timeout_ms != -1 or req.rack_id is not None or req.server_assignor is not None):
+        return HEARTBEAT_CHANGES_MEMBER
+    return ((HEARTBEAT_HAS_INSTANCE_ID if req.instance_id is not None else 0)
+            | (HEARTBEAT_HAS_TOPIC_PARTITIONS if req.topic_partitions is not None else 0))
+
+
 # ---- headers ---------------------------------------------------------------------------------------------
 
 # First flexible version of each API's request and response, -1 where none; API keys are < 128 here.

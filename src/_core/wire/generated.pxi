@@ -4077,7 +4077,7 @@ cdef class ConsumerGroupDescribeRequest:
     KIND = "request"
     API_KEY = 69
     MIN_VERSION = 0
-    MAX_VERSION = 0
+    MAX_VERSION = 1
     FIRST_FLEXIBLE_VERSION = 0
 
     def __init__(self, *, group_ids=_DEFAULT, include_authorized_operations=False, unknown_tags=None):
@@ -4182,10 +4182,11 @@ cdef class ConsumerGroupDescribeResponseMember:
     cdef public object subscribed_topic_regex
     cdef public object assignment
     cdef public object target_assignment
+    cdef public int8_t member_type
     cdef public object unknown_tags
-    _FIELDS = ("member_id", "instance_id", "rack_id", "member_epoch", "client_id", "client_host", "subscribed_topic_names", "subscribed_topic_regex", "assignment", "target_assignment")
+    _FIELDS = ("member_id", "instance_id", "rack_id", "member_epoch", "client_id", "client_host", "subscribed_topic_names", "subscribed_topic_regex", "assignment", "target_assignment", "member_type")
 
-    def __init__(self, *, member_id='', instance_id=None, rack_id=None, member_epoch=0, client_id='', client_host='', subscribed_topic_names=_DEFAULT, subscribed_topic_regex=None, assignment=_DEFAULT, target_assignment=_DEFAULT, unknown_tags=None):
+    def __init__(self, *, member_id='', instance_id=None, rack_id=None, member_epoch=0, client_id='', client_host='', subscribed_topic_names=_DEFAULT, subscribed_topic_regex=None, assignment=_DEFAULT, target_assignment=_DEFAULT, member_type=-1, unknown_tags=None):
         self.member_id = member_id
         self.instance_id = instance_id
         self.rack_id = rack_id
@@ -4196,6 +4197,7 @@ cdef class ConsumerGroupDescribeResponseMember:
         self.subscribed_topic_regex = subscribed_topic_regex
         self.assignment = ConsumerGroupDescribeResponseAssignment() if assignment is _DEFAULT else assignment
         self.target_assignment = ConsumerGroupDescribeResponseAssignment() if target_assignment is _DEFAULT else target_assignment
+        self.member_type = member_type
         self.unknown_tags = unknown_tags
 
     def __eq__(self, other):
@@ -4263,7 +4265,7 @@ cdef class ConsumerGroupDescribeResponse:
     KIND = "response"
     API_KEY = 69
     MIN_VERSION = 0
-    MAX_VERSION = 0
+    MAX_VERSION = 1
     FIRST_FLEXIBLE_VERSION = 0
 
     def __init__(self, *, throttle_time_ms=0, groups=_DEFAULT, unknown_tags=None):
@@ -20669,6 +20671,7 @@ cdef object _d_ConsumerGroupDescribeResponseMember_0(Cursor* c):
     o.subscribed_topic_regex = rd_cnstring(c)
     o.assignment = _d_ConsumerGroupDescribeResponseAssignment_0(c)
     o.target_assignment = _d_ConsumerGroupDescribeResponseAssignment_0(c)
+    o.member_type = -1
     ntags = cap_count(c, rd_uvarint(c), 2)
     for _ in range(ntags):
         tag = rd_uvarint(c)
@@ -20841,6 +20844,214 @@ cdef int _e_ConsumerGroupDescribeResponse_0(WBuf* w, object obj) except -1:
         w_len(w, len(items), 0)
         for x in items:
             _e_ConsumerGroupDescribeResponseDescribedGroup_0(w, <ConsumerGroupDescribeResponseDescribedGroup?>x)
+    if o.unknown_tags:
+        w_tagged(w, sorted(o.unknown_tags))
+    else:
+        w_uvarint(w, 0)
+    return 0
+
+
+cdef object _d_ConsumerGroupDescribeResponseMember_1(Cursor* c):
+    cdef ConsumerGroupDescribeResponseMember o = ConsumerGroupDescribeResponseMember.__new__(ConsumerGroupDescribeResponseMember)
+    cdef Py_ssize_t n, i
+    cdef list lst
+    cdef Py_ssize_t ntags, size
+    cdef uint32_t tag
+    cdef Cursor sub
+    cdef list unknown = None
+    o.member_id = rd_cstring(c)
+    o.instance_id = rd_cnstring(c)
+    o.rack_id = rd_cnstring(c)
+    o.member_epoch = rd_int32(c)
+    o.client_id = rd_cstring(c)
+    o.client_host = rd_cstring(c)
+    n = cap_count(c, not_null(c, rd_ulen(c)), 1)
+    if n < 0:
+        o.subscribed_topic_names = None
+    else:
+        lst = [None] * n
+        for i in range(n):
+            lst[i] = rd_cstring(c)
+            if c.bad:
+                break
+        o.subscribed_topic_names = lst
+    o.subscribed_topic_regex = rd_cnstring(c)
+    o.assignment = _d_ConsumerGroupDescribeResponseAssignment_0(c)
+    o.target_assignment = _d_ConsumerGroupDescribeResponseAssignment_0(c)
+    o.member_type = rd_int8(c)
+    ntags = cap_count(c, rd_uvarint(c), 2)
+    for _ in range(ntags):
+        tag = rd_uvarint(c)
+        size = cap_count(c, rd_uvarint(c), 1)
+        if c.bad:
+            break
+        if unknown is None:
+            unknown = []
+        unknown.append((tag, PyBytes_FromStringAndSize(<const char*>c.p, size)))
+        c.p += size
+    o.unknown_tags = unknown
+    return o
+
+
+cdef int _e_ConsumerGroupDescribeResponseMember_1(WBuf* w, object obj) except -1:
+    cdef ConsumerGroupDescribeResponseMember o = <ConsumerGroupDescribeResponseMember>obj
+    cdef object items, x
+    if o.member_id is None:
+        null_error("ConsumerGroupDescribeResponseMember", "member_id")
+    w_str(w, o.member_id, 0)
+    w_str(w, o.instance_id, 0)
+    w_str(w, o.rack_id, 0)
+    w_int32(w, o.member_epoch)
+    if o.client_id is None:
+        null_error("ConsumerGroupDescribeResponseMember", "client_id")
+    w_str(w, o.client_id, 0)
+    if o.client_host is None:
+        null_error("ConsumerGroupDescribeResponseMember", "client_host")
+    w_str(w, o.client_host, 0)
+    items = o.subscribed_topic_names
+    if items is None:
+        null_error("ConsumerGroupDescribeResponseMember", "subscribed_topic_names")
+    else:
+        items = as_seq(items)
+        w_len(w, len(items), 0)
+        for x in items:
+            if x is None:
+                null_error("ConsumerGroupDescribeResponseMember", "subscribed_topic_names")
+            w_str(w, x, 0)
+    w_str(w, o.subscribed_topic_regex, 0)
+    if o.assignment is None:
+        null_error("ConsumerGroupDescribeResponseMember", "assignment")
+    else:
+        _e_ConsumerGroupDescribeResponseAssignment_0(w, <ConsumerGroupDescribeResponseAssignment?>o.assignment)
+    if o.target_assignment is None:
+        null_error("ConsumerGroupDescribeResponseMember", "target_assignment")
+    else:
+        _e_ConsumerGroupDescribeResponseAssignment_0(w, <ConsumerGroupDescribeResponseAssignment?>o.target_assignment)
+    w_int8(w, o.member_type)
+    if o.unknown_tags:
+        w_tagged(w, sorted(o.unknown_tags))
+    else:
+        w_uvarint(w, 0)
+    return 0
+
+
+cdef object _d_ConsumerGroupDescribeResponseDescribedGroup_1(Cursor* c):
+    cdef ConsumerGroupDescribeResponseDescribedGroup o = ConsumerGroupDescribeResponseDescribedGroup.__new__(ConsumerGroupDescribeResponseDescribedGroup)
+    cdef Py_ssize_t n, i
+    cdef list lst
+    cdef Py_ssize_t ntags, size
+    cdef uint32_t tag
+    cdef Cursor sub
+    cdef list unknown = None
+    o.error_code = rd_int16(c)
+    o.error_message = rd_cnstring(c)
+    o.group_id = rd_cstring(c)
+    o.group_state = rd_cstring(c)
+    o.group_epoch = rd_int32(c)
+    o.assignment_epoch = rd_int32(c)
+    o.assignor_name = rd_cstring(c)
+    n = cap_count(c, not_null(c, rd_ulen(c)), 17)
+    if n < 0:
+        o.members = None
+    else:
+        lst = [None] * n
+        for i in range(n):
+            lst[i] = _d_ConsumerGroupDescribeResponseMember_1(c)
+            if c.bad:
+                break
+        o.members = lst
+    o.authorized_operations = rd_int32(c)
+    ntags = cap_count(c, rd_uvarint(c), 2)
+    for _ in range(ntags):
+        tag = rd_uvarint(c)
+        size = cap_count(c, rd_uvarint(c), 1)
+        if c.bad:
+            break
+        if unknown is None:
+            unknown = []
+        unknown.append((tag, PyBytes_FromStringAndSize(<const char*>c.p, size)))
+        c.p += size
+    o.unknown_tags = unknown
+    return o
+
+
+cdef int _e_ConsumerGroupDescribeResponseDescribedGroup_1(WBuf* w, object obj) except -1:
+    cdef ConsumerGroupDescribeResponseDescribedGroup o = <ConsumerGroupDescribeResponseDescribedGroup>obj
+    cdef object items, x
+    w_int16(w, o.error_code)
+    w_str(w, o.error_message, 0)
+    if o.group_id is None:
+        null_error("ConsumerGroupDescribeResponseDescribedGroup", "group_id")
+    w_str(w, o.group_id, 0)
+    if o.group_state is None:
+        null_error("ConsumerGroupDescribeResponseDescribedGroup", "group_state")
+    w_str(w, o.group_state, 0)
+    w_int32(w, o.group_epoch)
+    w_int32(w, o.assignment_epoch)
+    if o.assignor_name is None:
+        null_error("ConsumerGroupDescribeResponseDescribedGroup", "assignor_name")
+    w_str(w, o.assignor_name, 0)
+    items = o.members
+    if items is None:
+        null_error("ConsumerGroupDescribeResponseDescribedGroup", "members")
+    else:
+        items = as_seq(items)
+        w_len(w, len(items), 0)
+        for x in items:
+            _e_ConsumerGroupDescribeResponseMember_1(w, <ConsumerGroupDescribeResponseMember?>x)
+    w_int32(w, o.authorized_operations)
+    if o.unknown_tags:
+        w_tagged(w, sorted(o.unknown_tags))
+    else:
+        w_uvarint(w, 0)
+    return 0
+
+
+cdef object _d_ConsumerGroupDescribeResponse_1(Cursor* c):
+    cdef ConsumerGroupDescribeResponse o = ConsumerGroupDescribeResponse.__new__(ConsumerGroupDescribeResponse)
+    cdef Py_ssize_t n, i
+    cdef list lst
+    cdef Py_ssize_t ntags, size
+    cdef uint32_t tag
+    cdef Cursor sub
+    cdef list unknown = None
+    o.throttle_time_ms = rd_int32(c)
+    n = cap_count(c, not_null(c, rd_ulen(c)), 20)
+    if n < 0:
+        o.groups = None
+    else:
+        lst = [None] * n
+        for i in range(n):
+            lst[i] = _d_ConsumerGroupDescribeResponseDescribedGroup_1(c)
+            if c.bad:
+                break
+        o.groups = lst
+    ntags = cap_count(c, rd_uvarint(c), 2)
+    for _ in range(ntags):
+        tag = rd_uvarint(c)
+        size = cap_count(c, rd_uvarint(c), 1)
+        if c.bad:
+            break
+        if unknown is None:
+            unknown = []
+        unknown.append((tag, PyBytes_FromStringAndSize(<const char*>c.p, size)))
+        c.p += size
+    o.unknown_tags = unknown
+    return o
+
+
+cdef int _e_ConsumerGroupDescribeResponse_1(WBuf* w, object obj) except -1:
+    cdef ConsumerGroupDescribeResponse o = <ConsumerGroupDescribeResponse>obj
+    cdef object items, x
+    w_int32(w, o.throttle_time_ms)
+    items = o.groups
+    if items is None:
+        null_error("ConsumerGroupDescribeResponse", "groups")
+    else:
+        items = as_seq(items)
+        w_len(w, len(items), 0)
+        for x in items:
+            _e_ConsumerGroupDescribeResponseDescribedGroup_1(w, <ConsumerGroupDescribeResponseDescribedGroup?>x)
     if o.unknown_tags:
         w_tagged(w, sorted(o.unknown_tags))
     else:
@@ -23553,35 +23764,39 @@ cdef inline enc_fn _enc_ConsumerGroupHeartbeatResponse(int v) except NULL:
     return _ENC_ConsumerGroupHeartbeatResponse[v]
 
 
-cdef dec_fn _DEC_ConsumerGroupDescribeRequest[1]
-cdef enc_fn _ENC_ConsumerGroupDescribeRequest[1]
+cdef dec_fn _DEC_ConsumerGroupDescribeRequest[2]
+cdef enc_fn _ENC_ConsumerGroupDescribeRequest[2]
 _DEC_ConsumerGroupDescribeRequest[0] = _d_ConsumerGroupDescribeRequest_0
 _ENC_ConsumerGroupDescribeRequest[0] = _e_ConsumerGroupDescribeRequest_0
+_DEC_ConsumerGroupDescribeRequest[1] = _d_ConsumerGroupDescribeRequest_0
+_ENC_ConsumerGroupDescribeRequest[1] = _e_ConsumerGroupDescribeRequest_0
 
 cdef inline dec_fn _dec_ConsumerGroupDescribeRequest(int v) except NULL:
-    if v < 0 or v > 0:
-        unsupported("ConsumerGroupDescribeRequest", v, 0, 0)
+    if v < 0 or v > 1:
+        unsupported("ConsumerGroupDescribeRequest", v, 0, 1)
     return _DEC_ConsumerGroupDescribeRequest[v]
 
 cdef inline enc_fn _enc_ConsumerGroupDescribeRequest(int v) except NULL:
-    if v < 0 or v > 0:
-        unsupported("ConsumerGroupDescribeRequest", v, 0, 0)
+    if v < 0 or v > 1:
+        unsupported("ConsumerGroupDescribeRequest", v, 0, 1)
     return _ENC_ConsumerGroupDescribeRequest[v]
 
 
-cdef dec_fn _DEC_ConsumerGroupDescribeResponse[1]
-cdef enc_fn _ENC_ConsumerGroupDescribeResponse[1]
+cdef dec_fn _DEC_ConsumerGroupDescribeResponse[2]
+cdef enc_fn _ENC_ConsumerGroupDescribeResponse[2]
 _DEC_ConsumerGroupDescribeResponse[0] = _d_ConsumerGroupDescribeResponse_0
 _ENC_ConsumerGroupDescribeResponse[0] = _e_ConsumerGroupDescribeResponse_0
+_DEC_ConsumerGroupDescribeResponse[1] = _d_ConsumerGroupDescribeResponse_1
+_ENC_ConsumerGroupDescribeResponse[1] = _e_ConsumerGroupDescribeResponse_1
 
 cdef inline dec_fn _dec_ConsumerGroupDescribeResponse(int v) except NULL:
-    if v < 0 or v > 0:
-        unsupported("ConsumerGroupDescribeResponse", v, 0, 0)
+    if v < 0 or v > 1:
+        unsupported("ConsumerGroupDescribeResponse", v, 0, 1)
     return _DEC_ConsumerGroupDescribeResponse[v]
 
 cdef inline enc_fn _enc_ConsumerGroupDescribeResponse(int v) except NULL:
-    if v < 0 or v > 0:
-        unsupported("ConsumerGroupDescribeResponse", v, 0, 0)
+    if v < 0 or v > 1:
+        unsupported("ConsumerGroupDescribeResponse", v, 0, 1)
     return _ENC_ConsumerGroupDescribeResponse[v]
 
 
