@@ -15,6 +15,7 @@ CLASSIC_GROUP_NEW_MEMBER_JOIN_TIMEOUT_MS = 5 * 60 * 1000
 # Both wait out the delay and extend while members arrive; `kafka` also waits a second window when every member
 # arrived together at the start, which is how a group that starts at once takes 2 x the delay on Kafka.
 INITIAL_REBALANCE_EXTENSIONS = ("last-join", "kafka")
+MIGRATION_POLICIES = ("bidirectional", "upgrade", "downgrade", "disabled")  # Kafka's, case-insensitive
 
 
 @dataclass(frozen=True)
@@ -38,6 +39,9 @@ class GroupConfig:
     group_consumer_max_heartbeat_interval_ms: int = 15_000
     group_consumer_max_size: int = 2**31 - 1
     group_consumer_assignors: str = "uniform,range"  # the first is the default
+    # Online migration of non-empty groups between the protocols (Kafka's ConsumerGroupMigrationPolicy); an empty
+    # group is always replaced by the other type, whatever this says.
+    group_consumer_migration_policy: str = "bidirectional"
 
     def __post_init__(self) -> None:
         if self.group_initial_rebalance_extension not in INITIAL_REBALANCE_EXTENSIONS:
@@ -63,6 +67,15 @@ class GroupConfig:
             raise ValueError("group.consumer.heartbeat.interval.ms must be below group.consumer.session.timeout.ms")
         if self.group_consumer_max_size < 1:
             raise ValueError("group.consumer.max.size must be at least 1")
+        if self.group_consumer_migration_policy.strip().lower() not in MIGRATION_POLICIES:
+            raise ValueError(f"group.consumer.migration.policy must be one of {', '.join(MIGRATION_POLICIES)}, not "
+                             f"{self.group_consumer_migration_policy!r}")
+
+    def upgrade_enabled(self) -> bool:
+        return self.group_consumer_migration_policy.strip().lower() in ("bidirectional", "upgrade")
+
+    def downgrade_enabled(self) -> bool:
+        return self.group_consumer_migration_policy.strip().lower() in ("bidirectional", "downgrade")
 
     def rebalance_protocols(self) -> set[str]:
         return {p.strip() for p in self.group_coordinator_rebalance_protocols.split(",") if p.strip()}

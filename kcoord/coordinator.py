@@ -20,6 +20,7 @@ from .config import GroupConfig
 from .groups.base import Group
 from .groups.classic import ClassicGroup
 from .groups.consumer import ConsumerGroup, validate_heartbeat
+from .groups.migration import downgrade, upgrade, validate_upgrade
 from .offsets import Offsets
 from .reply import Reply
 from .store import GroupStore, NullStore, StoreError
@@ -109,7 +110,23 @@ class Coordinator:
 
     def new_group(self, cls: type, group_id: str) -> Group:
         g = self.groups[group_id] = cls(group_id, self.config, self.timers, self._store, self.topics)
+        if cls is ConsumerGroup:
+            g.downgrade = self._downgrade
         return g
+
+    def convert(self, old: Group, cls: type, fill: Callable[[Group, Group], None]) -> Group:
+        """Online migration: a non-empty group becomes one of the other type, filled from it by `fill` (which
+        stages the old group's tombstones and the new group's records); its offsets stay."""
+        new = cls(old.group_id, self.config, self.timers, self._store, self.topics)
+        if cls is ConsumerGroup:
+            new.downgrade = self._downgrade
+        fill(old, new)
+        old.unload()
+        self.groups[old.group_id] = new
+        return new
+
+    def _downgrade(self, g: ConsumerGroup, member_left: bool) -> ClassicGroup:
+        return self.convert(g, ClassicGroup, lambda old, new: downgrade(old, new, member_left))
 
     def replace_group(self, old: Group, cls: type) -> Group:
         """An empty group of one type gives way to a group of another when a member of the other protocol arrives
@@ -271,9 +288,15 @@ class Coordinator:
             return fail(*problem)
         joining = req.member_epoch == 0
         if g is not None and not isinstance(g, ConsumerGroup):
-            if not (joining and g.is_empty()):
+            if not joining:
                 return fail(E.GROUP_ID_NOT_FOUND, f"Group {req.group_id} is not a consumer group.")
-            g = self.replace_group(g, ConsumerGroup)
+            if g.is_empty():
+                g = self.replace_group(g, ConsumerGroup)
+            else:  # the first consumer-protocol member of a live classic group: online upgrade
+                problem = validate_upgrade(g, self.config)
+                if problem is not None:
+                    return fail(E.GROUP_ID_NOT_FOUND, problem)
+                g = self.convert(g, ConsumerGroup, upgrade)
         created = g is None
         if g is None:
             if not joining:

@@ -25,6 +25,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("kcoord.server",),
     ("kcoord.broker",),
     ("kcoord.coordinator",),
+    ("kcoord.groups.migration",),  # converts a group of one type into the other: above both
     ("kcoord.offsets", "kcoord.groups.classic", "kcoord.groups.consumer"),
     ("kcoord.groups", "kcoord.groups.base"),
     ("kcoord.store",),

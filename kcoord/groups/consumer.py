@@ -19,8 +19,9 @@ from __future__ import annotations
 import base64
 import json
 import os
+import uuid
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 import numpy as np
 import re2
@@ -31,7 +32,14 @@ from .. import wire
 from .._core import _assign
 from .._core._assign import PartitionEpochs
 from .._core._members import EMPTY_IDS, ConsumerGroupCore, ConsumerMember
-from ..assignors import assign_arrays, kafka_order
+from ..assignors import (
+    CONSUMER_PROTOCOL_VERSION,
+    AssignmentError,
+    assign_arrays,
+    decode_subscription,
+    encode_assignment,
+    kafka_order,
+)
 from ..config import GroupConfig
 from ..reply import Reply
 from ..timers import Timers
@@ -47,7 +55,9 @@ MEMBER_STATES = _assign.MEMBER_STATES
 JOIN_EPOCH, LEAVE_EPOCH, TEMPORARY_LEAVE_EPOCH = 0, -1, -2
 # ConsumerGroupDescribe v1 MemberType: 0 a classic-protocol member (KIP-848 migration), 1 a consumer-protocol one
 CLASSIC_MEMBER_TYPE, CONSUMER_MEMBER_TYPE = 0, 1
-SESSION, REBALANCE = "session", "rebalance"  # member timer kinds
+# member timer kinds: the session; the revocation deadline; a classic member's rejoin and sync deadlines
+SESSION, REBALANCE, JOIN, SYNC = "session", "rebalance", "join", "sync"
+CONSUMER_PROTOCOL_TYPE = "consumer"  # the classic protocol type of consumers
 SERVER_ASSIGNORS = ("uniform", "range")
 
 _NONE = EMPTY_IDS
@@ -56,6 +66,18 @@ _NONE = EMPTY_IDS
 def new_member_id() -> str:
     """A member id as a KIP-1082 client makes one (22 characters of URL-safe base64 over a random UUID)."""
     return base64.urlsafe_b64encode(os.urandom(16)).rstrip(b"=").decode()
+
+
+def classic_uuid() -> str:
+    """The random part of a member id the coordinator makes for a classic member (Kafka: clientId-UUID)."""
+    return str(uuid.uuid4())
+
+
+def subscription_version(metadata: bytes) -> int:
+    """The ConsumerProtocol version a classic member's subscription is written in (its SyncGroup assignment is
+    written in the same one, as Kafka's GroupMetadataManager.prepareAssignment does)."""
+    return min(int.from_bytes(metadata[:2], "big", signed=True), CONSUMER_PROTOCOL_VERSION) if len(metadata) >= 2 \
+        else 0
 
 
 def _blank(s: str | None) -> bool:
@@ -176,6 +198,20 @@ class TopicSpace:
         if len(topic_partitions) > 1:
             out.sort()  # topics in any order: a sort of the already sorted runs
         return np.array(out, dtype=np.int32)
+
+    def from_names(self, partitions: dict[str, Iterable[int]]) -> np.ndarray:
+        """{topic name: partitions} as sorted unique global ids (unknown topics and partitions left out)."""
+        out: list[int] = []
+        for name, ps in partitions.items():
+            t = self.index.get(name)
+            if t is None:
+                continue
+            n, base = self.counts[t], int(self.start[t])
+            out.extend(base + p for p in set(ps) if 0 <= p < n)
+        return np.array(sorted(out), dtype=np.int32) if out else _NONE
+
+    def by_name(self, ids: np.ndarray) -> dict[str, list[int]]:
+        return {self.names[t]: ps for t, ps in self.split(ids)}
 
     def split(self, ids: np.ndarray) -> list[tuple[int, list[int]]]:
         """Global ids as (topic index, partitions) in topic index order."""
@@ -312,6 +348,9 @@ class ConsumerGroup(ConsumerGroupCore):
         self.member_timers = MemberTimers(timers, self.on_member_timer)
         self.assignors = config.consumer_assignors()
         self._loaded: list[R.Record] = []
+        # Set by the coordinator: converts this group back to a classic one (the last consumer-protocol member went);
+        # called with (group, whether a member left), returns the classic group that took its place.
+        self.downgrade: Callable[[ConsumerGroup, bool], object] | None = None
         self.init_core(timers.heap, timers.clock.now_ms, config.group_consumer_session_timeout_ms,
                        config.group_consumer_heartbeat_interval_ms, wire.ConsumerGroupHeartbeatResponse)
 
@@ -356,6 +395,10 @@ class ConsumerGroup(ConsumerGroupCore):
         m = self.members.get(member_id)
         if m is None:
             return E.UNKNOWN_MEMBER_ID
+        if m.classic is not None:  # a classic member commits with its generation, which is its member epoch
+            if instance_id is not None and m.instance_id != instance_id:
+                return E.FENCED_INSTANCE_ID
+            return E.NONE if member_epoch == m.member_epoch else E.ILLEGAL_GENERATION
         if version < 9:
             return E.UNSUPPORTED_VERSION
         return E.NONE if member_epoch == m.member_epoch else E.STALE_MEMBER_EPOCH
@@ -379,21 +422,161 @@ class ConsumerGroup(ConsumerGroupCore):
     def subscribed_topics(self) -> set[str]:
         return set(self.subscribers)
 
-    # ---- the classic APIs: a consumer group has no classic members (online migration is a later step) ----------
+    # ---- classic members inside a consumer group (KIP-848 online migration) ----------------------------------------
+    # A classic-protocol member (JoinGroup / SyncGroup / Heartbeat / LeaveGroup) is a member like any other: its
+    # subscription comes from its JoinGroup metadata, its partitions from the same target and reconciliation, and its
+    # SyncGroup answer is its assigned partitions. Every classic member is a follower: the group computes the
+    # assignment. Kafka's GroupMetadataManager.classicGroup{Join,Sync,Heartbeat}ToConsumerGroup.
 
-    def join(self, req, version: int, client_id: str, client_host: str) -> Reply:
-        return Reply(wire.JoinGroupResponse(error_code=E.INCONSISTENT_GROUP_PROTOCOL, member_id=req.member_id,
+    def _join_failed(self, version: int, error: int, member_id: str = "") -> Reply:
+        return Reply(wire.JoinGroupResponse(error_code=error, member_id=member_id, generation_id=-1,
                                             protocol_name="" if version < 7 else None))
 
-    def sync(self, req, version: int) -> Reply:
-        return Reply(wire.SyncGroupResponse(error_code=E.UNKNOWN_MEMBER_ID))
+    def supports_classic_protocols(self, protocol_type: str, names: set[str], exclude: str = "") -> bool:
+        """Protocol type "consumer", and a protocol name every other classic member also supports."""
+        if protocol_type != CONSUMER_PROTOCOL_TYPE or not names:
+            return False
+        common: set[str] | None = None
+        for m in self.members.values():
+            if m.classic is None or m.member_id == exclude:
+                continue
+            theirs = {p.name for p in m.classic.supported_protocols}
+            common = theirs if common is None else common & theirs
+        return common is None or bool(common & names)
+
+    def join(self, req: wire.JoinGroupRequest, version: int, client_id: str, client_host: str) -> Reply:
+        protocols = list(req.protocols)
+        names = {p.name for p in protocols}
+        mid, iid = req.member_id, req.group_instance_id
+        if not self.supports_classic_protocols(req.protocol_type, names, exclude=mid):
+            return self._join_failed(version, E.INCONSISTENT_GROUP_PROTOCOL, mid)
+        try:
+            sub = decode_subscription(protocols[0].metadata)
+        except AssignmentError:
+            return self._join_failed(version, E.INCONSISTENT_GROUP_PROTOCOL, mid)
+        full = len(self.members) >= self.config.group_consumer_max_size
+        new = False
+        replaced: ConsumerMember | None = None
+        if iid is None:
+            if mid == "":
+                if version >= 4:  # KIP-394: the member is given its id and must join again with it
+                    return self._join_failed(version, E.MEMBER_ID_REQUIRED, f"{client_id}-{classic_uuid()}")
+                if full:
+                    return self._join_failed(version, E.GROUP_MAX_SIZE_REACHED)
+                m, new = ConsumerMember(f"{client_id}-{classic_uuid()}"), True
+            else:
+                m = self.members.get(mid)
+                if m is None or m.classic is None:
+                    return self._join_failed(version, E.UNKNOWN_MEMBER_ID, mid)
+        else:
+            holder_id = self.static.get(iid)
+            holder = self.members.get(holder_id) if holder_id is not None else None
+            if mid == "":
+                if holder is None:
+                    if full:
+                        return self._join_failed(version, E.GROUP_MAX_SIZE_REACHED)
+                    m, new = ConsumerMember(f"{iid}-{classic_uuid()}"), True
+                else:
+                    replaced = holder  # a static member back under a new id: it takes over the old one
+                    m = None
+            elif holder is None:
+                return self._join_failed(version, E.UNKNOWN_MEMBER_ID, mid)
+            elif holder.member_id != mid:
+                return self._join_failed(version, E.FENCED_INSTANCE_ID, mid)
+            else:
+                m = holder
+                if m.classic is None:
+                    return self._join_failed(version, E.UNKNOWN_MEMBER_ID, mid)
+        if replaced is not None:
+            if replaced.classic is None and self.downgrade is not None and self.config.downgrade_enabled() and \
+                    all(x.classic is not None for x in self.members.values() if x is not replaced):
+                # A classic static member replaces the last consumer-protocol member: the group goes back to
+                # the classic protocol, and the join is the classic group's.
+                self.remove_member(replaced, bump=False)
+                return self.downgrade(self, False).join(req, version, client_id, client_host)
+            m = self.replace_static_member(replaced, f"{iid}-{classic_uuid()}")
+        classic = wire.ConsumerGroupMemberMetadataValueClassicMemberMetadata(
+            session_timeout_ms=req.session_timeout_ms, supported_protocols=[
+                wire.ConsumerGroupMemberMetadataValueClassicProtocol(name=p.name, metadata=p.metadata)
+                for p in protocols])
+        as_heartbeat = wire.ConsumerGroupHeartbeatRequest(
+            group_id=self.group_id, member_id=m.member_id, member_epoch=m.member_epoch, instance_id=iid,
+            rack_id=sub.rack_id, rebalance_timeout_ms=req.rebalance_timeout_ms if version >= 1 else
+            req.session_timeout_ms, subscribed_topic_names=list(sub.topics), server_assignor=None)
+        changed_classic = m.classic is None or m.classic.session_timeout_ms != classic.session_timeout_ms or \
+            [(p.name, p.metadata) for p in m.classic.supported_protocols] != [(p.name, p.metadata) for p in protocols]
+        m.classic = classic
+        subscription_changed = self.update_member(m, as_heartbeat, client_id, client_host, new)
+        if changed_classic and not (new or subscription_changed):
+            self.stage_member_metadata(m)
+        bump = new or subscription_changed or self.group_epoch == 0
+        if bump or self.catalogue_version != self.catalogue.version:
+            bump = self.refresh_metadata() or bump
+        if bump:
+            self.bump()
+        if self.group_epoch > self.assignment_epoch:
+            self.compute_target()
+        self.reconcile(m, self.space.from_names(sub.owned_partitions), subscription_changed)
+        self.arm_session(m)
+        self.member_timers.cancel(m.member_id, JOIN)
+        self.member_timers.arm(m.member_id, SYNC, max(m.rebalance_timeout_ms, 0))
+        return Reply(wire.JoinGroupResponse(
+            error_code=E.NONE, generation_id=m.member_epoch, protocol_type=CONSUMER_PROTOCOL_TYPE,
+            protocol_name=protocols[0].name, leader="", member_id=m.member_id, members=[]))
+
+    def _classic_member(self, member_id: str, instance_id: str | None) -> tuple[ConsumerMember | None, int]:
+        m = self.members.get(member_id)
+        if m is None or m.classic is None:
+            return None, E.UNKNOWN_MEMBER_ID
+        if instance_id is not None and m.instance_id != instance_id:
+            return None, E.FENCED_INSTANCE_ID
+        return m, E.NONE
+
+    def sync(self, req: wire.SyncGroupRequest, version: int) -> Reply:
+        def fail(error: int) -> Reply:
+            return Reply(wire.SyncGroupResponse(error_code=error))
+
+        m, error = self._classic_member(req.member_id, req.group_instance_id)
+        if m is None:
+            return fail(error)
+        if req.generation_id != m.member_epoch:
+            return fail(E.ILLEGAL_GENERATION)
+        name = m.classic.supported_protocols[0].name
+        if (req.protocol_type is not None and req.protocol_type != CONSUMER_PROTOCOL_TYPE) or \
+                (req.protocol_name is not None and req.protocol_name != name):
+            return fail(E.INCONSISTENT_GROUP_PROTOCOL)
+        if self.group_epoch > m.member_epoch and m.state != UNREVOKED_PARTITIONS:
+            return fail(E.REBALANCE_IN_PROGRESS)
+        self.member_timers.cancel(m.member_id, SYNC)
+        self.arm_session(m)
+        version_of = subscription_version(m.classic.supported_protocols[0].metadata)
+        assignment = encode_assignment(self.space.by_name(m.assigned), version=version_of)
+        return Reply(wire.SyncGroupResponse(error_code=E.NONE, protocol_type=CONSUMER_PROTOCOL_TYPE,
+                                            protocol_name=name, assignment=assignment))
 
     def heartbeat(self, member_id: str, instance_id: str | None, generation: int) -> int:
-        return E.UNKNOWN_MEMBER_ID
+        m, error = self._classic_member(member_id, instance_id)
+        if m is None:
+            return error
+        if generation != m.member_epoch:
+            return E.ILLEGAL_GENERATION
+        self.arm_session(m)
+        if self.group_epoch > m.member_epoch or m.state == UNREVOKED_PARTITIONS or \
+                (m.state == UNRELEASED_PARTITIONS and self._released_for(m)):
+            if not self.member_timers.is_armed(m.member_id, JOIN):
+                self.member_timers.arm(m.member_id, JOIN, max(m.rebalance_timeout_ms, 0))
+            return E.REBALANCE_IN_PROGRESS
+        return E.NONE
+
+    def _released_for(self, m: ConsumerMember) -> bool:
+        """Whether a partition of the member's target that it does not hold yet is free now."""
+        epochs = self.space.epochs
+        missing = np.setdiff1d(self.target.get(m.member_id, _NONE), m.assigned, assume_unique=True)
+        return any(epochs[int(p)] == -1 for p in missing.tolist())
 
     def leave(self, members: list) -> tuple[int, list[int]]:
-        """LeaveGroup on a consumer group (what Kafka's admin client sends to remove members): each member named
-        by instance id (member id "") or member id is fenced, as a -1 leave is."""
+        """LeaveGroup: classic members leaving, or Kafka's admin client removing members of either protocol; each
+        member named by instance id (member id "") or member id is fenced, as a -1 leave is."""
         results = []
         for member_id, iid, _reason in members:
             if member_id == "":
@@ -407,8 +590,11 @@ class ConsumerGroup(ConsumerGroupCore):
             if m is None:
                 results.append(E.UNKNOWN_MEMBER_ID)
                 continue
-            self.remove_member(m, bump=True)
+            successor = self.fence(m)
             results.append(E.NONE)
+            if successor is not self:  # the group went back to the classic protocol: it takes the rest
+                top, rest = successor.leave(members[len(results):])
+                return top, results + rest
         return E.NONE, results
 
     # ---- ConsumerGroupHeartbeat -----------------------------------------------------------------------------------
@@ -469,6 +655,9 @@ class ConsumerGroup(ConsumerGroupCore):
                                  f"{req.instance_id} is not released yet.")
             else:
                 m = self.replace_static_member(holder, member_id)
+        if not new and m.classic is not None:
+            return self.fail(E.UNKNOWN_MEMBER_ID, f"Member {m.member_id} uses the classic protocol; it cannot "
+                             "heartbeat with the consumer protocol.")
         if not new:
             error = self._check_epoch(m, epoch, owned)
             if error:
@@ -616,8 +805,20 @@ class ConsumerGroup(ConsumerGroupCore):
             self.member_timers.cancel(m.member_id, REBALANCE)
             self.stage_current_assignment(m)
         else:
-            self.remove_member(m, bump=True)
+            self.fence(m)
         return self.response(member_id=req.member_id, epoch=epoch)
+
+    def fence(self, m: ConsumerMember):
+        """A member leaves or is fenced: removed, the epoch bumped; or, when it is the last consumer-protocol member
+        beside classic ones and downgrades are allowed, the group goes back to the classic protocol (Kafka's
+        validateOnlineDowngradeWithFencedMembers / convertToClassicGroup), which then rebalances."""
+        if m.classic is None and self.downgrade is not None and self.config.downgrade_enabled():
+            rest = [x for x in self.members.values() if x is not m]
+            if rest and len(rest) <= self.config.group_max_size and all(x.classic is not None for x in rest):
+                self.remove_member(m, bump=False)
+                return self.downgrade(self, True)
+        self.remove_member(m, bump=True)
+        return self
 
     def remove_member(self, m: ConsumerMember, *, bump: bool) -> None:
         """Fence or remove a member: tombstones in Kafka's order (current assignment, target, metadata), its
@@ -634,8 +835,8 @@ class ConsumerGroup(ConsumerGroupCore):
             del self.static[m.instance_id]
         self._consume(m, ())
         self._set_regex(m, None)
-        self.member_timers.release(m.member_id, SESSION)
-        self.member_timers.release(m.member_id, REBALANCE)
+        for kind in (SESSION, REBALANCE, JOIN, SYNC):
+            self.member_timers.release(m.member_id, kind)
         if bump:
             self.bump()
 
@@ -802,18 +1003,20 @@ class ConsumerGroup(ConsumerGroupCore):
 
     # ---- timers ---------------------------------------------------------------------------------------------------
 
+    def session_timeout_ms(self, m: ConsumerMember) -> int:
+        return m.classic.session_timeout_ms if m.classic is not None else self.config.group_consumer_session_timeout_ms
+
     def arm_session(self, m: ConsumerMember) -> None:
-        self.timers.heap.schedule(m.session_key,
-                                  self.timers.clock.now_ms() + self.config.group_consumer_session_timeout_ms)
+        self.timers.heap.schedule(m.session_key, self.timers.clock.now_ms() + self.session_timeout_ms(m))
 
     def on_member_timer(self, member_id: str, kind: str) -> None:
         m = self.members.get(member_id)
         if m is None:
             return
-        if kind == SESSION:
-            self.remove_member(m, bump=True)  # session expired: fenced
+        if kind in (SESSION, JOIN, SYNC):
+            self.fence(m)  # session expired, or a classic member did not rejoin / sync in time: fenced
         elif m.state == UNREVOKED_PARTITIONS and m.member_epoch == m.rebalance_armed_epoch:
-            self.remove_member(m, bump=True)  # did not revoke within its rebalance timeout
+            self.fence(m)  # did not revoke within its rebalance timeout
 
     # ---- records --------------------------------------------------------------------------------------------------
 
@@ -823,7 +1026,8 @@ class ConsumerGroup(ConsumerGroupCore):
                 wire.ConsumerGroupMemberMetadataValue(
                     instance_id=m.instance_id, rack_id=m.rack_id, client_id=m.client_id, client_host=m.client_host,
                     subscribed_topic_names=list(m.subscribed), subscribed_topic_regex=m.regex,
-                    rebalance_timeout_ms=m.rebalance_timeout_ms, server_assignor=m.server_assignor)))
+                    rebalance_timeout_ms=m.rebalance_timeout_ms, server_assignor=m.server_assignor,
+                    classic_member_metadata=m.classic)))
 
     def _record_partitions(self, ids: np.ndarray, cls) -> list:
         return [cls(topic_id=self.space.topic_ids[t], partitions=ps) for t, ps in self.space.split(ids)]
@@ -880,6 +1084,7 @@ class ConsumerGroup(ConsumerGroupCore):
                 m.subscribed = tuple(sorted(set(v.subscribed_topic_names)))
                 m.regex, m.rebalance_timeout_ms, m.server_assignor = v.subscribed_topic_regex or None, \
                     v.rebalance_timeout_ms, v.server_assignor
+                m.classic = v.classic_member_metadata
             elif rec.type == R.CONSUMER_GROUP_TARGET_ASSIGNMENT_MEMBER:
                 targets[rec.key.member_id] = v.topic_partitions
             elif rec.type == R.CONSUMER_GROUP_CURRENT_MEMBER_ASSIGNMENT:
@@ -911,8 +1116,7 @@ class ConsumerGroup(ConsumerGroupCore):
                 m.assigned = self.space.from_wire(a.assigned_partitions)
                 m.pending = self.space.from_wire(a.partitions_pending_revocation)
                 self._hold(m)
-            m.session_key = self.member_timers.arm(m.member_id, SESSION,
-                                                   self.config.group_consumer_session_timeout_ms)
+            m.session_key = self.member_timers.arm(m.member_id, SESSION, self.session_timeout_ms(m))
             if m.state == UNREVOKED_PARTITIONS:
                 m.rebalance_armed_epoch = m.member_epoch
                 self.member_timers.arm(m.member_id, REBALANCE, max(m.rebalance_timeout_ms, 0))
@@ -939,7 +1143,7 @@ class ConsumerGroup(ConsumerGroupCore):
                 client_id=m.client_id, client_host=m.client_host, subscribed_topic_names=list(m.subscribed),
                 subscribed_topic_regex=m.regex, assignment=self._describe_assignment(m.assigned),
                 target_assignment=self._describe_assignment(self.target.get(m.member_id, _NONE)),
-                member_type=CONSUMER_MEMBER_TYPE)
+                member_type=CONSUMER_MEMBER_TYPE if m.classic is None else CLASSIC_MEMBER_TYPE)
                 for m in self.members.values()])
 
     def describe_extension(self) -> dict:

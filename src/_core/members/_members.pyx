@@ -437,10 +437,14 @@ cdef class ConsumerMember:
     cdef public int32_t rebalance_armed_epoch
     cdef public object quiet_response  # the answer to a heartbeat that changes nothing, at quiet_epoch
     cdef public int32_t quiet_epoch
+    # A classic-protocol member inside the consumer group (KIP-848 migration): its ClassicMemberMetadata
+    # (session timeout and supported protocols, as the member metadata record keeps them); None for a member that
+    # speaks the consumer protocol.
+    cdef public object classic
 
     COPIED = ("instance_id", "rack_id", "client_id", "client_host", "subscribed", "topic_names", "regex",
               "rebalance_timeout_ms", "server_assignor", "member_epoch", "previous_member_epoch", "state",
-              "assigned", "pending", "topics", "topics_key")
+              "assigned", "pending", "topics", "topics_key", "classic")
 
     def __init__(self, str member_id):
         self.member_id = member_id
@@ -509,6 +513,7 @@ cdef class ConsumerGroupCore:
         cdef int32_t epoch = req.member_epoch
         cdef int shape = _shape(req)
         if (shape < 0 or epoch != m.member_epoch or epoch <= 0 or self.group_epoch != self.assignment_epoch
+                or m.classic is not None
                 or client_id != m.client_id or client_host != m.client_host
                 or self.catalogue_version != self.catalogue.version
                 or (shape & _HAS_INSTANCE_ID and req.instance_id != m.instance_id)):

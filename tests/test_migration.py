@@ -1,0 +1,370 @@
+"""KIP-848 online migration between classic and consumer groups (kcoord.groups.migration), in-process on the manual
+clock, named after ../shared/reference/kip-848-consumer-groups.md §6 and the GroupMetadataManagerTest cases
+(testOnlineUpgrade*, testClassicGroupJoinToConsumerGroup*, testConsumerGroupHeartbeatToClassicGroup*,
+testLastConsumerProtocolMemberLeaving*). Every test writes Kafka-format records; the restart tests replay them.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from kcoord import errors as E
+from kcoord import wire
+from kcoord.assignors import decode_assignment, encode_assignment, encode_subscription
+from kcoord.coordinator import Coordinator
+from kcoord.groups.classic import ClassicGroup
+from kcoord.groups.consumer import STABLE, UNREVOKED_PARTITIONS, ConsumerGroup
+from kcoord.store import GroupStore
+
+from .classic_harness import DELAY, SESSION, Harness
+
+TOPIC = "T"
+
+
+class M(Harness):
+    """Classic and consumer-protocol members of one group "g" over topic T (6 partitions)."""
+
+    def __init__(self, partitions: int = 6, **config) -> None:
+        super().__init__(**config)
+        self.c.topics.on_change = self.c.store.write_topic
+        self.c.topics.create(TOPIC, partitions)
+        self.c.store.commit()
+        self.tid = self.c.topics.get(TOPIC).topic_id
+
+    # classic side
+    def sub(self, owned: list[int] | None = None, version: int = 3) -> bytes:
+        return encode_subscription([TOPIC], owned={TOPIC: owned} if owned else None, version=version)
+
+    def cjoin(self, member_id: str = "", iid: str | None = None, owned: list[int] | None = None,
+              protocol: str = "cooperative-sticky", version: int = 3, **kw):
+        return self.join(member_id, iid, protocols=((protocol, self.sub(owned, version)),), **kw)
+
+    def csync(self, member_id: str, generation: int, iid: str | None = None, assignments=None,
+              protocol: str = "cooperative-sticky", **kw):
+        return self.sync(member_id, generation, iid, assignments=assignments, pname=protocol, **kw)
+
+    def form_classic(self, n: int, protocol: str = "cooperative-sticky") -> list[str]:
+        """n dynamic classic members, Stable at generation 1, the leader's assignment a round robin of T."""
+        ids = []
+        replies = []
+        for _ in range(n):
+            mid = self.cjoin(protocol=protocol).response.member_id
+            ids.append(mid)
+            replies.append(self.cjoin(mid, protocol=protocol))
+        self.advance(2 * DELAY)
+        assert all(r.done and r.response.error_code == 0 for r in replies)
+        leader = replies[0].response.leader
+        gen = replies[0].response.generation_id
+        parts = {mid: [p for p in range(6) if p % n == i] for i, mid in enumerate(ids)}
+        assignments = {mid: encode_assignment({TOPIC: ps}) for mid, ps in parts.items()}
+        for mid in ids:
+            r = self.csync(mid, gen, assignments=assignments if mid == leader else None, protocol=protocol)
+            if mid == leader:
+                assert r.response.error_code == 0
+        assert self.group().state.value == "Stable" and self.group().generation == gen
+        return ids
+
+    def follow(self, mid: str, generation: int, held: list[int]) -> tuple[int, list[int]]:
+        """A cooperative classic client's heartbeat: when told to rejoin, it rejoins reporting what it holds and
+        syncs; returns its generation and partitions afterwards."""
+        if self.heartbeat(mid, generation) != E.REBALANCE_IN_PROGRESS:
+            return generation, held
+        r = self.cjoin(mid, owned=held)
+        assert r.done and r.response.error_code == E.NONE, r.response
+        generation = r.response.generation_id
+        s = self.csync(mid, generation)
+        if s.response.error_code == E.REBALANCE_IN_PROGRESS:
+            return generation, held
+        assert s.response.error_code == E.NONE, s.response
+        return generation, sorted(decode_assignment(s.response.assignment).partitions.get(TOPIC, []))
+
+    # consumer side
+    def chb(self, mid: str, epoch: int, owned: list[int] | None = None, *, join: bool = False,
+            iid: str | None = None) -> wire.ConsumerGroupHeartbeatResponse:
+        tps = None if owned is None else [wire.ConsumerGroupHeartbeatRequestTopicPartitions(
+            topic_id=self.tid, partitions=owned)]
+        req = wire.ConsumerGroupHeartbeatRequest(
+            group_id="g", member_id=mid, member_epoch=epoch, instance_id=iid,
+            rebalance_timeout_ms=30_000 if join else -1, subscribed_topic_names=[TOPIC] if join else None,
+            topic_partitions=[] if join else tps)
+        return self.c.handle(68, 1, req, "cclient", "/127.0.0.1")
+
+    def parts(self, r) -> list[int] | None:
+        if r.assignment is None:
+            return None
+        return sorted(p for tp in r.assignment.topic_partitions for p in tp.partitions)
+
+    def restarted(self) -> Coordinator:
+        c = Coordinator(self.config, self.clock, store=GroupStore(self.records, self.clock.wall_ms))
+        c.load()
+        return c
+
+
+def owners(g: ConsumerGroup) -> dict[int, str]:
+    """partition -> member over assigned and pending partitions; fails on a partition held twice."""
+    out: dict[int, str] = {}
+    for m in g.members.values():
+        for p in [*m.assigned.tolist(), *m.pending.tolist()]:
+            assert p not in out, f"partition {p} held by {out[p]} and {m.member_id}"
+            out[p] = m.member_id
+    return out
+
+
+# ---- upgrade (§6.2) ----------------------------------------------------------------------------------------------
+
+def test_online_upgrade_keeps_the_generation_and_each_members_assignment() -> None:
+    h = M()
+    a, b = h.form_classic(2)
+    gen = h.group().generation
+    r = h.chb("c", 0, join=True)
+    assert r.error_code == E.NONE, r.error_message
+    g = h.group()
+    assert isinstance(g, ConsumerGroup)
+    # the classic generation became the group epoch; the join bumped it once
+    assert g.group_epoch == gen + 1 and r.member_epoch == gen + 1
+    for mid, want in ((a, [0, 2, 4]), (b, [1, 3, 5])):
+        m = g.members[mid]
+        assert m.classic is not None and m.classic.session_timeout_ms == SESSION
+        assert m.member_epoch == m.previous_member_epoch == gen and m.state == STABLE
+        assert m.assigned.tolist() == want
+    assert h.parts(r) == []  # everything is still held by the classic members
+    owners(g)
+    d = h.c.handle(69, 1, wire.ConsumerGroupDescribeRequest(group_ids=["g"])).groups[0]
+    assert sorted(m.member_type for m in d.members) == [0, 0, 1]
+
+
+def test_parked_joins_are_answered_rebalance_in_progress_on_upgrade() -> None:
+    h = M()
+    a, b = h.form_classic(2)
+    parked = h.cjoin(a, owned=[0, 2, 4])  # a rejoins: the classic group waits for b
+    assert not parked.done
+    assert h.chb("c", 0, join=True).error_code == E.NONE
+    assert parked.done and parked.response.error_code == E.REBALANCE_IN_PROGRESS
+
+
+@pytest.mark.parametrize("config, setup, words", [
+    ({"group_consumer_migration_policy": "downgrade"}, None, "online upgrade is disabled"),
+    ({"group_consumer_migration_policy": "disabled"}, None, "online upgrade is disabled"),
+    ({"group_consumer_max_size": 1}, None, "exceeds the consumer group maximum size"),
+    ({}, "custom", "unsupported custom assignor"),
+    ({}, "connect", "does not use the consumer embedded protocol"),
+])
+def test_online_upgrade_preconditions_answer_group_id_not_found(config, setup, words) -> None:
+    h = M(**config)
+    if setup == "custom":
+        h.form_classic(2, protocol="my-assignor")
+    elif setup == "connect":
+        mid = h.join(ptype="connect", protocols=(("sessioned", b"x"),)).response.member_id
+        r = h.join(mid, ptype="connect", protocols=(("sessioned", b"x"),))
+        h.advance(2 * DELAY)
+        assert r.done and r.response.error_code == 0
+    else:
+        h.form_classic(2)
+    before = h.group()
+    size = len(before.members)
+    r = h.chb("c", 0, join=True)
+    assert r.error_code == E.GROUP_ID_NOT_FOUND and words in r.error_message, r.error_message
+    assert h.group() is before and isinstance(before, ClassicGroup) and len(before.members) == size > 0
+
+
+def test_online_upgrade_refuses_a_malformed_subscription() -> None:
+    h = M()
+    h.form_classic(2)
+    g = h.group()
+    m = next(iter(g.members.members.values()))
+    m.protocols[0].metadata = b"\x00\x03\xff"
+    r = h.chb("c", 0, join=True)
+    assert r.error_code == E.GROUP_ID_NOT_FOUND and "malformed" in r.error_message
+
+
+def test_migration_policy_setting_is_checked() -> None:
+    with pytest.raises(ValueError, match="group.consumer.migration.policy"):
+        M(group_consumer_migration_policy="sideways")
+    assert M(group_consumer_migration_policy="UPGRADE").config.upgrade_enabled()
+
+
+# ---- classic members inside a consumer group (§6.4) ---------------------------------------------------------------
+
+def upgraded() -> tuple[M, str, str, int]:
+    h = M()
+    a, b = h.form_classic(2)
+    r = h.chb("c", 0, join=True)
+    return h, a, b, r.member_epoch
+
+
+def test_classic_members_rejoin_revoke_and_the_consumer_member_gets_its_share() -> None:
+    h, a, b, epoch = upgraded()
+    g = h.group()
+    gen = epoch - 1
+    # heartbeats tell the classic members to rejoin
+    assert h.heartbeat(a, gen) == E.REBALANCE_IN_PROGRESS
+    assert h.heartbeat(b, gen) == E.REBALANCE_IN_PROGRESS
+    # a rejoins reporting what it owns: it must revoke first (cooperative), at its old epoch
+    r = h.cjoin(a, owned=[0, 2, 4])
+    assert r.done and r.response.error_code == E.NONE
+    j = r.response
+    assert (j.leader, j.members, j.protocol_type, j.protocol_name) == ("", [], "consumer", "cooperative-sticky")
+    ma = g.members[a]
+    assert j.generation_id == ma.member_epoch
+    s = h.csync(a, j.generation_id)
+    assert s.done and s.response.error_code == E.NONE
+    kept = decode_assignment(s.response.assignment).partitions.get(TOPIC, [])
+    assert sorted(kept) == ma.assigned.tolist()
+    # each member rejoins until nothing moves; the consumer member heartbeats
+    epochs = {a: j.generation_id, b: gen}
+    held = {a: sorted(kept), b: [1, 3, 5]}
+    cepoch, cparts = epoch, []
+    for _ in range(6):
+        for mid in (a, b):
+            if h.heartbeat(mid, epochs[mid]) == E.REBALANCE_IN_PROGRESS:
+                r = h.cjoin(mid, owned=held[mid])
+                assert r.response.error_code == E.NONE
+                epochs[mid] = r.response.generation_id
+                s = h.csync(mid, epochs[mid])
+                assert s.response.error_code == E.NONE, s.response
+                held[mid] = sorted(decode_assignment(s.response.assignment).partitions.get(TOPIC, []))
+        rc = h.chb("c", cepoch, cparts)
+        assert rc.error_code == E.NONE
+        cepoch = rc.member_epoch
+        if rc.assignment is not None:
+            cparts = h.parts(rc)
+        owners(g)
+        believed = held[a] + held[b] + cparts
+        assert len(believed) == len(set(believed)), held  # never two holders, as the clients see it
+    assert sorted(held[a] + held[b] + cparts) == list(range(6))
+    assert len(cparts) == 2 and g.state_name == "Stable"
+
+
+def test_classic_member_apis_inside_a_consumer_group_answer_kafkas_errors() -> None:
+    h, a, b, epoch = upgraded()
+    gen = epoch - 1
+    # JoinGroup v4+ with no member id: MEMBER_ID_REQUIRED with an id to come back with
+    r = h.cjoin("")
+    assert r.response.error_code == E.MEMBER_ID_REQUIRED and r.response.member_id
+    # protocols none of the other classic members support
+    assert h.cjoin("", protocol="roundrobin").response.error_code == E.INCONSISTENT_GROUP_PROTOCOL
+    assert h.join("", ptype="connect").response.error_code == E.INCONSISTENT_GROUP_PROTOCOL
+    assert h.cjoin("nobody").response.error_code == E.UNKNOWN_MEMBER_ID
+    assert h.cjoin("c").response.error_code == E.UNKNOWN_MEMBER_ID  # the consumer member is not classic
+    # SyncGroup: generation, protocol, must-rejoin
+    assert h.csync(a, gen + 7).response.error_code == E.ILLEGAL_GENERATION
+    assert h.csync(a, gen, protocol="range").response.error_code == E.INCONSISTENT_GROUP_PROTOCOL
+    assert h.csync(a, gen).response.error_code == E.REBALANCE_IN_PROGRESS  # behind the group epoch
+    assert h.csync("nobody", gen).response.error_code == E.UNKNOWN_MEMBER_ID
+    # Heartbeat
+    assert h.heartbeat(a, gen + 1) == E.ILLEGAL_GENERATION
+    assert h.heartbeat("nobody", gen) == E.UNKNOWN_MEMBER_ID
+    assert h.heartbeat(a, gen, iid="other") == E.FENCED_INSTANCE_ID
+    # a consumer heartbeat with a classic member's id is refused
+    assert h.chb(a, gen).error_code == E.UNKNOWN_MEMBER_ID
+    # OffsetCommit: the generation is the member epoch (ILLEGAL_GENERATION otherwise), any version
+    def commit(mid: str, generation: int, v: int = 7) -> int:
+        req = wire.OffsetCommitRequest(group_id="g", generation_id_or_member_epoch=generation, member_id=mid,
+                                       topics=[wire.OffsetCommitRequestTopic(name=TOPIC, partitions=[
+                                           wire.OffsetCommitRequestPartition(partition_index=0,
+                                                                             committed_offset=5)])])
+        return h.c.handle(8, v, req).topics[0].partitions[0].error_code
+    assert commit(a, gen) == E.NONE
+    assert commit(a, gen + 1) == E.ILLEGAL_GENERATION
+
+
+def test_a_classic_member_that_does_not_rejoin_is_fenced_after_its_rebalance_timeout() -> None:
+    h, a, b, epoch = upgraded()
+    gen = epoch - 1
+    assert h.heartbeat(a, gen) == E.REBALANCE_IN_PROGRESS
+    gb, held_b = gen, [1, 3, 5]
+    for _ in range(12):  # a keeps heartbeating but never rejoins; b follows, c heartbeats
+        h.advance(3_000)
+        h.heartbeat(a, gen)
+        gb, held_b = h.follow(b, gb, held_b)
+        h.chb("c", h.group().members["c"].member_epoch)
+    assert a not in h.group().members  # the join timer (its rebalance timeout, 30 s) fenced it
+    assert b in h.group().members
+
+
+# ---- downgrade (§6.3) ---------------------------------------------------------------------------------------------
+
+def test_last_consumer_member_leaving_downgrades_to_a_stable_classic_group_that_rebalances() -> None:
+    h, a, b, epoch = upgraded()
+    g = h.group()
+    targets = {mid: g.target.get(mid).tolist() for mid in (a, b)}
+    r = h.chb("c", -1)
+    assert r.error_code == E.NONE
+    cg = h.group()
+    assert isinstance(cg, ClassicGroup) and g.dead
+    assert cg.generation == epoch  # the group epoch (the leave did not bump it); the rebalance comes next
+    assert cg.state.value == "PreparingRebalance"  # a member left: a rebalance follows
+    assert {m.member_id for m in cg.members.members.values()} == {a, b}
+    for mid in (a, b):
+        got = decode_assignment(cg.members.get(mid).assignment).partitions.get(TOPIC, [])
+        assert sorted(got) == targets[mid]
+    # the classic members carry on with the classic protocol
+    assert h.heartbeat(a, cg.generation) == E.REBALANCE_IN_PROGRESS
+
+
+def test_downgrade_writes_its_records_and_replays_as_a_classic_group() -> None:
+    h, a, b, epoch = upgraded()
+    h.chb("c", -1)
+    c2 = h.restarted()
+    g = c2.groups["g"]
+    assert isinstance(g, ClassicGroup) and {m for m in g.members.members} == {a, b}
+
+
+def test_upgrade_writes_its_records_and_replays_with_classic_members() -> None:
+    h, a, b, epoch = upgraded()
+    c2 = h.restarted()
+    g = c2.groups["g"]
+    assert isinstance(g, ConsumerGroup) and g.group_epoch == epoch
+    assert g.members[a].classic is not None and g.members[a].classic.session_timeout_ms == SESSION
+    assert g.members["c"].classic is None
+    assert g.members[a].assigned.tolist() == h.group().members[a].assigned.tolist()
+
+
+def test_no_downgrade_when_the_policy_only_upgrades() -> None:
+    h = M(group_consumer_migration_policy="upgrade")
+    h.form_classic(2)
+    r = h.chb("c", 0, join=True)
+    assert r.error_code == E.NONE
+    h.chb("c", -1)
+    assert isinstance(h.group(), ConsumerGroup) and len(h.group().members) == 2
+
+
+def test_consumer_members_session_expiry_downgrades() -> None:
+    h, a, b, epoch = upgraded()
+    state = {a: (epoch - 1, [0, 2, 4]), b: (epoch - 1, [1, 3, 5])}
+    for _ in range(20):  # the classic members follow; the consumer member is silent
+        h.advance(3_000)
+        if isinstance(h.group(), ClassicGroup):
+            break
+        for mid in (a, b):
+            state[mid] = h.follow(mid, *state[mid])
+    g = h.group()
+    assert isinstance(g, ClassicGroup) and set(g.members.members) == {a, b}
+
+
+def test_classic_static_member_replacing_the_last_consumer_member_downgrades() -> None:
+    h = M()
+    a, b = h.form_classic(2)
+    assert h.chb("c", 0, join=True, iid="ic").error_code == E.NONE
+    r = h.cjoin("", iid="ic")  # the same instance comes back with the classic protocol
+    g = h.group()
+    assert isinstance(g, ClassicGroup) and g.state.value == "PreparingRebalance"
+    assert not r.done  # the classic group's rebalance waits for a and b
+    assert h.heartbeat(a, g.generation) == E.REBALANCE_IN_PROGRESS
+    ra, rb = h.cjoin(a, owned=[0, 2, 4]), h.cjoin(b, owned=[1, 3, 5])
+    assert r.done and ra.done and rb.done  # everyone has rejoined: the join phase completes at once
+    assert {x.response.error_code for x in (r, ra, rb)} == {E.NONE}
+    assert {m.group_instance_id for m in g.members.members.values()} == {None, "ic"}
+    assert len(g.members) == 3 and g.generation == r.response.generation_id
+
+
+def test_unrevoked_classic_member_gets_its_kept_partitions_at_sync() -> None:
+    h, a, b, epoch = upgraded()
+    r = h.cjoin(a, owned=[0, 2, 4])
+    m = h.group().members[a]
+    assert m.state == UNREVOKED_PARTITIONS and m.member_epoch == epoch - 1  # 4 goes to c: revoke first
+    assert h.group().group_epoch > m.member_epoch  # behind, but UNREVOKED: SyncGroup still answers
+    s = h.csync(a, r.response.generation_id)
+    assert s.response.error_code == E.NONE
+    kept = sorted(decode_assignment(s.response.assignment).partitions.get(TOPIC, []))
+    assert kept == m.assigned.tolist() and len(kept) == 2 and set(kept) < {0, 2, 4}
