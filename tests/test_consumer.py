@@ -878,3 +878,36 @@ def test_the_real_clock_is_monotonic_milliseconds() -> None:
     before = time.monotonic_ns() // 1_000_000
     now = Clock().now_ms()
     assert before <= now <= time.monotonic_ns() // 1_000_000
+
+
+def test_topic_space_split_agrees_with_a_plain_loop() -> None:
+    """split() (one bisection when the ids lie in one topic, a vectorized cut otherwise) against the obvious loop,
+    over catalogues with empty topics and lists in one topic, across topics, at the edges."""
+    import numpy as np
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    from kcoord.groups.consumer import TopicSpace
+
+    @settings(max_examples=300, deadline=None)
+    @given(st.lists(st.integers(0, 5), min_size=1, max_size=6), st.data())
+    def check(counts, data) -> None:
+        space = TopicSpace()
+        from kcoord.topics import TopicCatalogue
+        cat = TopicCatalogue()
+        names = [f"t{i}" for i in range(len(counts))]
+        for name, n in zip(names, counts, strict=True):
+            cat.create(name, max(n, 1))
+        space.refresh(cat, names)
+        total = int(space.start[-1])
+        ids = sorted(data.draw(st.sets(st.integers(0, total - 1), max_size=total)))
+        got = space.split(np.array(ids, dtype=np.int32))
+        want: list[tuple[int, list[int]]] = []
+        for p in ids:
+            t = max(i for i in range(len(space.counts)) if space.start[i] <= p)
+            if not want or want[-1][0] != t:
+                want.append((t, []))
+            want[-1][1].append(p - int(space.start[t]))
+        assert got == want
+
+    check()

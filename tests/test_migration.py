@@ -368,3 +368,146 @@ def test_unrevoked_classic_member_gets_its_kept_partitions_at_sync() -> None:
     assert s.response.error_code == E.NONE
     kept = sorted(decode_assignment(s.response.assignment).partitions.get(TOPIC, []))
     assert kept == m.assigned.tolist() and len(kept) == 2 and set(kept) < {0, 2, 4}
+
+
+# ---- the whole group at random: classic and consumer-protocol members mixed -----------------------------------------
+
+class Classic:
+    """An eager classic client (range): it gives up everything when told to rejoin; its leader assigns."""
+
+    def __init__(self, h: M, name: str) -> None:
+        self.h, self.name = h, name
+        self.mid, self.gen, self.held = "", -1, []
+        self.join = self.sync = None
+
+    def start_join(self) -> None:
+        self.held = []  # eager: revoke everything before rejoining
+        self.join = self.h.join(self.mid, protocols=(("range", self.h.sub()),), session=SESSION)
+        self.sync = None
+
+    def act(self) -> bool:
+        """One step; False when the client is gone (fenced and not coming back)."""
+        h = self.h
+        if self.join is not None:
+            if not self.join.done:
+                return True
+            r, self.join = self.join.response, None
+            if r.error_code == E.MEMBER_ID_REQUIRED:
+                self.mid = r.member_id
+                self.start_join()
+                return True
+            if r.error_code != E.NONE:
+                self.mid = "" if r.error_code == E.UNKNOWN_MEMBER_ID else self.mid
+                self.start_join()
+                return True
+            self.mid, self.gen = r.member_id, r.generation_id
+            assignments = None
+            if r.members:  # the leader of a classic group: range over the members
+                ids = sorted(m.member_id for m in r.members)
+                n = len(ids)
+                parts = h.c.topics.get(TOPIC).partitions
+                per, extra = divmod(parts, n)
+                assignments, start = {}, 0
+                for i, mid in enumerate(ids):
+                    k = per + (1 if i < extra else 0)
+                    assignments[mid] = encode_assignment({TOPIC: list(range(start, start + k))})
+                    start += k
+            self.sync = h.sync(self.mid, self.gen, assignments=assignments, pname="range")
+            return True
+        if self.sync is not None:
+            if not self.sync.done:
+                return True
+            r, self.sync = self.sync.response, None
+            if r.error_code == E.NONE:
+                self.held = sorted(decode_assignment(r.assignment).partitions.get(TOPIC, [])) if r.assignment \
+                    else []
+            else:
+                self.start_join()
+            return True
+        error = h.heartbeat(self.mid, self.gen)
+        if error == E.REBALANCE_IN_PROGRESS:
+            self.start_join()
+        elif error in (E.UNKNOWN_MEMBER_ID, E.ILLEGAL_GENERATION):
+            self.mid = "" if error == E.UNKNOWN_MEMBER_ID else self.mid
+            self.start_join()
+        return True
+
+    def leave(self) -> None:
+        if self.mid:
+            self.h.leave((self.mid, None))
+
+
+class Modern:
+    """A consumer-protocol client (librdkafka's group.protocol=consumer, reduced)."""
+
+    def __init__(self, h: M, name: str) -> None:
+        self.h, self.name = h, name
+        self.epoch, self.held = 0, []
+
+    def act(self) -> bool:
+        h = self.h
+        r = h.chb(self.name, self.epoch, None if self.epoch == 0 else self.held, join=self.epoch == 0)
+        if r.error_code in (E.FENCED_MEMBER_EPOCH, E.UNKNOWN_MEMBER_ID):
+            self.epoch, self.held = 0, []  # fenced: it gives everything up and joins again
+            return True
+        if r.error_code != E.NONE:
+            return True  # e.g. GROUP_ID_NOT_FOUND while the classic group cannot be upgraded: retried
+        self.epoch = r.member_epoch
+        if r.assignment is not None:
+            self.held = h.parts(r)
+        return True
+
+    def leave(self) -> None:
+        if self.epoch > 0:
+            self.h.chb(self.name, -1)
+
+
+def check_disjoint(clients) -> None:
+    believed = [p for c in clients for p in c.held]
+    assert len(believed) == len(set(believed)), {c.name: c.held for c in clients}
+
+
+@pytest.mark.parametrize("seed", range(16))
+def test_random_mixes_of_classic_and_consumer_members_never_share_a_partition_and_converge(seed: int) -> None:
+    import random
+
+    rng = random.Random(seed)
+    h = M(partitions=rng.randint(3, 9))
+    clients: list[Classic | Modern] = []
+    n = 0
+    for _ in range(260):
+        op = rng.random()
+        if (op < 0.08 and len(clients) < 6) or not clients:
+            n += 1
+            c = Modern(h, f"m{n}") if rng.random() < 0.5 else Classic(h, f"k{n}")
+            if isinstance(c, Classic):
+                c.start_join()
+            clients.append(c)
+        elif op < 0.12:
+            c = clients.pop(rng.randrange(len(clients)))
+            c.leave()
+        else:
+            rng.choice(clients).act()
+        h.advance(rng.choice((0, 50, 200, 400)))
+        check_disjoint(clients)
+        g = h.c.groups.get("g")
+        if isinstance(g, ConsumerGroup):
+            owners(g)
+    if not clients:  # everyone left: two newcomers, one of each protocol
+        clients = [Classic(h, "k-last"), Modern(h, "m-last")]
+        clients[0].start_join()
+    # input stops: everyone keeps acting until the group is at rest
+    for _ in range(400):
+        for c in clients:
+            c.act()
+            check_disjoint(clients)
+        h.advance(200)
+    g = h.group()
+    total = h.c.topics.get(TOPIC).partitions
+    assert sorted(p for c in clients for p in c.held) == list(range(total)), {c.name: c.held for c in clients}
+    assert g.state_name == "Stable", g.state_name
+    kinds = {type(c) for c in clients}
+    if Modern in kinds:
+        assert isinstance(g, ConsumerGroup)
+    else:
+        assert isinstance(g, ClassicGroup)  # no consumer-protocol member left: back to classic

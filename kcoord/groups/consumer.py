@@ -20,6 +20,7 @@ import base64
 import json
 import os
 import uuid
+from bisect import bisect_right
 from collections import Counter
 from collections.abc import Callable, Iterable
 
@@ -137,6 +138,7 @@ class TopicSpace:
         self.index: dict[str, int] = {}
         self.by_topic_id: dict[bytes, int] = {}
         self.start = np.zeros(1, dtype=np.int64)
+        self._starts = [0]  # the same as a list, for bisection
         self.epochs = PartitionEpochs(self.start)
 
     def refresh(self, catalogue: TopicCatalogue, names: Iterable[str]) -> np.ndarray | None:
@@ -165,6 +167,7 @@ class TopicSpace:
         np.cumsum(self.counts, out=start[1:])
         self.epochs.grow(start)
         self.start = start
+        self._starts = start.tolist()
         return old
 
     def remap(self, ids: np.ndarray, old_start: np.ndarray) -> np.ndarray:
@@ -214,15 +217,22 @@ class TopicSpace:
         return {self.names[t]: ps for t, ps in self.split(ids)}
 
     def split(self, ids: np.ndarray) -> list[tuple[int, list[int]]]:
-        """Global ids as (topic index, partitions) in topic index order."""
-        if ids.shape[0] == 0:
+        """Global ids as (topic index, partitions) in topic index order. Most lists lie in one topic: that case
+        is one bisection and one subtraction (this runs for every record and every assignment sent)."""
+        n = ids.shape[0]
+        if n == 0:
             return []
-        t = np.searchsorted(self.start, ids, side="right") - 1
-        parts = ids - self.start[t]
-        bounds = np.flatnonzero(np.diff(t)) + 1
-        out = []
-        for chunk_t, chunk_p in zip(np.split(t, bounds), np.split(parts, bounds)):
-            out.append((int(chunk_t[0]), chunk_p.tolist()))
+        starts = self._starts
+        t = bisect_right(starts, int(ids[0])) - 1
+        if int(ids[n - 1]) < starts[t + 1]:
+            return [(t, (ids - starts[t]).tolist() if starts[t] else ids.tolist())]
+        topic = np.searchsorted(self.start, ids, side="right") - 1
+        bounds = (np.flatnonzero(topic[1:] != topic[:-1]) + 1).tolist()
+        out, prev = [], 0
+        for b in [*bounds, n]:
+            t = int(topic[prev])
+            out.append((t, (ids[prev:b] - starts[t]).tolist()))
+            prev = b
         return out
 
     def to_heartbeat(self, ids: np.ndarray) -> list:
