@@ -511,3 +511,29 @@ def test_random_mixes_of_classic_and_consumer_members_never_share_a_partition_an
         assert isinstance(g, ConsumerGroup)
     else:
         assert isinstance(g, ClassicGroup)  # no consumer-protocol member left: back to classic
+
+
+def test_a_restart_mid_roll_keeps_every_member_where_it_was() -> None:
+    """A group with classic and consumer-protocol members at rest, restarted from its records: every member's
+    next heartbeat is answered as before the restart (no rebalance), and nothing is held twice."""
+    h, a, b, epoch = upgraded()
+    state = {a: (epoch - 1, [0, 2, 4]), b: (epoch - 1, [1, 3, 5])}
+    c_epoch, c_held = epoch, []
+    for _ in range(6):
+        for mid in (a, b):
+            state[mid] = h.follow(mid, *state[mid])
+        r = h.chb("c", c_epoch, c_held)
+        c_epoch = r.member_epoch
+        c_held = h.parts(r) if r.assignment is not None else c_held
+    g = h.group()
+    assert g.state_name == "Stable"
+    before = {mid: (m.member_epoch, m.assigned.tolist()) for mid, m in g.members.items()}
+    h.c = h.restarted()
+    g2 = h.group()
+    assert {mid: (m.member_epoch, m.assigned.tolist()) for mid, m in g2.members.items()} == before
+    for mid in (a, b):
+        assert h.heartbeat(mid, state[mid][0]) == E.NONE
+    r = h.chb("c", c_epoch, c_held)
+    assert (r.error_code, r.member_epoch, r.assignment) == (E.NONE, c_epoch, None)
+    assert g2.group_epoch == g.group_epoch and g2.state_name == "Stable"
+    owners(g2)
