@@ -254,7 +254,7 @@ def test_classic_member_apis_inside_a_consumer_group_answer_kafkas_errors() -> N
     # Heartbeat
     assert h.heartbeat(a, gen + 1) == E.ILLEGAL_GENERATION
     assert h.heartbeat("nobody", gen) == E.UNKNOWN_MEMBER_ID
-    assert h.heartbeat(a, gen, iid="other") == E.FENCED_INSTANCE_ID
+    assert h.heartbeat(a, gen, iid="other") == E.UNKNOWN_MEMBER_ID  # no member has that instance id
     # a consumer heartbeat with a classic member's id is refused
     assert h.chb(a, gen).error_code == E.UNKNOWN_MEMBER_ID
     # OffsetCommit: the generation is the member epoch (ILLEGAL_GENERATION otherwise), any version
@@ -343,19 +343,45 @@ def test_consumer_members_session_expiry_downgrades() -> None:
 
 
 def test_classic_static_member_replacing_the_last_consumer_member_downgrades() -> None:
+    """Kafka's validateOnlineDowngradeWithReplacedMemberId: the classic static member takes the consumer-protocol
+    member's place and its target; the group goes back to a Stable classic group, with no rebalance."""
     h = M()
     a, b = h.form_classic(2)
     assert h.chb("c", 0, join=True, iid="ic").error_code == E.NONE
-    r = h.cjoin("", iid="ic")  # the same instance comes back with the classic protocol
+    target = h.group().target.get("c").tolist()
+    r = h.cjoin("", iid="ic")  # the same instance comes back with the classic protocol, at once (no -2 needed)
     g = h.group()
-    assert isinstance(g, ClassicGroup) and g.state.value == "PreparingRebalance"
-    assert not r.done  # the classic group's rebalance waits for a and b
-    assert h.heartbeat(a, g.generation) == E.REBALANCE_IN_PROGRESS
-    ra, rb = h.cjoin(a, owned=[0, 2, 4]), h.cjoin(b, owned=[1, 3, 5])
-    assert r.done and ra.done and rb.done  # everyone has rejoined: the join phase completes at once
-    assert {x.response.error_code for x in (r, ra, rb)} == {E.NONE}
-    assert {m.group_instance_id for m in g.members.members.values()} == {None, "ic"}
-    assert len(g.members) == 3 and g.generation == r.response.generation_id
+    assert isinstance(g, ClassicGroup) and g.state.value == "Stable"
+    assert r.done and r.response.error_code == E.NONE
+    new_id, gen = r.response.member_id, r.response.generation_id
+    assert new_id != "c" and gen == g.generation
+    assert {m.group_instance_id for m in g.members.members.values()} == {None, "ic"} and len(g.members) == 3
+    s = h.csync(new_id, gen, iid="ic")
+    assert s.done and s.response.error_code == E.NONE
+    assert sorted(decode_assignment(s.response.assignment).partitions.get(TOPIC, [])) == target
+
+
+def test_consumer_static_member_replaces_a_classic_static_member_at_once() -> None:
+    """The other direction of a static roll: a classic static member never sends -2, so the consumer-protocol
+    member with its instance id replaces it at once (Kafka throws UNRELEASED_INSTANCE_ID only when both speak
+    the consumer protocol), taking over its partitions."""
+    h = M()
+    mids = {}
+    replies = {iid: h.cjoin(iid=iid) for iid in ("i0", "i1")}
+    h.advance(2 * DELAY)
+    mids = {iid: r.response.member_id for iid, r in replies.items()}
+    leader = replies["i0"].response.leader
+    assignments = {mids["i0"]: encode_assignment({TOPIC: [0, 1, 2]}), mids["i1"]: encode_assignment({TOPIC: [3, 4, 5]})}
+    for iid in ("i0", "i1"):
+        h.csync(mids[iid], 1, iid, assignments=assignments if mids[iid] == leader else None)
+    r = h.chb("c0", 0, join=True, iid="i0")
+    assert r.error_code == E.NONE, r.error_message
+    g = h.group()
+    assert isinstance(g, ConsumerGroup) and mids["i0"] not in g.members
+    m = g.members["c0"]
+    assert m.classic is None and m.instance_id == "i0" and g.static["i0"] == "c0"
+    assert m.assigned.tolist() == [0, 1, 2] and h.parts(r) == [0, 1, 2]
+    owners(g)
 
 
 def test_unrevoked_classic_member_gets_its_kept_partitions_at_sync() -> None:

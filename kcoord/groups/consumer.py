@@ -19,7 +19,6 @@ from __future__ import annotations
 import base64
 import json
 import os
-import uuid
 from bisect import bisect_right
 from collections import Counter
 from collections.abc import Callable, Iterable
@@ -62,16 +61,12 @@ CONSUMER_PROTOCOL_TYPE = "consumer"  # the classic protocol type of consumers
 SERVER_ASSIGNORS = ("uniform", "range")
 
 _NONE = EMPTY_IDS
+_KEEP = object()
 
 
 def new_member_id() -> str:
     """A member id as a KIP-1082 client makes one (22 characters of URL-safe base64 over a random UUID)."""
     return base64.urlsafe_b64encode(os.urandom(16)).rstrip(b"=").decode()
-
-
-def classic_uuid() -> str:
-    """The random part of a member id the coordinator makes for a classic member (Kafka: clientId-UUID)."""
-    return str(uuid.uuid4())
 
 
 def subscription_version(metadata: bytes) -> int:
@@ -470,10 +465,10 @@ class ConsumerGroup(ConsumerGroupCore):
         if iid is None:
             if mid == "":
                 if version >= 4:  # KIP-394: the member is given its id and must join again with it
-                    return self._join_failed(version, E.MEMBER_ID_REQUIRED, f"{client_id}-{classic_uuid()}")
+                    return self._join_failed(version, E.MEMBER_ID_REQUIRED, new_member_id())
                 if full:
                     return self._join_failed(version, E.GROUP_MAX_SIZE_REACHED)
-                m, new = ConsumerMember(f"{client_id}-{classic_uuid()}"), True
+                m, new = ConsumerMember(new_member_id()), True
             else:
                 m = self.members.get(mid)
                 if m is None or m.classic is None:
@@ -485,7 +480,7 @@ class ConsumerGroup(ConsumerGroupCore):
                 if holder is None:
                     if full:
                         return self._join_failed(version, E.GROUP_MAX_SIZE_REACHED)
-                    m, new = ConsumerMember(f"{iid}-{classic_uuid()}"), True
+                    m, new = ConsumerMember(new_member_id()), True
                 else:
                     replaced = holder  # a static member back under a new id: it takes over the old one
                     m = None
@@ -497,14 +492,14 @@ class ConsumerGroup(ConsumerGroupCore):
                 m = holder
                 if m.classic is None:
                     return self._join_failed(version, E.UNKNOWN_MEMBER_ID, mid)
+        downgrade = False
         if replaced is not None:
-            if replaced.classic is None and self.downgrade is not None and self.config.downgrade_enabled() and \
-                    all(x.classic is not None for x in self.members.values() if x is not replaced):
-                # A classic static member replaces the last consumer-protocol member: the group goes back to
-                # the classic protocol, and the join is the classic group's.
-                self.remove_member(replaced, bump=False)
-                return self.downgrade(self, False).join(req, version, client_id, client_host)
-            m = self.replace_static_member(replaced, f"{iid}-{classic_uuid()}")
+            # A classic static member replacing the last consumer-protocol member takes the group back to the
+            # classic protocol once its join is done (Kafka's validateOnlineDowngradeWithReplacedMemberId).
+            downgrade = (replaced.classic is None and self.downgrade is not None and self.config.downgrade_enabled()
+                         and len(self.members) <= self.config.group_max_size
+                         and all(x.classic is not None for x in self.members.values() if x is not replaced))
+            m = self.replace_static_member(replaced, new_member_id())
         classic = wire.ConsumerGroupMemberMetadataValueClassicMemberMetadata(
             session_timeout_ms=req.session_timeout_ms, supported_protocols=[
                 wire.ConsumerGroupMemberMetadataValueClassicProtocol(name=p.name, metadata=p.metadata)
@@ -527,19 +522,27 @@ class ConsumerGroup(ConsumerGroupCore):
         if self.group_epoch > self.assignment_epoch:
             self.compute_target()
         self.reconcile(m, self.space.from_names(sub.owned_partitions), subscription_changed)
-        self.arm_session(m)
         self.member_timers.cancel(m.member_id, JOIN)
-        self.member_timers.arm(m.member_id, SYNC, max(m.rebalance_timeout_ms, 0))
+        if downgrade:
+            self.downgrade(self, False)  # the classic group arms its members' heartbeats; no rebalance
+        else:
+            self.arm_session(m)
+            self.member_timers.arm(m.member_id, SYNC, max(m.rebalance_timeout_ms, 0))
         return Reply(wire.JoinGroupResponse(
             error_code=E.NONE, generation_id=m.member_epoch, protocol_type=CONSUMER_PROTOCOL_TYPE,
             protocol_name=protocols[0].name, leader="", member_id=m.member_id, members=[]))
 
     def _classic_member(self, member_id: str, instance_id: str | None) -> tuple[ConsumerMember | None, int]:
-        m = self.members.get(member_id)
+        """Kafka's validateConsumerGroupMember, then throwIfMemberDoesNotUseClassicProtocol."""
+        if instance_id is None:
+            m = self.members.get(member_id)
+        else:
+            holder = self.static.get(instance_id)
+            m = self.members.get(holder) if holder is not None else None
+            if m is not None and m.member_id != member_id:
+                return None, E.FENCED_INSTANCE_ID
         if m is None or m.classic is None:
             return None, E.UNKNOWN_MEMBER_ID
-        if instance_id is not None and m.instance_id != instance_id:
-            return None, E.FENCED_INSTANCE_ID
         return m, E.NONE
 
     def sync(self, req: wire.SyncGroupRequest, version: int) -> Reply:
@@ -561,8 +564,8 @@ class ConsumerGroup(ConsumerGroupCore):
         self.arm_session(m)
         version_of = subscription_version(m.classic.supported_protocols[0].metadata)
         assignment = encode_assignment(self.space.by_name(m.assigned), version=version_of)
-        return Reply(wire.SyncGroupResponse(error_code=E.NONE, protocol_type=CONSUMER_PROTOCOL_TYPE,
-                                            protocol_name=name, assignment=assignment))
+        return Reply(wire.SyncGroupResponse(error_code=E.NONE, protocol_type=req.protocol_type,
+                                            protocol_name=req.protocol_name, assignment=assignment))
 
     def heartbeat(self, member_id: str, instance_id: str | None, generation: int) -> int:
         m, error = self._classic_member(member_id, instance_id)
@@ -579,10 +582,11 @@ class ConsumerGroup(ConsumerGroupCore):
         return E.NONE
 
     def _released_for(self, m: ConsumerMember) -> bool:
-        """Whether a partition of the member's target that it does not hold yet is free now."""
+        """Whether every partition of the member's target that it does not hold yet is free now (Kafka's
+        !waitingOnUnreleasedPartition): it may rejoin to collect them."""
         epochs = self.space.epochs
         missing = np.setdiff1d(self.target.get(m.member_id, _NONE), m.assigned, assume_unique=True)
-        return any(epochs[int(p)] == -1 for p in missing.tolist())
+        return all(epochs[int(p)] == -1 for p in missing.tolist())
 
     def leave(self, members: list) -> tuple[int, list[int]]:
         """LeaveGroup: classic members leaving, or Kafka's admin client removing members of either protocol; each
@@ -660,11 +664,11 @@ class ConsumerGroup(ConsumerGroupCore):
                     m, new = ConsumerMember(member_id), True
             elif holder.member_id == member_id:
                 m = holder  # the same instance rejoins with its own id
-            elif holder.member_epoch != TEMPORARY_LEAVE_EPOCH:
+            elif holder.member_epoch != TEMPORARY_LEAVE_EPOCH and holder.classic is None:
                 return self.fail(E.UNRELEASED_INSTANCE_ID, f"Static member {holder.member_id} with instance id "
                                  f"{req.instance_id} is not released yet.")
-            else:
-                m = self.replace_static_member(holder, member_id)
+            else:  # released with -2, or a classic member (it never sends -2): replaced at once, as in Kafka
+                m = self.replace_static_member(holder, member_id, classic=None)
         if not new and m.classic is not None:
             return self.fail(E.UNKNOWN_MEMBER_ID, f"Member {m.member_id} uses the classic protocol; it cannot "
                              "heartbeat with the consumer protocol.")
@@ -772,11 +776,15 @@ class ConsumerGroup(ConsumerGroupCore):
 
     # ---- membership changes ---------------------------------------------------------------------------------------
 
-    def replace_static_member(self, old: ConsumerMember, member_id: str) -> ConsumerMember:
-        """A static member returns under a new member id after leaving with -2: it takes over the old member's
-        partitions and target, at epoch 0; no group epoch bump (Kafka's static member replacement)."""
+    def replace_static_member(self, old: ConsumerMember, member_id: str, classic: object = _KEEP) -> ConsumerMember:
+        """A static member returns under a new member id (after leaving with -2, or at once when either it or the
+        old member speaks the classic protocol): it takes over the old member's partitions and target, at epoch 0;
+        no group epoch bump (Kafka's static member replacement). `classic`: the new member's ClassicMemberMetadata
+        (None: it speaks the consumer protocol), if it is not the old member's."""
         m = old.copy_as(member_id)
         m.member_epoch = m.previous_member_epoch = 0
+        if classic is not _KEEP:
+            m.classic = classic
         m.topic_names, m.regex = (), None  # counted again below, as the old member's are uncounted
         target = self.target.get(old.member_id)
         self.target.rename(old.member_id, member_id)
