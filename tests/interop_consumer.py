@@ -26,10 +26,14 @@ POLL_S = 0.05
 class ConsumerMember:
     def __init__(self, bootstrap: str, group: str, topics: list[str], *, client_id: str,
                  instance_id: str | None = None, assignor: str | None = None,
-                 on_change: Callable[[ConsumerMember], None] | None = None) -> None:
+                 on_change: Callable[[ConsumerMember], None] | None = None, conf: dict | None = None) -> None:
+        # `conf`: librdkafka settings laid over the defaults, e.g. {"group.protocol": "classic", ...} for a member
+        # speaking the classic protocol (its listener calls are tracked the same way).
         self.bootstrap, self.group, self.topics = bootstrap, group, topics
         self.client_id, self.instance_id, self.assignor = client_id, instance_id, assignor
         self.on_change = on_change
+        self.conf = dict(conf or {})
+        self.errors: list[Any] = []  # KafkaErrors librdkafka reported (error_cb and errors returned by poll)
         self._lock = threading.Lock()
         self._held: set[tuple[str, int]] = set()
         self.revoked: list[tuple[float, frozenset[tuple[str, int]]]] = []
@@ -99,6 +103,8 @@ class ConsumerMember:
                 conf["group.instance.id"] = self.instance_id
             if self.assignor is not None:
                 conf["group.remote.assignor"] = self.assignor
+            conf["error_cb"] = self.errors.append
+            conf.update(self.conf)
             consumer = Consumer(conf)
 
             def on_assign(c, parts) -> None:
@@ -128,7 +134,9 @@ class ConsumerMember:
         self._started.set()
         try:
             while not self._stop.is_set():
-                consumer.poll(POLL_S)
+                msg = consumer.poll(POLL_S)
+                if msg is not None and msg.error() is not None:
+                    self.errors.append(msg.error())
                 while True:
                     try:
                         fn, fut = self._commands.get_nowait()

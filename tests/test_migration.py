@@ -244,7 +244,6 @@ def test_classic_member_apis_inside_a_consumer_group_answer_kafkas_errors() -> N
     # protocols none of the other classic members support
     assert h.cjoin("", protocol="roundrobin").response.error_code == E.INCONSISTENT_GROUP_PROTOCOL
     assert h.join("", ptype="connect").response.error_code == E.INCONSISTENT_GROUP_PROTOCOL
-    assert h.cjoin("nobody").response.error_code == E.UNKNOWN_MEMBER_ID
     assert h.cjoin("c").response.error_code == E.UNKNOWN_MEMBER_ID  # the consumer member is not classic
     # SyncGroup: generation, protocol, must-rejoin
     assert h.csync(a, gen + 7).response.error_code == E.ILLEGAL_GENERATION
@@ -266,6 +265,23 @@ def test_classic_member_apis_inside_a_consumer_group_answer_kafkas_errors() -> N
         return h.c.handle(8, v, req).topics[0].partitions[0].error_code
     assert commit(a, gen) == E.NONE
     assert commit(a, gen + 1) == E.ILLEGAL_GENERATION
+
+
+def test_a_dynamic_classic_member_joins_with_the_id_it_was_given() -> None:
+    """KIP-394 inside a consumer group: MEMBER_ID_REQUIRED hands out an id; the JoinGroup that brings it back
+    creates the member (Kafka's getOrMaybeSubscribeDynamicConsumerGroupMember), which then gets its share."""
+    h, a, b, epoch = upgraded()
+    mid = h.cjoin("").response.member_id
+    r = h.cjoin(mid)
+    assert r.done and r.response.error_code == E.NONE
+    g = h.group()
+    m = g.members[mid]
+    assert m.classic is not None and g.group_epoch == epoch + 1 and r.response.generation_id == m.member_epoch
+    full = M(group_consumer_max_size=3)
+    full.form_classic(2)
+    assert full.chb("c", 0, join=True).error_code == E.NONE
+    assert full.cjoin("").response.error_code == E.GROUP_MAX_SIZE_REACHED  # checked before MEMBER_ID_REQUIRED
+    assert full.cjoin("given-id").response.error_code == E.GROUP_MAX_SIZE_REACHED
 
 
 def test_a_classic_member_that_does_not_rejoin_is_fenced_after_its_rebalance_timeout() -> None:

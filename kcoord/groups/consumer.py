@@ -453,33 +453,32 @@ class ConsumerGroup(ConsumerGroupCore):
         protocols = list(req.protocols)
         names = {p.name for p in protocols}
         mid, iid = req.member_id, req.group_instance_id
+        if mid not in self.members and len(self.members) >= self.config.group_consumer_max_size:
+            return self._join_failed(version, E.GROUP_MAX_SIZE_REACHED, mid)  # first, as Kafka checks it
         if not self.supports_classic_protocols(req.protocol_type, names, exclude=mid):
             return self._join_failed(version, E.INCONSISTENT_GROUP_PROTOCOL, mid)
         try:
             sub = decode_subscription(protocols[0].metadata)
         except AssignmentError:
             return self._join_failed(version, E.INCONSISTENT_GROUP_PROTOCOL, mid)
-        full = len(self.members) >= self.config.group_consumer_max_size
         new = False
         replaced: ConsumerMember | None = None
         if iid is None:
             if mid == "":
                 if version >= 4:  # KIP-394: the member is given its id and must join again with it
                     return self._join_failed(version, E.MEMBER_ID_REQUIRED, new_member_id())
-                if full:
-                    return self._join_failed(version, E.GROUP_MAX_SIZE_REACHED)
                 m, new = ConsumerMember(new_member_id()), True
             else:
                 m = self.members.get(mid)
-                if m is None or m.classic is None:
+                if m is None:  # the id MEMBER_ID_REQUIRED handed out (or any): Kafka creates the member
+                    m, new = ConsumerMember(mid), True
+                elif m.classic is None:  # a consumer-protocol member's id
                     return self._join_failed(version, E.UNKNOWN_MEMBER_ID, mid)
         else:
             holder_id = self.static.get(iid)
             holder = self.members.get(holder_id) if holder_id is not None else None
             if mid == "":
                 if holder is None:
-                    if full:
-                        return self._join_failed(version, E.GROUP_MAX_SIZE_REACHED)
                     m, new = ConsumerMember(new_member_id()), True
                 else:
                     replaced = holder  # a static member back under a new id: it takes over the old one
