@@ -579,3 +579,20 @@ def test_a_restart_mid_roll_keeps_every_member_where_it_was() -> None:
     assert (r.error_code, r.member_epoch, r.assignment) == (E.NONE, c_epoch, None)
     assert g2.group_epoch == g.group_epoch and g2.state_name == "Stable"
     owners(g2)
+
+
+def test_leave_group_from_classic_members_inside_a_consumer_group() -> None:
+    """LeaveGroup fences classic members as a -1 leave fences consumer-protocol ones (the epoch moves); an admin
+    LeaveGroup naming the consumer-protocol member first and a classic member after downgrades at the first and
+    hands the rest to the classic group."""
+    h, a, b, epoch = upgraded()
+    r = h.leave((a, None, "bye"))
+    assert [m.error_code for m in r.members] == [E.NONE]
+    g = h.group()
+    assert isinstance(g, ConsumerGroup) and a not in g.members and g.group_epoch == epoch + 1
+    owners(g)
+    h2, a2, b2, _ = upgraded()
+    r = h2.leave(("c", None), (a2, None))
+    assert [m.error_code for m in r.members] == [E.NONE, E.NONE]
+    g2 = h2.group()
+    assert isinstance(g2, ClassicGroup) and set(g2.members.members) == {b2}
