@@ -13,13 +13,15 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
+import re2
+
 from . import errors as E
 from . import records as R
 from . import wire
 from .config import GroupConfig
 from .groups.base import Group
 from .groups.classic import ClassicGroup
-from .groups.consumer import ConsumerGroup, validate_heartbeat
+from .groups.consumer import ConsumerGroup, compile_regex, validate_heartbeat
 from .groups.migration import downgrade, upgrade, validate_upgrade
 from .offsets import Offsets
 from .reply import Reply
@@ -296,6 +298,17 @@ class Coordinator:
                 problem = validate_upgrade(g, self.config)
                 if problem is not None:
                     return fail(E.GROUP_ID_NOT_FOUND, problem)
+                # Kafka converts and joins in one write: a join that fails leaves the group classic. The two
+                # ways a join into a group of classic members can fail are checked before converting.
+                if len(g.members) >= self.config.group_consumer_max_size:
+                    return fail(E.GROUP_MAX_SIZE_REACHED, "The consumer group has reached its maximum capacity of "
+                                f"{self.config.group_consumer_max_size} members.")
+                if req.subscribed_topic_regex:
+                    try:
+                        compile_regex(req.subscribed_topic_regex)
+                    except re2.error as e:
+                        return fail(E.INVALID_REGULAR_EXPRESSION, f"SubscribedTopicRegex "
+                                    f"{req.subscribed_topic_regex!r} is not a valid regular expression: {e}")
                 g = self.convert(g, ConsumerGroup, upgrade)
         created = g is None
         if g is None:

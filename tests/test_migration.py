@@ -596,3 +596,39 @@ def test_leave_group_from_classic_members_inside_a_consumer_group() -> None:
     assert [m.error_code for m in r.members] == [E.NONE, E.NONE]
     g2 = h2.group()
     assert isinstance(g2, ClassicGroup) and set(g2.members.members) == {b2}
+
+
+@pytest.mark.parametrize("fields, error", [
+    ({"subscribed_topic_regex": "(unclosed"}, E.INVALID_REGULAR_EXPRESSION),
+    ({}, E.GROUP_MAX_SIZE_REACHED),
+])
+def test_a_join_that_fails_leaves_the_classic_group_as_it_was(fields, error) -> None:
+    """Kafka converts and joins in one write: when the join fails the conversion is not written either."""
+    h = M(group_consumer_max_size=2 if not fields else 10)
+    h.form_classic(2)
+    before = h.group()
+    keys = dict(h.records.scan())
+    req = wire.ConsumerGroupHeartbeatRequest(group_id="g", member_id="c", member_epoch=0, rebalance_timeout_ms=1000,
+                                             subscribed_topic_names=[TOPIC], topic_partitions=[], **fields)
+    r = h.c.handle(68, 1, req, "cclient", "/127.0.0.1")
+    assert r.error_code == error, r.error_message
+    assert h.group() is before and isinstance(before, ClassicGroup) and before.state.value == "Stable"
+    assert dict(h.records.scan()) == keys
+
+
+def test_parked_syncs_are_answered_rebalance_in_progress_on_upgrade() -> None:
+    h = M()
+    ids = []
+    joins = []
+    for _ in range(2):
+        mid = h.cjoin().response.member_id
+        ids.append(mid)
+        joins.append(h.cjoin(mid))
+    h.advance(2 * DELAY)
+    leader = joins[0].response.leader
+    follower = next(m for m in ids if m != leader)
+    parked = h.csync(follower, joins[0].response.generation_id)  # waits for the leader's assignment
+    assert not parked.done and h.group().state.value == "CompletingRebalance"
+    assert h.chb("c", 0, join=True).error_code == E.NONE
+    assert parked.done and parked.response.error_code == E.REBALANCE_IN_PROGRESS
+    assert isinstance(h.group(), ConsumerGroup)
