@@ -706,7 +706,7 @@ def test_csr_take_and_csr_changed_agree_with_row_by_row() -> None:
     from hypothesis import given, settings
     from hypothesis import strategies as st
 
-    from kcoord.groups.consumer import csr_changed, csr_take
+    from kcoord.groups.modern import csr_changed, csr_take
 
     @settings(max_examples=300, deadline=None)
     @given(st.data(), st.integers(0, 8), st.integers(0, 8))

@@ -27,7 +27,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("kcoord.coordinator",),
     ("kcoord.groups.migration",),  # converts a group of one type into the other: above both
     ("kcoord.offsets", "kcoord.groups.classic", "kcoord.groups.consumer"),
-    ("kcoord.groups", "kcoord.groups.base"),
+    ("kcoord.groups", "kcoord.groups.base", "kcoord.groups.modern"),
     ("kcoord.store",),
     ("kcoord.records", "kcoord.topics", "kcoord.timers", "kcoord.config", "kcoord.client", "kcoord.spark",
      "kcoord.tables"),
