@@ -424,13 +424,7 @@ class ConsumerGroup(ConsumerGroupCore):
         subscription_changed = self.update_member(m, as_heartbeat, client_id, client_host, new)
         if changed_classic and not (new or subscription_changed):
             self.stage_member_metadata(m)
-        bump = new or subscription_changed or self.group_epoch == 0
-        if bump or self.catalogue_version != self.catalogue.version:
-            bump = self.refresh_metadata() or bump
-        if bump:
-            self.bump()
-        if self.group_epoch > self.assignment_epoch:
-            self.compute_target()
+        self.catch_up(new or subscription_changed or self.group_epoch == 0)
         self.reconcile(m, self.space.from_names(sub.owned_partitions), subscription_changed)
         self.member_timers.cancel(m.member_id, JOIN)
         if downgrade:
@@ -601,13 +595,7 @@ class ConsumerGroup(ConsumerGroupCore):
             subscription_changed = False  # a regular heartbeat: nothing of the member's to update
         else:
             subscription_changed = self.update_member(m, req, client_id, client_host, new)
-        bump = new or subscription_changed or self.group_epoch == 0
-        if bump or self.catalogue_version != self.catalogue.version:
-            bump = self.refresh_metadata() or bump
-        if bump:
-            self.bump()
-        if self.group_epoch > self.assignment_epoch:
-            self.compute_target()
+        self.catch_up(new or subscription_changed or self.group_epoch == 0)
         before = m.assigned  # reconcile keeps the same array object when the assignment does not change
         if not (m.state == STABLE and m.member_epoch == self.assignment_epoch and not subscription_changed):
             self.reconcile(m, owned, subscription_changed)
@@ -767,6 +755,16 @@ class ConsumerGroup(ConsumerGroupCore):
             self.member_timers.release(m.member_id, kind)
         if bump:
             self.bump()
+
+    def catch_up(self, bump: bool) -> None:
+        """After a member's change: bump the group epoch if it (or a change in the topics) calls for it, and
+        compute the target the group then owes."""
+        if bump or self.catalogue_version != self.catalogue.version:
+            bump = self.refresh_metadata() or bump
+        if bump:
+            self.bump()
+        if self.group_epoch > self.assignment_epoch:
+            self.compute_target()
 
     def bump(self) -> None:
         self.group_epoch += 1

@@ -741,66 +741,10 @@ def reconcile(PartitionEpochs epochs, int state, int32_t member_epoch, int32_t p
     A member in the UNKNOWN state is fenced unless the request's TopicPartitions is an empty list. Kafka looks at
     the list of topic entries: a request naming a topic with no partitions is fenced too, so pass owned=None then.
     """
-    cdef RecIn r
-    cdef RecOut o
-    cdef const int32_t[::1] va
-    cdef const int32_t[::1] vp
-    cdef const int32_t[::1] vt
-    cdef const int32_t[::1] vo
-    cdef const int32_t[::1] vs
-    cdef int64_t P = epochs.n, bad
-    if state != MS_STABLE and state != MS_UNREVOKED and state != MS_UNRELEASED and state != MS_UNKNOWN:
-        raise AssignmentError(f"state must be one of {sorted(MEMBER_STATES)} (Kafka's MemberState values), "
-                              f"not {state}")
-    va = _ids(assigned, "assigned")
-    vp = _ids(pending_revocation, "pending_revocation")
-    vt = _ids(target, "target")
-    vs = _ids(subscribed_topics, "subscribed_topics")
-    r.owned_null = owned is None
-    if not r.owned_null:
-        vo = _ids(owned, "owned")
-        r.owned = &vo[0] if vo.shape[0] > 0 else NULL
-        r.n_owned = vo.shape[0]
-        bad = _first_bad(r.owned, r.n_owned, P)
-        if bad >= 0:
-            raise AssignmentError(_bad_ids(vo, bad, P, "owned", "partition"))
-    else:
-        r.owned = NULL
-        r.n_owned = 0
-    r.assigned = &va[0] if va.shape[0] > 0 else NULL
-    r.n_assigned = va.shape[0]
-    r.pending = &vp[0] if vp.shape[0] > 0 else NULL
-    r.n_pending = vp.shape[0]
-    r.target = &vt[0] if vt.shape[0] > 0 else NULL
-    r.n_target = vt.shape[0]
-    r.topics = &vs[0] if vs.shape[0] > 0 else NULL
-    r.n_topics = <int32_t>vs.shape[0]
-    bad = _first_bad(r.assigned, r.n_assigned, P)
-    if bad >= 0:
-        raise AssignmentError(_bad_ids(va, bad, P, "assigned", "partition"))
-    bad = _first_bad(r.pending, r.n_pending, P)
-    if bad >= 0:
-        raise AssignmentError(_bad_ids(vp, bad, P, "pending_revocation", "partition"))
-    bad = _first_bad(r.target, r.n_target, P)
-    if bad >= 0:
-        raise AssignmentError(_bad_ids(vt, bad, P, "target", "partition"))
-    bad = _first_bad(r.topics, vs.shape[0], epochs.n_top)
-    if bad >= 0:
-        raise AssignmentError(_bad_ids(vs, bad, epochs.n_top, "subscribed_topics", "topic"))
-    r.state = state
-    r.member_epoch = member_epoch
-    r.previous_member_epoch = previous_member_epoch
-    r.target_epoch = target_epoch
-    r.topic_start = epochs.ts
-    r.epochs = epochs.table
-    r.subscription_changed = subscription_changed
-    epochs._reserve(r.n_assigned if r.n_assigned > r.n_target else r.n_target, r.n_assigned + r.n_pending)
-    o.assigned = epochs.out_a
-    o.pending = epochs.out_p
-    # The GIL stays held: a step is a few microseconds (releasing it would cost a good part of that), and holding
-    # it keeps the table and the output buffers from being resized under the kernel by another thread.
-    reconcile_kernel(&r, &o)
-    return _reconciled(&r, &o, va.base, vp.base)
+    cdef object tf = _arr(target, _INT32, "target")
+    return _step(epochs, state, member_epoch, previous_member_epoch, target_epoch, assigned, pending_revocation, tf,
+                 0, cnp.PyArray_DIM(<cnp.ndarray>tf, 0), subscribed_topics, owned, False, None,
+                 subscription_changed, False)
 
 
 cdef Reconciled _reconciled(const RecIn* r, const RecOut* o, object assigned, object pending):
@@ -926,21 +870,12 @@ def step(PartitionEpochs epochs, int state, int32_t member_epoch, int32_t previo
     partitions move in the table from its old epoch to its new one (Kafka's removePartitionEpochs then
     addPartitionEpochs). Returns the Reconciled member; PartitionEpochError (table untouched) if the table
     disagrees with the member's old partitions or another member holds one of its new ones."""
-    cdef RecIn r
-    cdef RecOut o
-    cdef object a = _arr(assigned, _INT32, "assigned")
-    cdef object pr = _arr(pending_revocation, _INT32, "pending_revocation")
-    cdef object st = _arr(subscribed_topics, _INT32, "subscribed_topics")
     cdef object tf = _arr(target_flat, _INT32, "target_flat")
     cdef object ti = _arr(target_indptr, _INT64, "target_indptr")
-    cdef object ow
     cdef const int64_t* indptr = <const int64_t*>cnp.PyArray_DATA(<cnp.ndarray>ti)
     cdef int64_t n_rows = cnp.PyArray_DIM(<cnp.ndarray>ti, 0) - 1
     cdef int64_t n_flat = cnp.PyArray_DIM(<cnp.ndarray>tf, 0)
-    cdef int64_t P = epochs.n, bad, lo = 0, hi = 0
-    if state != MS_STABLE and state != MS_UNREVOKED and state != MS_UNRELEASED and state != MS_UNKNOWN:
-        raise AssignmentError(f"state must be one of {sorted(MEMBER_STATES)} (Kafka's MemberState values), "
-                              f"not {state}")
+    cdef int64_t lo = 0, hi = 0
     if target_row >= 0:
         if target_row >= n_rows:
             raise AssignmentError(f"target_row {target_row} is outside the {n_rows} rows of target_indptr")
@@ -949,11 +884,31 @@ def step(PartitionEpochs epochs, int state, int32_t member_epoch, int32_t previo
         if lo < 0 or hi < lo or hi > n_flat:
             raise AssignmentError(f"target_indptr: row {target_row} spans [{lo}, {hi}), outside target_flat's "
                                   f"{n_flat} entries")
+    return _step(epochs, state, member_epoch, previous_member_epoch, target_epoch, assigned, pending_revocation, tf,
+                 lo, hi, subscribed_topics, owned, type(owned) is list, by_topic_id, subscription_changed, True)
+
+
+cdef Reconciled _step(PartitionEpochs epochs, int state, int32_t member_epoch, int32_t previous_member_epoch,
+                      int32_t target_epoch, assigned, pending_revocation, object tf, int64_t lo, int64_t hi,
+                      subscribed_topics, owned, bint wire_owned, dict by_topic_id, bint subscription_changed,
+                      bint move):
+    """The step behind `reconcile` (move False: the table is only read) and `step` (move True): the member's target
+    is tf[lo:hi]; `owned` is a TopicPartitions list when wire_owned."""
+    cdef RecIn r
+    cdef RecOut o
+    cdef object a = _arr(assigned, _INT32, "assigned")
+    cdef object pr = _arr(pending_revocation, _INT32, "pending_revocation")
+    cdef object st = _arr(subscribed_topics, _INT32, "subscribed_topics")
+    cdef object ow
+    cdef int64_t P = epochs.n, bad
+    if state != MS_STABLE and state != MS_UNREVOKED and state != MS_UNRELEASED and state != MS_UNKNOWN:
+        raise AssignmentError(f"state must be one of {sorted(MEMBER_STATES)} (Kafka's MemberState values), "
+                              f"not {state}")
     r.owned_null = owned is None
     if r.owned_null:
         r.owned = NULL
         r.n_owned = 0
-    elif type(owned) is list:
+    elif wire_owned:
         if by_topic_id is None:
             raise AssignmentError("owned as TopicPartitions needs by_topic_id")
         r.n_owned = _owned_from_wire(epochs, <list>owned, by_topic_id)
@@ -996,7 +951,7 @@ def step(PartitionEpochs epochs, int state, int32_t member_epoch, int32_t previo
     o.assigned = epochs.out_a
     o.pending = epochs.out_p
     reconcile_kernel(&r, &o)
-    if o.changed and not o.error:
+    if move and o.changed and not o.error:
         bad = _move_epochs(epochs.table, &r, &o)
         if bad >= 0:
             held = epochs.table[bad]
