@@ -728,11 +728,13 @@ class ConsumerGroup(ConsumerGroupCore):
         """A member leaves or is fenced: removed, the epoch bumped; or, when it is the last consumer-protocol member
         beside classic ones and downgrades are allowed, the group goes back to the classic protocol (Kafka's
         validateOnlineDowngradeWithFencedMembers / convertToClassicGroup), which then rebalances."""
-        if m.classic is None and self.downgrade is not None and self.config.downgrade_enabled():
-            rest = [x for x in self.members.values() if x is not m]
-            if rest and len(rest) <= self.config.group_max_size and all(x.classic is not None for x in rest):
-                self.remove_member(m, bump=False)
-                return self.downgrade(self, True)
+        # `any` stops at the first other consumer-protocol member: in a group of them this costs one or two
+        # looks, not a pass over the members at every fence (a session-expiry storm would be quadratic).
+        if (m.classic is None and self.downgrade is not None and self.config.downgrade_enabled()
+                and 1 < len(self.members) <= self.config.group_max_size + 1
+                and not any(x.classic is None for x in self.members.values() if x is not m)):
+            self.remove_member(m, bump=False)
+            return self.downgrade(self, True)
         self.remove_member(m, bump=True)
         return self
 
