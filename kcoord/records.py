@@ -28,6 +28,13 @@ CONSUMER_GROUP_TARGET_ASSIGNMENT_METADATA = wire.ConsumerGroupTargetAssignmentMe
 CONSUMER_GROUP_TARGET_ASSIGNMENT_MEMBER = wire.ConsumerGroupTargetAssignmentMemberKey.MIN_VERSION  # 7
 CONSUMER_GROUP_CURRENT_MEMBER_ASSIGNMENT = wire.ConsumerGroupCurrentMemberAssignmentKey.MIN_VERSION  # 8
 KCOORD_TOPIC = 1000
+# Connect groups (kcoord's own group type, kcoord.protocol.connect): a private block beside the topic record.
+CONNECT_GROUP_METADATA = 1001
+CONNECT_GROUP_MEMBER_METADATA = 1002
+CONNECT_GROUP_TARGET_ASSIGNMENT_METADATA = 1003
+CONNECT_GROUP_TARGET_ASSIGNMENT_MEMBER = 1004
+CONNECT_GROUP_CURRENT_MEMBER_ASSIGNMENT = 1005
+CONNECT_GROUP_UNITS = 1006
 
 GROUP_METADATA_VALUE_VERSION = 3  # what Kafka writes for classic groups
 OFFSET_COMMIT_VALUE_VERSION = 3  # leader epoch, no expire timestamp (KIP-211)
@@ -143,6 +150,55 @@ CONSUMER_RECORDS = {
 }
 
 
+# ---- connect groups: keys and values are version 0 structs after the int16 record type / value version ------
+
+def _connect_key(rtype: int, cls, **fields) -> bytes:
+    return _I16.pack(rtype) + cls(**fields).encode(0)
+
+
+def connect_group_key(group_id: str) -> bytes:
+    return _connect_key(CONNECT_GROUP_METADATA, wire.ConnectGroupMetadataKey, group_id=group_id)
+
+
+def connect_units_key(group_id: str) -> bytes:
+    return _connect_key(CONNECT_GROUP_UNITS, wire.ConnectGroupUnitsKey, group_id=group_id)
+
+
+def connect_member_key(group_id: str, member_id: str) -> bytes:
+    return _connect_key(CONNECT_GROUP_MEMBER_METADATA, wire.ConnectGroupMemberMetadataKey, group_id=group_id,
+                        member_id=member_id)
+
+
+def connect_target_metadata_key(group_id: str) -> bytes:
+    return _connect_key(CONNECT_GROUP_TARGET_ASSIGNMENT_METADATA, wire.ConnectGroupTargetAssignmentMetadataKey,
+                        group_id=group_id)
+
+
+def connect_target_member_key(group_id: str, member_id: str) -> bytes:
+    return _connect_key(CONNECT_GROUP_TARGET_ASSIGNMENT_MEMBER, wire.ConnectGroupTargetAssignmentMemberKey,
+                        group_id=group_id, member_id=member_id)
+
+
+def connect_current_assignment_key(group_id: str, member_id: str) -> bytes:
+    return _connect_key(CONNECT_GROUP_CURRENT_MEMBER_ASSIGNMENT, wire.ConnectGroupCurrentMemberAssignmentKey,
+                        group_id=group_id, member_id=member_id)
+
+
+connect_value = _value  # version 0, as the consumer group values
+
+CONNECT_RECORDS = {
+    CONNECT_GROUP_METADATA: (wire.ConnectGroupMetadataKey, wire.ConnectGroupMetadataValue),
+    CONNECT_GROUP_UNITS: (wire.ConnectGroupUnitsKey, wire.ConnectGroupUnitsValue),
+    CONNECT_GROUP_MEMBER_METADATA: (wire.ConnectGroupMemberMetadataKey, wire.ConnectGroupMemberMetadataValue),
+    CONNECT_GROUP_TARGET_ASSIGNMENT_METADATA: (wire.ConnectGroupTargetAssignmentMetadataKey,
+                                               wire.ConnectGroupTargetAssignmentMetadataValue),
+    CONNECT_GROUP_TARGET_ASSIGNMENT_MEMBER: (wire.ConnectGroupTargetAssignmentMemberKey,
+                                             wire.ConnectGroupTargetAssignmentMemberValue),
+    CONNECT_GROUP_CURRENT_MEMBER_ASSIGNMENT: (wire.ConnectGroupCurrentMemberAssignmentKey,
+                                              wire.ConnectGroupCurrentMemberAssignmentValue),
+}
+
+
 # ---- kcoord's topic catalogue ---------------------------------------------------------------------------------
 
 def topic_key(name: str) -> bytes:
@@ -180,16 +236,19 @@ class Record:
 KINDS = {OFFSET_COMMIT_V0: "offset", OFFSET_COMMIT: "offset", GROUP_METADATA: "group", KCOORD_TOPIC: "topic",
          CONSUMER_GROUP_METADATA: "group", CONSUMER_GROUP_MEMBER_METADATA: "member",
          CONSUMER_GROUP_PARTITION_METADATA: "consumer", CONSUMER_GROUP_TARGET_ASSIGNMENT_METADATA: "consumer",
-         CONSUMER_GROUP_TARGET_ASSIGNMENT_MEMBER: "consumer", CONSUMER_GROUP_CURRENT_MEMBER_ASSIGNMENT: "consumer"}
+         CONSUMER_GROUP_TARGET_ASSIGNMENT_MEMBER: "consumer", CONSUMER_GROUP_CURRENT_MEMBER_ASSIGNMENT: "consumer",
+         CONNECT_GROUP_METADATA: "group", CONNECT_GROUP_MEMBER_METADATA: "member", CONNECT_GROUP_UNITS: "connect",
+         CONNECT_GROUP_TARGET_ASSIGNMENT_METADATA: "connect", CONNECT_GROUP_TARGET_ASSIGNMENT_MEMBER: "connect",
+         CONNECT_GROUP_CURRENT_MEMBER_ASSIGNMENT: "connect"}
 
 
 def tally(rec: Record) -> tuple[int, int]:
     """(groups, members) a record stands for, for load and check counts."""
     if rec.type == GROUP_METADATA:
         return 1, len(rec.value.members)
-    if rec.type == CONSUMER_GROUP_METADATA:
+    if rec.type in (CONSUMER_GROUP_METADATA, CONNECT_GROUP_METADATA):
         return 1, 0
-    if rec.type == CONSUMER_GROUP_MEMBER_METADATA:
+    if rec.type in (CONSUMER_GROUP_MEMBER_METADATA, CONNECT_GROUP_MEMBER_METADATA):
         return 0, 1
     return 0, 0
 
@@ -209,6 +268,11 @@ def decode(key: bytes, value: bytes) -> Record:
         if rtype in CONSUMER_RECORDS:
             key_cls, value_cls = CONSUMER_RECORDS[rtype]
             k = key_cls.decode(memoryview(key)[2:], rtype)
+            v = value_cls.decode(memoryview(value)[2:], _value_version(value, 0))
+            return Record(rtype, k.group_id, k, v)
+        if rtype in CONNECT_RECORDS:
+            key_cls, value_cls = CONNECT_RECORDS[rtype]
+            k = key_cls.decode(memoryview(key)[2:], 0)
             v = value_cls.decode(memoryview(value)[2:], _value_version(value, 0))
             return Record(rtype, k.group_id, k, v)
         if rtype == KCOORD_TOPIC:

@@ -1464,6 +1464,448 @@ class ConsumerGroupCurrentMemberAssignmentValue(Message):
     def encode(self, version: int) -> bytes: ...
     def encode_into(self, buf: WriteBuffer, version: int) -> None: ...
 
+
+class ConnectGroupHeartbeatRequestAssignor(Message):
+    name: str
+    minimum_version: int
+    maximum_version: int
+    reason: int
+    version: int
+    metadata: bytes
+    def __init__(self, *, name: str = ..., minimum_version: int = ..., maximum_version: int = ..., reason: int = ..., version: int = ..., metadata: bytes = ..., unknown_tags: list[tuple[int, bytes]] | None = ...) -> None: ...
+
+
+class ConnectGroupHeartbeatRequestConnectorTasks(Message):
+    connector: str
+    task_ids: list[int]
+    def __init__(self, *, connector: str = ..., task_ids: list[int] = ..., unknown_tags: list[tuple[int, bytes]] | None = ...) -> None: ...
+
+
+class ConnectGroupHeartbeatRequestConnectorsAndTasks(Message):
+    connectors: list[str]
+    tasks: list[ConnectGroupHeartbeatRequestConnectorTasks]
+    def __init__(self, *, connectors: list[str] = ..., tasks: list[ConnectGroupHeartbeatRequestConnectorTasks] = ..., unknown_tags: list[tuple[int, bytes]] | None = ...) -> None: ...
+
+
+class ConnectGroupHeartbeatRequest(Message):
+    group_id: str
+    member_id: str
+    member_epoch: int
+    instance_id: str | None
+    rebalance_timeout_ms: int
+    server_assignor: str | None
+    client_assignors: list[ConnectGroupHeartbeatRequestAssignor] | None
+    connectors_and_tasks: ConnectGroupHeartbeatRequestConnectorsAndTasks | None
+    def __init__(self, *, group_id: str = ..., member_id: str = ..., member_epoch: int = ..., instance_id: str | None = ..., rebalance_timeout_ms: int = ..., server_assignor: str | None = ..., client_assignors: list[ConnectGroupHeartbeatRequestAssignor] | None = ..., connectors_and_tasks: ConnectGroupHeartbeatRequestConnectorsAndTasks | None = ..., unknown_tags: list[tuple[int, bytes]] | None = ...) -> None: ...
+    @staticmethod
+    def decode(buf: Buffer, version: int) -> ConnectGroupHeartbeatRequest: ...
+    @staticmethod
+    def decode_from(buf: Buffer, version: int, offset: int = 0) -> tuple[ConnectGroupHeartbeatRequest, int]: ...
+    def encode(self, version: int) -> bytes: ...
+    def encode_into(self, buf: WriteBuffer, version: int) -> None: ...
+
+
+class ConnectGroupHeartbeatResponseConnectorTasks(Message):
+    connector: str
+    task_ids: list[int]
+    def __init__(self, *, connector: str = ..., task_ids: list[int] = ..., unknown_tags: list[tuple[int, bytes]] | None = ...) -> None: ...
+
+
+class ConnectGroupHeartbeatResponseConnectorsAndTasks(Message):
+    connectors: list[str]
+    tasks: list[ConnectGroupHeartbeatResponseConnectorTasks]
+    def __init__(self, *, connectors: list[str] = ..., tasks: list[ConnectGroupHeartbeatResponseConnectorTasks] = ..., unknown_tags: list[tuple[int, bytes]] | None = ...) -> None: ...
+
+
+class ConnectGroupHeartbeatResponseAssignment(Message):
+    error: int
+    connectors_and_tasks: ConnectGroupHeartbeatResponseConnectorsAndTasks
+    version: int
+    metadata: bytes
+    def __init__(self, *, error: int = ..., connectors_and_tasks: ConnectGroupHeartbeatResponseConnectorsAndTasks = ..., version: int = ..., metadata: bytes = ..., unknown_tags: list[tuple[int, bytes]] | None = ...) -> None: ...
+
+
+class ConnectGroupHeartbeatResponse(Message):
+    throttle_time_ms: int
+    error_code: int
+    error_message: str | None
+    member_id: str | None
+    member_epoch: int
+    heartbeat_interval_ms: int
+    should_compute_assignment: bool
+    assignor_version: int
+    assignment: ConnectGroupHeartbeatResponseAssignment | None
+    def __init__(self, *, throttle_time_ms: int = ..., error_code: int = ..., error_message: str | None = ..., member_id: str | None = ..., member_epoch: int = ..., heartbeat_interval_ms: int = ..., should_compute_assignment: bool = ..., assignor_version: int = ..., assignment: ConnectGroupHeartbeatResponseAssignment | None = ..., unknown_tags: list[tuple[int, bytes]] | None = ...) -> None: ...
+    @staticmethod
+    def decode(buf: Buffer, version: int) -> ConnectGroupHeartbeatResponse: ...
+    @staticmethod
+    def decode_from(buf: Buffer, version: int, offset: int = 0) -> tuple[ConnectGroupHeartbeatResponse, int]: ...
+    def encode(self, version: int) -> bytes: ...
+    def encode_into(self, buf: WriteBuffer, version: int) -> None: ...
+
+
+class ConnectGroupPrepareAssignmentRequest(Message):
+    group_id: str
+    member_id: str
+    member_epoch: int
+    def __init__(self, *, group_id: str = ..., member_id: str = ..., member_epoch: int = ..., unknown_tags: list[tuple[int, bytes]] | None = ...) -> None: ...
+    @staticmethod
+    def decode(buf: Buffer, version: int) -> ConnectGroupPrepareAssignmentRequest: ...
+    @staticmethod
+    def decode_from(buf: Buffer, version: int, offset: int = 0) -> tuple[ConnectGroupPrepareAssignmentRequest, int]: ...
+    def encode(self, version: int) -> bytes: ...
+    def encode_into(self, buf: WriteBuffer, version: int) -> None: ...
+
+
+class ConnectGroupPrepareAssignmentResponseConnectorTasks(Message):
+    connector: str
+    task_ids: list[int]
+    def __init__(self, *, connector: str = ..., task_ids: list[int] = ..., unknown_tags: list[tuple[int, bytes]] | None = ...) -> None: ...
+
+
+class ConnectGroupPrepareAssignmentResponseConnectorsAndTasks(Message):
+    connectors: list[str]
+    tasks: list[ConnectGroupPrepareAssignmentResponseConnectorTasks]
+    def __init__(self, *, connectors: list[str] = ..., tasks: list[ConnectGroupPrepareAssignmentResponseConnectorTasks] = ..., unknown_tags: list[tuple[int, bytes]] | None = ...) -> None: ...
+
+
+class ConnectGroupPrepareAssignmentResponseMember(Message):
+    member_id: str
+    member_epoch: int
+    instance_id: str | None
+    minimum_version: int
+    maximum_version: int
+    reason: int
+    metadata: bytes
+    target: ConnectGroupPrepareAssignmentResponseConnectorsAndTasks
+    target_version: int
+    target_metadata: bytes
+    def __init__(self, *, member_id: str = ..., member_epoch: int = ..., instance_id: str | None = ..., minimum_version: int = ..., maximum_version: int = ..., reason: int = ..., metadata: bytes = ..., target: ConnectGroupPrepareAssignmentResponseConnectorsAndTasks = ..., target_version: int = ..., target_metadata: bytes = ..., unknown_tags: list[tuple[int, bytes]] | None = ...) -> None: ...
+
+
+class ConnectGroupPrepareAssignmentResponseDepartedMember(Message):
+    member_id: str
+    instance_id: str | None
+    target: ConnectGroupPrepareAssignmentResponseConnectorsAndTasks
+    def __init__(self, *, member_id: str = ..., instance_id: str | None = ..., target: ConnectGroupPrepareAssignmentResponseConnectorsAndTasks = ..., unknown_tags: list[tuple[int, bytes]] | None = ...) -> None: ...
+
+
+class ConnectGroupPrepareAssignmentResponse(Message):
+    throttle_time_ms: int
+    error_code: int
+    error_message: str | None
+    group_epoch: int
+    assignor_name: str
+    assignor_version: int
+    assignor_state: bytes | None
+    delay_remaining_ms: int
+    members: list[ConnectGroupPrepareAssignmentResponseMember]
+    departed_members: list[ConnectGroupPrepareAssignmentResponseDepartedMember]
+    def __init__(self, *, throttle_time_ms: int = ..., error_code: int = ..., error_message: str | None = ..., group_epoch: int = ..., assignor_name: str = ..., assignor_version: int = ..., assignor_state: bytes | None = ..., delay_remaining_ms: int = ..., members: list[ConnectGroupPrepareAssignmentResponseMember] = ..., departed_members: list[ConnectGroupPrepareAssignmentResponseDepartedMember] = ..., unknown_tags: list[tuple[int, bytes]] | None = ...) -> None: ...
+    @staticmethod
+    def decode(buf: Buffer, version: int) -> ConnectGroupPrepareAssignmentResponse: ...
+    @staticmethod
+    def decode_from(buf: Buffer, version: int, offset: int = 0) -> tuple[ConnectGroupPrepareAssignmentResponse, int]: ...
+    def encode(self, version: int) -> bytes: ...
+    def encode_into(self, buf: WriteBuffer, version: int) -> None: ...
+
+
+class ConnectGroupInstallAssignmentRequestConnectorTasks(Message):
+    connector: str
+    task_ids: list[int]
+    def __init__(self, *, connector: str = ..., task_ids: list[int] = ..., unknown_tags: list[tuple[int, bytes]] | None = ...) -> None: ...
+
+
+class ConnectGroupInstallAssignmentRequestConnectorsAndTasks(Message):
+    connectors: list[str]
+    tasks: list[ConnectGroupInstallAssignmentRequestConnectorTasks]
+    def __init__(self, *, connectors: list[str] = ..., tasks: list[ConnectGroupInstallAssignmentRequestConnectorTasks] = ..., unknown_tags: list[tuple[int, bytes]] | None = ...) -> None: ...
+
+
+class ConnectGroupInstallAssignmentRequestMember(Message):
+    member_id: str
+    connectors_and_tasks: ConnectGroupInstallAssignmentRequestConnectorsAndTasks
+    version: int
+    metadata: bytes
+    def __init__(self, *, member_id: str = ..., connectors_and_tasks: ConnectGroupInstallAssignmentRequestConnectorsAndTasks = ..., version: int = ..., metadata: bytes = ..., unknown_tags: list[tuple[int, bytes]] | None = ...) -> None: ...
+
+
+class ConnectGroupInstallAssignmentRequest(Message):
+    group_id: str
+    member_id: str
+    member_epoch: int
+    group_epoch: int
+    error: int
+    assignment_delay_ms: int
+    assignor_state: bytes | None
+    members: list[ConnectGroupInstallAssignmentRequestMember]
+    def __init__(self, *, group_id: str = ..., member_id: str = ..., member_epoch: int = ..., group_epoch: int = ..., error: int = ..., assignment_delay_ms: int = ..., assignor_state: bytes | None = ..., members: list[ConnectGroupInstallAssignmentRequestMember] = ..., unknown_tags: list[tuple[int, bytes]] | None = ...) -> None: ...
+    @staticmethod
+    def decode(buf: Buffer, version: int) -> ConnectGroupInstallAssignmentRequest: ...
+    @staticmethod
+    def decode_from(buf: Buffer, version: int, offset: int = 0) -> tuple[ConnectGroupInstallAssignmentRequest, int]: ...
+    def encode(self, version: int) -> bytes: ...
+    def encode_into(self, buf: WriteBuffer, version: int) -> None: ...
+
+
+class ConnectGroupInstallAssignmentResponse(Message):
+    throttle_time_ms: int
+    error_code: int
+    error_message: str | None
+    def __init__(self, *, throttle_time_ms: int = ..., error_code: int = ..., error_message: str | None = ..., unknown_tags: list[tuple[int, bytes]] | None = ...) -> None: ...
+    @staticmethod
+    def decode(buf: Buffer, version: int) -> ConnectGroupInstallAssignmentResponse: ...
+    @staticmethod
+    def decode_from(buf: Buffer, version: int, offset: int = 0) -> tuple[ConnectGroupInstallAssignmentResponse, int]: ...
+    def encode(self, version: int) -> bytes: ...
+    def encode_into(self, buf: WriteBuffer, version: int) -> None: ...
+
+
+class ConnectGroupDescribeRequest(Message):
+    group_ids: list[str]
+    include_authorized_operations: bool
+    def __init__(self, *, group_ids: list[str] = ..., include_authorized_operations: bool = ..., unknown_tags: list[tuple[int, bytes]] | None = ...) -> None: ...
+    @staticmethod
+    def decode(buf: Buffer, version: int) -> ConnectGroupDescribeRequest: ...
+    @staticmethod
+    def decode_from(buf: Buffer, version: int, offset: int = 0) -> tuple[ConnectGroupDescribeRequest, int]: ...
+    def encode(self, version: int) -> bytes: ...
+    def encode_into(self, buf: WriteBuffer, version: int) -> None: ...
+
+
+class ConnectGroupDescribeResponseConnectorTasks(Message):
+    connector: str
+    task_ids: list[int]
+    def __init__(self, *, connector: str = ..., task_ids: list[int] = ..., unknown_tags: list[tuple[int, bytes]] | None = ...) -> None: ...
+
+
+class ConnectGroupDescribeResponseConnectorsAndTasks(Message):
+    connectors: list[str]
+    tasks: list[ConnectGroupDescribeResponseConnectorTasks]
+    def __init__(self, *, connectors: list[str] = ..., tasks: list[ConnectGroupDescribeResponseConnectorTasks] = ..., unknown_tags: list[tuple[int, bytes]] | None = ...) -> None: ...
+
+
+class ConnectGroupDescribeResponseMember(Message):
+    member_id: str
+    instance_id: str | None
+    member_epoch: int
+    state: str
+    client_id: str
+    client_host: str
+    minimum_version: int
+    maximum_version: int
+    assignment: ConnectGroupDescribeResponseConnectorsAndTasks
+    target_assignment: ConnectGroupDescribeResponseConnectorsAndTasks
+    pending_revocation: ConnectGroupDescribeResponseConnectorsAndTasks
+    def __init__(self, *, member_id: str = ..., instance_id: str | None = ..., member_epoch: int = ..., state: str = ..., client_id: str = ..., client_host: str = ..., minimum_version: int = ..., maximum_version: int = ..., assignment: ConnectGroupDescribeResponseConnectorsAndTasks = ..., target_assignment: ConnectGroupDescribeResponseConnectorsAndTasks = ..., pending_revocation: ConnectGroupDescribeResponseConnectorsAndTasks = ..., unknown_tags: list[tuple[int, bytes]] | None = ...) -> None: ...
+
+
+class ConnectGroupDescribeResponseRebalance(Message):
+    group_epoch: int
+    timestamp_ms: int
+    reason: str
+    def __init__(self, *, group_epoch: int = ..., timestamp_ms: int = ..., reason: str = ..., unknown_tags: list[tuple[int, bytes]] | None = ...) -> None: ...
+
+
+class ConnectGroupDescribeResponseDescribedGroup(Message):
+    error_code: int
+    error_message: str | None
+    group_id: str
+    group_state: str
+    group_epoch: int
+    assignment_epoch: int
+    assignor_name: str | None
+    assignor_version: int
+    computing_member_id: str | None
+    compute_remaining_ms: int
+    delay_remaining_ms: int
+    members: list[ConnectGroupDescribeResponseMember]
+    history: list[ConnectGroupDescribeResponseRebalance]
+    authorized_operations: int
+    def __init__(self, *, error_code: int = ..., error_message: str | None = ..., group_id: str = ..., group_state: str = ..., group_epoch: int = ..., assignment_epoch: int = ..., assignor_name: str | None = ..., assignor_version: int = ..., computing_member_id: str | None = ..., compute_remaining_ms: int = ..., delay_remaining_ms: int = ..., members: list[ConnectGroupDescribeResponseMember] = ..., history: list[ConnectGroupDescribeResponseRebalance] = ..., authorized_operations: int = ..., unknown_tags: list[tuple[int, bytes]] | None = ...) -> None: ...
+
+
+class ConnectGroupDescribeResponse(Message):
+    throttle_time_ms: int
+    groups: list[ConnectGroupDescribeResponseDescribedGroup]
+    def __init__(self, *, throttle_time_ms: int = ..., groups: list[ConnectGroupDescribeResponseDescribedGroup] = ..., unknown_tags: list[tuple[int, bytes]] | None = ...) -> None: ...
+    @staticmethod
+    def decode(buf: Buffer, version: int) -> ConnectGroupDescribeResponse: ...
+    @staticmethod
+    def decode_from(buf: Buffer, version: int, offset: int = 0) -> tuple[ConnectGroupDescribeResponse, int]: ...
+    def encode(self, version: int) -> bytes: ...
+    def encode_into(self, buf: WriteBuffer, version: int) -> None: ...
+
+
+class ConnectGroupMetadataKey(Message):
+    group_id: str
+    def __init__(self, *, group_id: str = ..., unknown_tags: list[tuple[int, bytes]] | None = ...) -> None: ...
+    @staticmethod
+    def decode(buf: Buffer, version: int) -> ConnectGroupMetadataKey: ...
+    @staticmethod
+    def decode_from(buf: Buffer, version: int, offset: int = 0) -> tuple[ConnectGroupMetadataKey, int]: ...
+    def encode(self, version: int) -> bytes: ...
+    def encode_into(self, buf: WriteBuffer, version: int) -> None: ...
+
+
+class ConnectGroupMetadataValueDepartedMember(Message):
+    member_id: str
+    instance_id: str | None
+    units: list[int]
+    def __init__(self, *, member_id: str = ..., instance_id: str | None = ..., units: list[int] = ..., unknown_tags: list[tuple[int, bytes]] | None = ...) -> None: ...
+
+
+class ConnectGroupMetadataValue(Message):
+    epoch: int
+    assignor_state: bytes | None
+    delay_deadline_ms: int
+    departed_members: list[ConnectGroupMetadataValueDepartedMember]
+    def __init__(self, *, epoch: int = ..., assignor_state: bytes | None = ..., delay_deadline_ms: int = ..., departed_members: list[ConnectGroupMetadataValueDepartedMember] = ..., unknown_tags: list[tuple[int, bytes]] | None = ...) -> None: ...
+    @staticmethod
+    def decode(buf: Buffer, version: int) -> ConnectGroupMetadataValue: ...
+    @staticmethod
+    def decode_from(buf: Buffer, version: int, offset: int = 0) -> tuple[ConnectGroupMetadataValue, int]: ...
+    def encode(self, version: int) -> bytes: ...
+    def encode_into(self, buf: WriteBuffer, version: int) -> None: ...
+
+
+class ConnectGroupUnitsKey(Message):
+    group_id: str
+    def __init__(self, *, group_id: str = ..., unknown_tags: list[tuple[int, bytes]] | None = ...) -> None: ...
+    @staticmethod
+    def decode(buf: Buffer, version: int) -> ConnectGroupUnitsKey: ...
+    @staticmethod
+    def decode_from(buf: Buffer, version: int, offset: int = 0) -> tuple[ConnectGroupUnitsKey, int]: ...
+    def encode(self, version: int) -> bytes: ...
+    def encode_into(self, buf: WriteBuffer, version: int) -> None: ...
+
+
+class ConnectGroupUnitsValue(Message):
+    connectors: list[str]
+    units_connector: list[int]
+    units_task: list[int]
+    def __init__(self, *, connectors: list[str] = ..., units_connector: list[int] = ..., units_task: list[int] = ..., unknown_tags: list[tuple[int, bytes]] | None = ...) -> None: ...
+    @staticmethod
+    def decode(buf: Buffer, version: int) -> ConnectGroupUnitsValue: ...
+    @staticmethod
+    def decode_from(buf: Buffer, version: int, offset: int = 0) -> tuple[ConnectGroupUnitsValue, int]: ...
+    def encode(self, version: int) -> bytes: ...
+    def encode_into(self, buf: WriteBuffer, version: int) -> None: ...
+
+
+class ConnectGroupMemberMetadataKey(Message):
+    group_id: str
+    member_id: str
+    def __init__(self, *, group_id: str = ..., member_id: str = ..., unknown_tags: list[tuple[int, bytes]] | None = ...) -> None: ...
+    @staticmethod
+    def decode(buf: Buffer, version: int) -> ConnectGroupMemberMetadataKey: ...
+    @staticmethod
+    def decode_from(buf: Buffer, version: int, offset: int = 0) -> tuple[ConnectGroupMemberMetadataKey, int]: ...
+    def encode(self, version: int) -> bytes: ...
+    def encode_into(self, buf: WriteBuffer, version: int) -> None: ...
+
+
+class ConnectGroupMemberMetadataValueAssignor(Message):
+    name: str
+    minimum_version: int
+    maximum_version: int
+    reason: int
+    version: int
+    metadata: bytes
+    def __init__(self, *, name: str = ..., minimum_version: int = ..., maximum_version: int = ..., reason: int = ..., version: int = ..., metadata: bytes = ..., unknown_tags: list[tuple[int, bytes]] | None = ...) -> None: ...
+
+
+class ConnectGroupMemberMetadataValue(Message):
+    instance_id: str | None
+    client_id: str
+    client_host: str
+    rebalance_timeout_ms: int
+    joined: int
+    client_assignors: list[ConnectGroupMemberMetadataValueAssignor]
+    def __init__(self, *, instance_id: str | None = ..., client_id: str = ..., client_host: str = ..., rebalance_timeout_ms: int = ..., joined: int = ..., client_assignors: list[ConnectGroupMemberMetadataValueAssignor] = ..., unknown_tags: list[tuple[int, bytes]] | None = ...) -> None: ...
+    @staticmethod
+    def decode(buf: Buffer, version: int) -> ConnectGroupMemberMetadataValue: ...
+    @staticmethod
+    def decode_from(buf: Buffer, version: int, offset: int = 0) -> tuple[ConnectGroupMemberMetadataValue, int]: ...
+    def encode(self, version: int) -> bytes: ...
+    def encode_into(self, buf: WriteBuffer, version: int) -> None: ...
+
+
+class ConnectGroupTargetAssignmentMetadataKey(Message):
+    group_id: str
+    def __init__(self, *, group_id: str = ..., unknown_tags: list[tuple[int, bytes]] | None = ...) -> None: ...
+    @staticmethod
+    def decode(buf: Buffer, version: int) -> ConnectGroupTargetAssignmentMetadataKey: ...
+    @staticmethod
+    def decode_from(buf: Buffer, version: int, offset: int = 0) -> tuple[ConnectGroupTargetAssignmentMetadataKey, int]: ...
+    def encode(self, version: int) -> bytes: ...
+    def encode_into(self, buf: WriteBuffer, version: int) -> None: ...
+
+
+class ConnectGroupTargetAssignmentMetadataValue(Message):
+    assignment_epoch: int
+    assignor_name: str | None
+    assignor_version: int
+    def __init__(self, *, assignment_epoch: int = ..., assignor_name: str | None = ..., assignor_version: int = ..., unknown_tags: list[tuple[int, bytes]] | None = ...) -> None: ...
+    @staticmethod
+    def decode(buf: Buffer, version: int) -> ConnectGroupTargetAssignmentMetadataValue: ...
+    @staticmethod
+    def decode_from(buf: Buffer, version: int, offset: int = 0) -> tuple[ConnectGroupTargetAssignmentMetadataValue, int]: ...
+    def encode(self, version: int) -> bytes: ...
+    def encode_into(self, buf: WriteBuffer, version: int) -> None: ...
+
+
+class ConnectGroupTargetAssignmentMemberKey(Message):
+    group_id: str
+    member_id: str
+    def __init__(self, *, group_id: str = ..., member_id: str = ..., unknown_tags: list[tuple[int, bytes]] | None = ...) -> None: ...
+    @staticmethod
+    def decode(buf: Buffer, version: int) -> ConnectGroupTargetAssignmentMemberKey: ...
+    @staticmethod
+    def decode_from(buf: Buffer, version: int, offset: int = 0) -> tuple[ConnectGroupTargetAssignmentMemberKey, int]: ...
+    def encode(self, version: int) -> bytes: ...
+    def encode_into(self, buf: WriteBuffer, version: int) -> None: ...
+
+
+class ConnectGroupTargetAssignmentMemberValue(Message):
+    units: list[int]
+    version: int
+    metadata: bytes
+    def __init__(self, *, units: list[int] = ..., version: int = ..., metadata: bytes = ..., unknown_tags: list[tuple[int, bytes]] | None = ...) -> None: ...
+    @staticmethod
+    def decode(buf: Buffer, version: int) -> ConnectGroupTargetAssignmentMemberValue: ...
+    @staticmethod
+    def decode_from(buf: Buffer, version: int, offset: int = 0) -> tuple[ConnectGroupTargetAssignmentMemberValue, int]: ...
+    def encode(self, version: int) -> bytes: ...
+    def encode_into(self, buf: WriteBuffer, version: int) -> None: ...
+
+
+class ConnectGroupCurrentMemberAssignmentKey(Message):
+    group_id: str
+    member_id: str
+    def __init__(self, *, group_id: str = ..., member_id: str = ..., unknown_tags: list[tuple[int, bytes]] | None = ...) -> None: ...
+    @staticmethod
+    def decode(buf: Buffer, version: int) -> ConnectGroupCurrentMemberAssignmentKey: ...
+    @staticmethod
+    def decode_from(buf: Buffer, version: int, offset: int = 0) -> tuple[ConnectGroupCurrentMemberAssignmentKey, int]: ...
+    def encode(self, version: int) -> bytes: ...
+    def encode_into(self, buf: WriteBuffer, version: int) -> None: ...
+
+
+class ConnectGroupCurrentMemberAssignmentValue(Message):
+    member_epoch: int
+    previous_member_epoch: int
+    state: int
+    assigned: list[int]
+    pending_revocation: list[int]
+    def __init__(self, *, member_epoch: int = ..., previous_member_epoch: int = ..., state: int = ..., assigned: list[int] = ..., pending_revocation: list[int] = ..., unknown_tags: list[tuple[int, bytes]] | None = ...) -> None: ...
+    @staticmethod
+    def decode(buf: Buffer, version: int) -> ConnectGroupCurrentMemberAssignmentValue: ...
+    @staticmethod
+    def decode_from(buf: Buffer, version: int, offset: int = 0) -> tuple[ConnectGroupCurrentMemberAssignmentValue, int]: ...
+    def encode(self, version: int) -> bytes: ...
+    def encode_into(self, buf: WriteBuffer, version: int) -> None: ...
+
 REQUEST_TYPES: dict[int, type[Message]]
 RESPONSE_TYPES: dict[int, type[Message]]
 MESSAGE_TYPES: dict[str, type[Message]]

@@ -279,42 +279,58 @@ def consumer_heartbeat_shape(ConsumerGroupHeartbeatRequest req):
 
 # ---- headers ---------------------------------------------------------------------------------------------
 
-# First flexible version of each API's request and response, -1 where none; API keys are < 128 here.
-cdef int16_t _REQ_FLEX[128]
-cdef int16_t _RESP_FLEX[128]
-cdef int16_t _MIN_V[128]
-cdef int16_t _MAX_V[128]
-for _k in range(128):
+# First flexible version of each API's request and response, -1 where none. Kafka's API keys are < 128; kcoord's
+# own (connect groups, kcoord.protocol.connect) are a private block from 1000, kept in the slots after 128.
+cdef int16_t _REQ_FLEX[136]
+cdef int16_t _RESP_FLEX[136]
+cdef int16_t _MIN_V[136]
+cdef int16_t _MAX_V[136]
+
+
+cdef inline int _slot(int api_key) noexcept nogil:
+    if 0 <= api_key < 128:
+        return api_key
+    if 1000 <= api_key < 1008:
+        return api_key - 1000 + 128
+    return -1
+
+
+for _k in range(136):
     _REQ_FLEX[_k] = -1
     _RESP_FLEX[_k] = -1
     _MIN_V[_k] = 1
     _MAX_V[_k] = 0
 for _k, _cls in REQUEST_TYPES.items():
-    _REQ_FLEX[_k] = _cls.FIRST_FLEXIBLE_VERSION
-    _MIN_V[_k] = _cls.MIN_VERSION
-    _MAX_V[_k] = _cls.MAX_VERSION
+    if _slot(_k) < 0:
+        raise ImportError(f"API key {_k} has no slot in the codec's tables")
+    _REQ_FLEX[_slot(_k)] = _cls.FIRST_FLEXIBLE_VERSION
+    _MIN_V[_slot(_k)] = _cls.MIN_VERSION
+    _MAX_V[_slot(_k)] = _cls.MAX_VERSION
 for _k, _cls in RESPONSE_TYPES.items():
-    _RESP_FLEX[_k] = _cls.FIRST_FLEXIBLE_VERSION
+    _RESP_FLEX[_slot(_k)] = _cls.FIRST_FLEXIBLE_VERSION
 
 API_VERSIONS = {k: (cls.MIN_VERSION, cls.MAX_VERSION) for k, cls in REQUEST_TYPES.items()}
 
 
 cpdef int request_header_version(int api_key, int api_version) noexcept:
     """2 for a flexible request version, else 1 (-1 for an API this codec does not know)."""
-    if api_key < 0 or api_key >= 128 or _MIN_V[api_key] > _MAX_V[api_key]:
+    cdef int s = _slot(api_key)
+    if s < 0 or _MIN_V[s] > _MAX_V[s]:
         return -1
-    return 2 if 0 <= _REQ_FLEX[api_key] <= api_version else 1
+    return 2 if 0 <= _REQ_FLEX[s] <= api_version else 1
 
 
 cpdef int response_header_version(int api_key, int api_version) noexcept:
     """1 for a flexible response version, else 0; ApiVersions always answers with header v0."""
-    if api_key == 18 or api_key < 0 or api_key >= 128:
+    cdef int s = _slot(api_key)
+    if api_key == 18 or s < 0:
         return 0
-    return 1 if 0 <= _RESP_FLEX[api_key] <= api_version else 0
+    return 1 if 0 <= _RESP_FLEX[s] <= api_version else 0
 
 
 cpdef bint is_supported(int api_key, int api_version) noexcept:
-    return 0 <= api_key < 128 and _MIN_V[api_key] <= api_version <= _MAX_V[api_key]
+    cdef int s = _slot(api_key)
+    return s >= 0 and _MIN_V[s] <= api_version <= _MAX_V[s]
 
 
 cdef int _peek(Cursor* c, int* api_key, int* api_version, int* correlation_id) except -1:

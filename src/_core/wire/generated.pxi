@@ -5451,6 +5451,1670 @@ cdef class ConsumerGroupCurrentMemberAssignmentValue:
         encode_into_buffer(buf, self, _enc_ConsumerGroupCurrentMemberAssignmentValue(version), version)
 
 
+@cython.final
+@cython.no_gc
+@cython.freelist(32)
+cdef class ConnectGroupHeartbeatRequestAssignor:
+    cdef public object name
+    cdef public int16_t minimum_version
+    cdef public int16_t maximum_version
+    cdef public int8_t reason
+    cdef public int16_t version
+    cdef public object metadata
+    cdef public object unknown_tags
+    _FIELDS = ("name", "minimum_version", "maximum_version", "reason", "version", "metadata")
+
+    def __init__(self, *, name='', minimum_version=0, maximum_version=0, reason=0, version=0, metadata=b'', unknown_tags=None):
+        self.name = name
+        self.minimum_version = minimum_version
+        self.maximum_version = maximum_version
+        self.reason = reason
+        self.version = version
+        self.metadata = metadata
+        self.unknown_tags = unknown_tags
+
+    def __eq__(self, other):
+        return msg_eq(self, other)
+
+    __hash__ = None
+
+    def __repr__(self):
+        return msg_repr(self)
+
+    def to_dict(self):
+        """A plain dict (nested structs as dicts) for JSON output and tests."""
+        return msg_to_dict(self)
+
+
+@cython.final
+@cython.no_gc
+@cython.freelist(32)
+cdef class ConnectGroupHeartbeatRequestConnectorTasks:
+    cdef public object connector
+    cdef public object task_ids
+    cdef public object unknown_tags
+    _FIELDS = ("connector", "task_ids")
+
+    def __init__(self, *, connector='', task_ids=_DEFAULT, unknown_tags=None):
+        self.connector = connector
+        self.task_ids = [] if task_ids is _DEFAULT else task_ids
+        self.unknown_tags = unknown_tags
+
+    def __eq__(self, other):
+        return msg_eq(self, other)
+
+    __hash__ = None
+
+    def __repr__(self):
+        return msg_repr(self)
+
+    def to_dict(self):
+        """A plain dict (nested structs as dicts) for JSON output and tests."""
+        return msg_to_dict(self)
+
+
+@cython.final
+@cython.no_gc
+@cython.freelist(32)
+cdef class ConnectGroupHeartbeatRequestConnectorsAndTasks:
+    cdef public object connectors
+    cdef public object tasks
+    cdef public object unknown_tags
+    _FIELDS = ("connectors", "tasks")
+
+    def __init__(self, *, connectors=_DEFAULT, tasks=_DEFAULT, unknown_tags=None):
+        self.connectors = [] if connectors is _DEFAULT else connectors
+        self.tasks = [] if tasks is _DEFAULT else tasks
+        self.unknown_tags = unknown_tags
+
+    def __eq__(self, other):
+        return msg_eq(self, other)
+
+    __hash__ = None
+
+    def __repr__(self):
+        return msg_repr(self)
+
+    def to_dict(self):
+        """A plain dict (nested structs as dicts) for JSON output and tests."""
+        return msg_to_dict(self)
+
+
+@cython.final
+@cython.no_gc
+@cython.freelist(32)
+cdef class ConnectGroupHeartbeatRequest:
+    cdef public object group_id
+    cdef public object member_id
+    cdef public int32_t member_epoch
+    cdef public object instance_id
+    cdef public int32_t rebalance_timeout_ms
+    cdef public object server_assignor
+    cdef public object client_assignors
+    cdef public object connectors_and_tasks
+    cdef public object unknown_tags
+    _FIELDS = ("group_id", "member_id", "member_epoch", "instance_id", "rebalance_timeout_ms", "server_assignor", "client_assignors", "connectors_and_tasks")
+    KIND = "request"
+    API_KEY = 1000
+    MIN_VERSION = 0
+    MAX_VERSION = 0
+    FIRST_FLEXIBLE_VERSION = 0
+
+    def __init__(self, *, group_id='', member_id='', member_epoch=0, instance_id=None, rebalance_timeout_ms=-1, server_assignor=None, client_assignors=None, connectors_and_tasks=None, unknown_tags=None):
+        self.group_id = group_id
+        self.member_id = member_id
+        self.member_epoch = member_epoch
+        self.instance_id = instance_id
+        self.rebalance_timeout_ms = rebalance_timeout_ms
+        self.server_assignor = server_assignor
+        self.client_assignors = client_assignors
+        self.connectors_and_tasks = connectors_and_tasks
+        self.unknown_tags = unknown_tags
+
+    def __eq__(self, other):
+        return msg_eq(self, other)
+
+    __hash__ = None
+
+    def __repr__(self):
+        return msg_repr(self)
+
+    def to_dict(self):
+        """A plain dict (nested structs as dicts) for JSON output and tests."""
+        return msg_to_dict(self)
+
+    @staticmethod
+    def decode(buf, int version):
+        """Decode a whole buffer holding one ConnectGroupHeartbeatRequest of the given version."""
+        return decode_whole(buf, _dec_ConnectGroupHeartbeatRequest(version))
+
+    @staticmethod
+    def decode_from(buf, int version, Py_ssize_t offset=0):
+        """Decode one message starting at offset; returns (message, offset after it)."""
+        return decode_prefix(buf, offset, _dec_ConnectGroupHeartbeatRequest(version))
+
+    def encode(self, int version):
+        return encode_bytes(self, _enc_ConnectGroupHeartbeatRequest(version), version)
+
+    def encode_into(self, WriteBuffer buf, int version):
+        encode_into_buffer(buf, self, _enc_ConnectGroupHeartbeatRequest(version), version)
+
+
+@cython.final
+@cython.no_gc
+@cython.freelist(32)
+cdef class ConnectGroupHeartbeatResponseConnectorTasks:
+    cdef public object connector
+    cdef public object task_ids
+    cdef public object unknown_tags
+    _FIELDS = ("connector", "task_ids")
+
+    def __init__(self, *, connector='', task_ids=_DEFAULT, unknown_tags=None):
+        self.connector = connector
+        self.task_ids = [] if task_ids is _DEFAULT else task_ids
+        self.unknown_tags = unknown_tags
+
+    def __eq__(self, other):
+        return msg_eq(self, other)
+
+    __hash__ = None
+
+    def __repr__(self):
+        return msg_repr(self)
+
+    def to_dict(self):
+        """A plain dict (nested structs as dicts) for JSON output and tests."""
+        return msg_to_dict(self)
+
+
+@cython.final
+@cython.no_gc
+@cython.freelist(32)
+cdef class ConnectGroupHeartbeatResponseConnectorsAndTasks:
+    cdef public object connectors
+    cdef public object tasks
+    cdef public object unknown_tags
+    _FIELDS = ("connectors", "tasks")
+
+    def __init__(self, *, connectors=_DEFAULT, tasks=_DEFAULT, unknown_tags=None):
+        self.connectors = [] if connectors is _DEFAULT else connectors
+        self.tasks = [] if tasks is _DEFAULT else tasks
+        self.unknown_tags = unknown_tags
+
+    def __eq__(self, other):
+        return msg_eq(self, other)
+
+    __hash__ = None
+
+    def __repr__(self):
+        return msg_repr(self)
+
+    def to_dict(self):
+        """A plain dict (nested structs as dicts) for JSON output and tests."""
+        return msg_to_dict(self)
+
+
+@cython.final
+@cython.no_gc
+@cython.freelist(32)
+cdef class ConnectGroupHeartbeatResponseAssignment:
+    cdef public int8_t error
+    cdef public object connectors_and_tasks
+    cdef public int16_t version
+    cdef public object metadata
+    cdef public object unknown_tags
+    _FIELDS = ("error", "connectors_and_tasks", "version", "metadata")
+
+    def __init__(self, *, error=0, connectors_and_tasks=_DEFAULT, version=0, metadata=b'', unknown_tags=None):
+        self.error = error
+        self.connectors_and_tasks = ConnectGroupHeartbeatResponseConnectorsAndTasks() if connectors_and_tasks is _DEFAULT else connectors_and_tasks
+        self.version = version
+        self.metadata = metadata
+        self.unknown_tags = unknown_tags
+
+    def __eq__(self, other):
+        return msg_eq(self, other)
+
+    __hash__ = None
+
+    def __repr__(self):
+        return msg_repr(self)
+
+    def to_dict(self):
+        """A plain dict (nested structs as dicts) for JSON output and tests."""
+        return msg_to_dict(self)
+
+
+@cython.final
+@cython.no_gc
+@cython.freelist(32)
+cdef class ConnectGroupHeartbeatResponse:
+    cdef public int32_t throttle_time_ms
+    cdef public int16_t error_code
+    cdef public object error_message
+    cdef public object member_id
+    cdef public int32_t member_epoch
+    cdef public int32_t heartbeat_interval_ms
+    cdef public bint should_compute_assignment
+    cdef public int16_t assignor_version
+    cdef public object assignment
+    cdef public object unknown_tags
+    _FIELDS = ("throttle_time_ms", "error_code", "error_message", "member_id", "member_epoch", "heartbeat_interval_ms", "should_compute_assignment", "assignor_version", "assignment")
+    KIND = "response"
+    API_KEY = 1000
+    MIN_VERSION = 0
+    MAX_VERSION = 0
+    FIRST_FLEXIBLE_VERSION = 0
+
+    def __init__(self, *, throttle_time_ms=0, error_code=0, error_message=None, member_id=None, member_epoch=0, heartbeat_interval_ms=0, should_compute_assignment=False, assignor_version=-1, assignment=None, unknown_tags=None):
+        self.throttle_time_ms = throttle_time_ms
+        self.error_code = error_code
+        self.error_message = error_message
+        self.member_id = member_id
+        self.member_epoch = member_epoch
+        self.heartbeat_interval_ms = heartbeat_interval_ms
+        self.should_compute_assignment = should_compute_assignment
+        self.assignor_version = assignor_version
+        self.assignment = assignment
+        self.unknown_tags = unknown_tags
+
+    def __eq__(self, other):
+        return msg_eq(self, other)
+
+    __hash__ = None
+
+    def __repr__(self):
+        return msg_repr(self)
+
+    def to_dict(self):
+        """A plain dict (nested structs as dicts) for JSON output and tests."""
+        return msg_to_dict(self)
+
+    @staticmethod
+    def decode(buf, int version):
+        """Decode a whole buffer holding one ConnectGroupHeartbeatResponse of the given version."""
+        return decode_whole(buf, _dec_ConnectGroupHeartbeatResponse(version))
+
+    @staticmethod
+    def decode_from(buf, int version, Py_ssize_t offset=0):
+        """Decode one message starting at offset; returns (message, offset after it)."""
+        return decode_prefix(buf, offset, _dec_ConnectGroupHeartbeatResponse(version))
+
+    def encode(self, int version):
+        return encode_bytes(self, _enc_ConnectGroupHeartbeatResponse(version), version)
+
+    def encode_into(self, WriteBuffer buf, int version):
+        encode_into_buffer(buf, self, _enc_ConnectGroupHeartbeatResponse(version), version)
+
+
+@cython.final
+@cython.no_gc
+@cython.freelist(32)
+cdef class ConnectGroupPrepareAssignmentRequest:
+    cdef public object group_id
+    cdef public object member_id
+    cdef public int32_t member_epoch
+    cdef public object unknown_tags
+    _FIELDS = ("group_id", "member_id", "member_epoch")
+    KIND = "request"
+    API_KEY = 1001
+    MIN_VERSION = 0
+    MAX_VERSION = 0
+    FIRST_FLEXIBLE_VERSION = 0
+
+    def __init__(self, *, group_id='', member_id='', member_epoch=0, unknown_tags=None):
+        self.group_id = group_id
+        self.member_id = member_id
+        self.member_epoch = member_epoch
+        self.unknown_tags = unknown_tags
+
+    def __eq__(self, other):
+        return msg_eq(self, other)
+
+    __hash__ = None
+
+    def __repr__(self):
+        return msg_repr(self)
+
+    def to_dict(self):
+        """A plain dict (nested structs as dicts) for JSON output and tests."""
+        return msg_to_dict(self)
+
+    @staticmethod
+    def decode(buf, int version):
+        """Decode a whole buffer holding one ConnectGroupPrepareAssignmentRequest of the given version."""
+        return decode_whole(buf, _dec_ConnectGroupPrepareAssignmentRequest(version))
+
+    @staticmethod
+    def decode_from(buf, int version, Py_ssize_t offset=0):
+        """Decode one message starting at offset; returns (message, offset after it)."""
+        return decode_prefix(buf, offset, _dec_ConnectGroupPrepareAssignmentRequest(version))
+
+    def encode(self, int version):
+        return encode_bytes(self, _enc_ConnectGroupPrepareAssignmentRequest(version), version)
+
+    def encode_into(self, WriteBuffer buf, int version):
+        encode_into_buffer(buf, self, _enc_ConnectGroupPrepareAssignmentRequest(version), version)
+
+
+@cython.final
+@cython.no_gc
+@cython.freelist(32)
+cdef class ConnectGroupPrepareAssignmentResponseConnectorTasks:
+    cdef public object connector
+    cdef public object task_ids
+    cdef public object unknown_tags
+    _FIELDS = ("connector", "task_ids")
+
+    def __init__(self, *, connector='', task_ids=_DEFAULT, unknown_tags=None):
+        self.connector = connector
+        self.task_ids = [] if task_ids is _DEFAULT else task_ids
+        self.unknown_tags = unknown_tags
+
+    def __eq__(self, other):
+        return msg_eq(self, other)
+
+    __hash__ = None
+
+    def __repr__(self):
+        return msg_repr(self)
+
+    def to_dict(self):
+        """A plain dict (nested structs as dicts) for JSON output and tests."""
+        return msg_to_dict(self)
+
+
+@cython.final
+@cython.no_gc
+@cython.freelist(32)
+cdef class ConnectGroupPrepareAssignmentResponseConnectorsAndTasks:
+    cdef public object connectors
+    cdef public object tasks
+    cdef public object unknown_tags
+    _FIELDS = ("connectors", "tasks")
+
+    def __init__(self, *, connectors=_DEFAULT, tasks=_DEFAULT, unknown_tags=None):
+        self.connectors = [] if connectors is _DEFAULT else connectors
+        self.tasks = [] if tasks is _DEFAULT else tasks
+        self.unknown_tags = unknown_tags
+
+    def __eq__(self, other):
+        return msg_eq(self, other)
+
+    __hash__ = None
+
+    def __repr__(self):
+        return msg_repr(self)
+
+    def to_dict(self):
+        """A plain dict (nested structs as dicts) for JSON output and tests."""
+        return msg_to_dict(self)
+
+
+@cython.final
+@cython.no_gc
+@cython.freelist(32)
+cdef class ConnectGroupPrepareAssignmentResponseMember:
+    cdef public object member_id
+    cdef public int32_t member_epoch
+    cdef public object instance_id
+    cdef public int16_t minimum_version
+    cdef public int16_t maximum_version
+    cdef public int8_t reason
+    cdef public object metadata
+    cdef public object target
+    cdef public int16_t target_version
+    cdef public object target_metadata
+    cdef public object unknown_tags
+    _FIELDS = ("member_id", "member_epoch", "instance_id", "minimum_version", "maximum_version", "reason", "metadata", "target", "target_version", "target_metadata")
+
+    def __init__(self, *, member_id='', member_epoch=0, instance_id=None, minimum_version=0, maximum_version=0, reason=0, metadata=b'', target=_DEFAULT, target_version=0, target_metadata=b'', unknown_tags=None):
+        self.member_id = member_id
+        self.member_epoch = member_epoch
+        self.instance_id = instance_id
+        self.minimum_version = minimum_version
+        self.maximum_version = maximum_version
+        self.reason = reason
+        self.metadata = metadata
+        self.target = ConnectGroupPrepareAssignmentResponseConnectorsAndTasks() if target is _DEFAULT else target
+        self.target_version = target_version
+        self.target_metadata = target_metadata
+        self.unknown_tags = unknown_tags
+
+    def __eq__(self, other):
+        return msg_eq(self, other)
+
+    __hash__ = None
+
+    def __repr__(self):
+        return msg_repr(self)
+
+    def to_dict(self):
+        """A plain dict (nested structs as dicts) for JSON output and tests."""
+        return msg_to_dict(self)
+
+
+@cython.final
+@cython.no_gc
+@cython.freelist(32)
+cdef class ConnectGroupPrepareAssignmentResponseDepartedMember:
+    cdef public object member_id
+    cdef public object instance_id
+    cdef public object target
+    cdef public object unknown_tags
+    _FIELDS = ("member_id", "instance_id", "target")
+
+    def __init__(self, *, member_id='', instance_id=None, target=_DEFAULT, unknown_tags=None):
+        self.member_id = member_id
+        self.instance_id = instance_id
+        self.target = ConnectGroupPrepareAssignmentResponseConnectorsAndTasks() if target is _DEFAULT else target
+        self.unknown_tags = unknown_tags
+
+    def __eq__(self, other):
+        return msg_eq(self, other)
+
+    __hash__ = None
+
+    def __repr__(self):
+        return msg_repr(self)
+
+    def to_dict(self):
+        """A plain dict (nested structs as dicts) for JSON output and tests."""
+        return msg_to_dict(self)
+
+
+@cython.final
+@cython.no_gc
+@cython.freelist(32)
+cdef class ConnectGroupPrepareAssignmentResponse:
+    cdef public int32_t throttle_time_ms
+    cdef public int16_t error_code
+    cdef public object error_message
+    cdef public int32_t group_epoch
+    cdef public object assignor_name
+    cdef public int16_t assignor_version
+    cdef public object assignor_state
+    cdef public int32_t delay_remaining_ms
+    cdef public object members
+    cdef public object departed_members
+    cdef public object unknown_tags
+    _FIELDS = ("throttle_time_ms", "error_code", "error_message", "group_epoch", "assignor_name", "assignor_version", "assignor_state", "delay_remaining_ms", "members", "departed_members")
+    KIND = "response"
+    API_KEY = 1001
+    MIN_VERSION = 0
+    MAX_VERSION = 0
+    FIRST_FLEXIBLE_VERSION = 0
+
+    def __init__(self, *, throttle_time_ms=0, error_code=0, error_message=None, group_epoch=0, assignor_name='', assignor_version=0, assignor_state=None, delay_remaining_ms=-1, members=_DEFAULT, departed_members=_DEFAULT, unknown_tags=None):
+        self.throttle_time_ms = throttle_time_ms
+        self.error_code = error_code
+        self.error_message = error_message
+        self.group_epoch = group_epoch
+        self.assignor_name = assignor_name
+        self.assignor_version = assignor_version
+        self.assignor_state = assignor_state
+        self.delay_remaining_ms = delay_remaining_ms
+        self.members = [] if members is _DEFAULT else members
+        self.departed_members = [] if departed_members is _DEFAULT else departed_members
+        self.unknown_tags = unknown_tags
+
+    def __eq__(self, other):
+        return msg_eq(self, other)
+
+    __hash__ = None
+
+    def __repr__(self):
+        return msg_repr(self)
+
+    def to_dict(self):
+        """A plain dict (nested structs as dicts) for JSON output and tests."""
+        return msg_to_dict(self)
+
+    @staticmethod
+    def decode(buf, int version):
+        """Decode a whole buffer holding one ConnectGroupPrepareAssignmentResponse of the given version."""
+        return decode_whole(buf, _dec_ConnectGroupPrepareAssignmentResponse(version))
+
+    @staticmethod
+    def decode_from(buf, int version, Py_ssize_t offset=0):
+        """Decode one message starting at offset; returns (message, offset after it)."""
+        return decode_prefix(buf, offset, _dec_ConnectGroupPrepareAssignmentResponse(version))
+
+    def encode(self, int version):
+        return encode_bytes(self, _enc_ConnectGroupPrepareAssignmentResponse(version), version)
+
+    def encode_into(self, WriteBuffer buf, int version):
+        encode_into_buffer(buf, self, _enc_ConnectGroupPrepareAssignmentResponse(version), version)
+
+
+@cython.final
+@cython.no_gc
+@cython.freelist(32)
+cdef class ConnectGroupInstallAssignmentRequestConnectorTasks:
+    cdef public object connector
+    cdef public object task_ids
+    cdef public object unknown_tags
+    _FIELDS = ("connector", "task_ids")
+
+    def __init__(self, *, connector='', task_ids=_DEFAULT, unknown_tags=None):
+        self.connector = connector
+        self.task_ids = [] if task_ids is _DEFAULT else task_ids
+        self.unknown_tags = unknown_tags
+
+    def __eq__(self, other):
+        return msg_eq(self, other)
+
+    __hash__ = None
+
+    def __repr__(self):
+        return msg_repr(self)
+
+    def to_dict(self):
+        """A plain dict (nested structs as dicts) for JSON output and tests."""
+        return msg_to_dict(self)
+
+
+@cython.final
+@cython.no_gc
+@cython.freelist(32)
+cdef class ConnectGroupInstallAssignmentRequestConnectorsAndTasks:
+    cdef public object connectors
+    cdef public object tasks
+    cdef public object unknown_tags
+    _FIELDS = ("connectors", "tasks")
+
+    def __init__(self, *, connectors=_DEFAULT, tasks=_DEFAULT, unknown_tags=None):
+        self.connectors = [] if connectors is _DEFAULT else connectors
+        self.tasks = [] if tasks is _DEFAULT else tasks
+        self.unknown_tags = unknown_tags
+
+    def __eq__(self, other):
+        return msg_eq(self, other)
+
+    __hash__ = None
+
+    def __repr__(self):
+        return msg_repr(self)
+
+    def to_dict(self):
+        """A plain dict (nested structs as dicts) for JSON output and tests."""
+        return msg_to_dict(self)
+
+
+@cython.final
+@cython.no_gc
+@cython.freelist(32)
+cdef class ConnectGroupInstallAssignmentRequestMember:
+    cdef public object member_id
+    cdef public object connectors_and_tasks
+    cdef public int16_t version
+    cdef public object metadata
+    cdef public object unknown_tags
+    _FIELDS = ("member_id", "connectors_and_tasks", "version", "metadata")
+
+    def __init__(self, *, member_id='', connectors_and_tasks=_DEFAULT, version=0, metadata=b'', unknown_tags=None):
+        self.member_id = member_id
+        self.connectors_and_tasks = ConnectGroupInstallAssignmentRequestConnectorsAndTasks() if connectors_and_tasks is _DEFAULT else connectors_and_tasks
+        self.version = version
+        self.metadata = metadata
+        self.unknown_tags = unknown_tags
+
+    def __eq__(self, other):
+        return msg_eq(self, other)
+
+    __hash__ = None
+
+    def __repr__(self):
+        return msg_repr(self)
+
+    def to_dict(self):
+        """A plain dict (nested structs as dicts) for JSON output and tests."""
+        return msg_to_dict(self)
+
+
+@cython.final
+@cython.no_gc
+@cython.freelist(32)
+cdef class ConnectGroupInstallAssignmentRequest:
+    cdef public object group_id
+    cdef public object member_id
+    cdef public int32_t member_epoch
+    cdef public int32_t group_epoch
+    cdef public int8_t error
+    cdef public int32_t assignment_delay_ms
+    cdef public object assignor_state
+    cdef public object members
+    cdef public object unknown_tags
+    _FIELDS = ("group_id", "member_id", "member_epoch", "group_epoch", "error", "assignment_delay_ms", "assignor_state", "members")
+    KIND = "request"
+    API_KEY = 1002
+    MIN_VERSION = 0
+    MAX_VERSION = 0
+    FIRST_FLEXIBLE_VERSION = 0
+
+    def __init__(self, *, group_id='', member_id='', member_epoch=0, group_epoch=0, error=0, assignment_delay_ms=0, assignor_state=None, members=_DEFAULT, unknown_tags=None):
+        self.group_id = group_id
+        self.member_id = member_id
+        self.member_epoch = member_epoch
+        self.group_epoch = group_epoch
+        self.error = error
+        self.assignment_delay_ms = assignment_delay_ms
+        self.assignor_state = assignor_state
+        self.members = [] if members is _DEFAULT else members
+        self.unknown_tags = unknown_tags
+
+    def __eq__(self, other):
+        return msg_eq(self, other)
+
+    __hash__ = None
+
+    def __repr__(self):
+        return msg_repr(self)
+
+    def to_dict(self):
+        """A plain dict (nested structs as dicts) for JSON output and tests."""
+        return msg_to_dict(self)
+
+    @staticmethod
+    def decode(buf, int version):
+        """Decode a whole buffer holding one ConnectGroupInstallAssignmentRequest of the given version."""
+        return decode_whole(buf, _dec_ConnectGroupInstallAssignmentRequest(version))
+
+    @staticmethod
+    def decode_from(buf, int version, Py_ssize_t offset=0):
+        """Decode one message starting at offset; returns (message, offset after it)."""
+        return decode_prefix(buf, offset, _dec_ConnectGroupInstallAssignmentRequest(version))
+
+    def encode(self, int version):
+        return encode_bytes(self, _enc_ConnectGroupInstallAssignmentRequest(version), version)
+
+    def encode_into(self, WriteBuffer buf, int version):
+        encode_into_buffer(buf, self, _enc_ConnectGroupInstallAssignmentRequest(version), version)
+
+
+@cython.final
+@cython.no_gc
+@cython.freelist(32)
+cdef class ConnectGroupInstallAssignmentResponse:
+    cdef public int32_t throttle_time_ms
+    cdef public int16_t error_code
+    cdef public object error_message
+    cdef public object unknown_tags
+    _FIELDS = ("throttle_time_ms", "error_code", "error_message")
+    KIND = "response"
+    API_KEY = 1002
+    MIN_VERSION = 0
+    MAX_VERSION = 0
+    FIRST_FLEXIBLE_VERSION = 0
+
+    def __init__(self, *, throttle_time_ms=0, error_code=0, error_message=None, unknown_tags=None):
+        self.throttle_time_ms = throttle_time_ms
+        self.error_code = error_code
+        self.error_message = error_message
+        self.unknown_tags = unknown_tags
+
+    def __eq__(self, other):
+        return msg_eq(self, other)
+
+    __hash__ = None
+
+    def __repr__(self):
+        return msg_repr(self)
+
+    def to_dict(self):
+        """A plain dict (nested structs as dicts) for JSON output and tests."""
+        return msg_to_dict(self)
+
+    @staticmethod
+    def decode(buf, int version):
+        """Decode a whole buffer holding one ConnectGroupInstallAssignmentResponse of the given version."""
+        return decode_whole(buf, _dec_ConnectGroupInstallAssignmentResponse(version))
+
+    @staticmethod
+    def decode_from(buf, int version, Py_ssize_t offset=0):
+        """Decode one message starting at offset; returns (message, offset after it)."""
+        return decode_prefix(buf, offset, _dec_ConnectGroupInstallAssignmentResponse(version))
+
+    def encode(self, int version):
+        return encode_bytes(self, _enc_ConnectGroupInstallAssignmentResponse(version), version)
+
+    def encode_into(self, WriteBuffer buf, int version):
+        encode_into_buffer(buf, self, _enc_ConnectGroupInstallAssignmentResponse(version), version)
+
+
+@cython.final
+@cython.no_gc
+@cython.freelist(32)
+cdef class ConnectGroupDescribeRequest:
+    cdef public object group_ids
+    cdef public bint include_authorized_operations
+    cdef public object unknown_tags
+    _FIELDS = ("group_ids", "include_authorized_operations")
+    KIND = "request"
+    API_KEY = 1003
+    MIN_VERSION = 0
+    MAX_VERSION = 0
+    FIRST_FLEXIBLE_VERSION = 0
+
+    def __init__(self, *, group_ids=_DEFAULT, include_authorized_operations=False, unknown_tags=None):
+        self.group_ids = [] if group_ids is _DEFAULT else group_ids
+        self.include_authorized_operations = include_authorized_operations
+        self.unknown_tags = unknown_tags
+
+    def __eq__(self, other):
+        return msg_eq(self, other)
+
+    __hash__ = None
+
+    def __repr__(self):
+        return msg_repr(self)
+
+    def to_dict(self):
+        """A plain dict (nested structs as dicts) for JSON output and tests."""
+        return msg_to_dict(self)
+
+    @staticmethod
+    def decode(buf, int version):
+        """Decode a whole buffer holding one ConnectGroupDescribeRequest of the given version."""
+        return decode_whole(buf, _dec_ConnectGroupDescribeRequest(version))
+
+    @staticmethod
+    def decode_from(buf, int version, Py_ssize_t offset=0):
+        """Decode one message starting at offset; returns (message, offset after it)."""
+        return decode_prefix(buf, offset, _dec_ConnectGroupDescribeRequest(version))
+
+    def encode(self, int version):
+        return encode_bytes(self, _enc_ConnectGroupDescribeRequest(version), version)
+
+    def encode_into(self, WriteBuffer buf, int version):
+        encode_into_buffer(buf, self, _enc_ConnectGroupDescribeRequest(version), version)
+
+
+@cython.final
+@cython.no_gc
+@cython.freelist(32)
+cdef class ConnectGroupDescribeResponseConnectorTasks:
+    cdef public object connector
+    cdef public object task_ids
+    cdef public object unknown_tags
+    _FIELDS = ("connector", "task_ids")
+
+    def __init__(self, *, connector='', task_ids=_DEFAULT, unknown_tags=None):
+        self.connector = connector
+        self.task_ids = [] if task_ids is _DEFAULT else task_ids
+        self.unknown_tags = unknown_tags
+
+    def __eq__(self, other):
+        return msg_eq(self, other)
+
+    __hash__ = None
+
+    def __repr__(self):
+        return msg_repr(self)
+
+    def to_dict(self):
+        """A plain dict (nested structs as dicts) for JSON output and tests."""
+        return msg_to_dict(self)
+
+
+@cython.final
+@cython.no_gc
+@cython.freelist(32)
+cdef class ConnectGroupDescribeResponseConnectorsAndTasks:
+    cdef public object connectors
+    cdef public object tasks
+    cdef public object unknown_tags
+    _FIELDS = ("connectors", "tasks")
+
+    def __init__(self, *, connectors=_DEFAULT, tasks=_DEFAULT, unknown_tags=None):
+        self.connectors = [] if connectors is _DEFAULT else connectors
+        self.tasks = [] if tasks is _DEFAULT else tasks
+        self.unknown_tags = unknown_tags
+
+    def __eq__(self, other):
+        return msg_eq(self, other)
+
+    __hash__ = None
+
+    def __repr__(self):
+        return msg_repr(self)
+
+    def to_dict(self):
+        """A plain dict (nested structs as dicts) for JSON output and tests."""
+        return msg_to_dict(self)
+
+
+@cython.final
+@cython.no_gc
+@cython.freelist(32)
+cdef class ConnectGroupDescribeResponseMember:
+    cdef public object member_id
+    cdef public object instance_id
+    cdef public int32_t member_epoch
+    cdef public object state
+    cdef public object client_id
+    cdef public object client_host
+    cdef public int16_t minimum_version
+    cdef public int16_t maximum_version
+    cdef public object assignment
+    cdef public object target_assignment
+    cdef public object pending_revocation
+    cdef public object unknown_tags
+    _FIELDS = ("member_id", "instance_id", "member_epoch", "state", "client_id", "client_host", "minimum_version", "maximum_version", "assignment", "target_assignment", "pending_revocation")
+
+    def __init__(self, *, member_id='', instance_id=None, member_epoch=0, state='', client_id='', client_host='', minimum_version=0, maximum_version=0, assignment=_DEFAULT, target_assignment=_DEFAULT, pending_revocation=_DEFAULT, unknown_tags=None):
+        self.member_id = member_id
+        self.instance_id = instance_id
+        self.member_epoch = member_epoch
+        self.state = state
+        self.client_id = client_id
+        self.client_host = client_host
+        self.minimum_version = minimum_version
+        self.maximum_version = maximum_version
+        self.assignment = ConnectGroupDescribeResponseConnectorsAndTasks() if assignment is _DEFAULT else assignment
+        self.target_assignment = ConnectGroupDescribeResponseConnectorsAndTasks() if target_assignment is _DEFAULT else target_assignment
+        self.pending_revocation = ConnectGroupDescribeResponseConnectorsAndTasks() if pending_revocation is _DEFAULT else pending_revocation
+        self.unknown_tags = unknown_tags
+
+    def __eq__(self, other):
+        return msg_eq(self, other)
+
+    __hash__ = None
+
+    def __repr__(self):
+        return msg_repr(self)
+
+    def to_dict(self):
+        """A plain dict (nested structs as dicts) for JSON output and tests."""
+        return msg_to_dict(self)
+
+
+@cython.final
+@cython.no_gc
+@cython.freelist(32)
+cdef class ConnectGroupDescribeResponseRebalance:
+    cdef public int32_t group_epoch
+    cdef public int64_t timestamp_ms
+    cdef public object reason
+    cdef public object unknown_tags
+    _FIELDS = ("group_epoch", "timestamp_ms", "reason")
+
+    def __init__(self, *, group_epoch=0, timestamp_ms=0, reason='', unknown_tags=None):
+        self.group_epoch = group_epoch
+        self.timestamp_ms = timestamp_ms
+        self.reason = reason
+        self.unknown_tags = unknown_tags
+
+    def __eq__(self, other):
+        return msg_eq(self, other)
+
+    __hash__ = None
+
+    def __repr__(self):
+        return msg_repr(self)
+
+    def to_dict(self):
+        """A plain dict (nested structs as dicts) for JSON output and tests."""
+        return msg_to_dict(self)
+
+
+@cython.final
+@cython.no_gc
+@cython.freelist(32)
+cdef class ConnectGroupDescribeResponseDescribedGroup:
+    cdef public int16_t error_code
+    cdef public object error_message
+    cdef public object group_id
+    cdef public object group_state
+    cdef public int32_t group_epoch
+    cdef public int32_t assignment_epoch
+    cdef public object assignor_name
+    cdef public int16_t assignor_version
+    cdef public object computing_member_id
+    cdef public int32_t compute_remaining_ms
+    cdef public int32_t delay_remaining_ms
+    cdef public object members
+    cdef public object history
+    cdef public int32_t authorized_operations
+    cdef public object unknown_tags
+    _FIELDS = ("error_code", "error_message", "group_id", "group_state", "group_epoch", "assignment_epoch", "assignor_name", "assignor_version", "computing_member_id", "compute_remaining_ms", "delay_remaining_ms", "members", "history", "authorized_operations")
+
+    def __init__(self, *, error_code=0, error_message=None, group_id='', group_state='', group_epoch=0, assignment_epoch=0, assignor_name=None, assignor_version=-1, computing_member_id=None, compute_remaining_ms=-1, delay_remaining_ms=-1, members=_DEFAULT, history=_DEFAULT, authorized_operations=-2147483648, unknown_tags=None):
+        self.error_code = error_code
+        self.error_message = error_message
+        self.group_id = group_id
+        self.group_state = group_state
+        self.group_epoch = group_epoch
+        self.assignment_epoch = assignment_epoch
+        self.assignor_name = assignor_name
+        self.assignor_version = assignor_version
+        self.computing_member_id = computing_member_id
+        self.compute_remaining_ms = compute_remaining_ms
+        self.delay_remaining_ms = delay_remaining_ms
+        self.members = [] if members is _DEFAULT else members
+        self.history = [] if history is _DEFAULT else history
+        self.authorized_operations = authorized_operations
+        self.unknown_tags = unknown_tags
+
+    def __eq__(self, other):
+        return msg_eq(self, other)
+
+    __hash__ = None
+
+    def __repr__(self):
+        return msg_repr(self)
+
+    def to_dict(self):
+        """A plain dict (nested structs as dicts) for JSON output and tests."""
+        return msg_to_dict(self)
+
+
+@cython.final
+@cython.no_gc
+@cython.freelist(32)
+cdef class ConnectGroupDescribeResponse:
+    cdef public int32_t throttle_time_ms
+    cdef public object groups
+    cdef public object unknown_tags
+    _FIELDS = ("throttle_time_ms", "groups")
+    KIND = "response"
+    API_KEY = 1003
+    MIN_VERSION = 0
+    MAX_VERSION = 0
+    FIRST_FLEXIBLE_VERSION = 0
+
+    def __init__(self, *, throttle_time_ms=0, groups=_DEFAULT, unknown_tags=None):
+        self.throttle_time_ms = throttle_time_ms
+        self.groups = [] if groups is _DEFAULT else groups
+        self.unknown_tags = unknown_tags
+
+    def __eq__(self, other):
+        return msg_eq(self, other)
+
+    __hash__ = None
+
+    def __repr__(self):
+        return msg_repr(self)
+
+    def to_dict(self):
+        """A plain dict (nested structs as dicts) for JSON output and tests."""
+        return msg_to_dict(self)
+
+    @staticmethod
+    def decode(buf, int version):
+        """Decode a whole buffer holding one ConnectGroupDescribeResponse of the given version."""
+        return decode_whole(buf, _dec_ConnectGroupDescribeResponse(version))
+
+    @staticmethod
+    def decode_from(buf, int version, Py_ssize_t offset=0):
+        """Decode one message starting at offset; returns (message, offset after it)."""
+        return decode_prefix(buf, offset, _dec_ConnectGroupDescribeResponse(version))
+
+    def encode(self, int version):
+        return encode_bytes(self, _enc_ConnectGroupDescribeResponse(version), version)
+
+    def encode_into(self, WriteBuffer buf, int version):
+        encode_into_buffer(buf, self, _enc_ConnectGroupDescribeResponse(version), version)
+
+
+@cython.final
+@cython.no_gc
+@cython.freelist(32)
+cdef class ConnectGroupMetadataKey:
+    cdef public object group_id
+    cdef public object unknown_tags
+    _FIELDS = ("group_id",)
+    KIND = "data"
+    API_KEY = -1
+    MIN_VERSION = 0
+    MAX_VERSION = 0
+    FIRST_FLEXIBLE_VERSION = -1
+
+    def __init__(self, *, group_id='', unknown_tags=None):
+        self.group_id = group_id
+        self.unknown_tags = unknown_tags
+
+    def __eq__(self, other):
+        return msg_eq(self, other)
+
+    __hash__ = None
+
+    def __repr__(self):
+        return msg_repr(self)
+
+    def to_dict(self):
+        """A plain dict (nested structs as dicts) for JSON output and tests."""
+        return msg_to_dict(self)
+
+    @staticmethod
+    def decode(buf, int version):
+        """Decode a whole buffer holding one ConnectGroupMetadataKey of the given version."""
+        return decode_whole(buf, _dec_ConnectGroupMetadataKey(version))
+
+    @staticmethod
+    def decode_from(buf, int version, Py_ssize_t offset=0):
+        """Decode one message starting at offset; returns (message, offset after it)."""
+        return decode_prefix(buf, offset, _dec_ConnectGroupMetadataKey(version))
+
+    def encode(self, int version):
+        return encode_bytes(self, _enc_ConnectGroupMetadataKey(version), version)
+
+    def encode_into(self, WriteBuffer buf, int version):
+        encode_into_buffer(buf, self, _enc_ConnectGroupMetadataKey(version), version)
+
+
+@cython.final
+@cython.no_gc
+@cython.freelist(32)
+cdef class ConnectGroupMetadataValueDepartedMember:
+    cdef public object member_id
+    cdef public object instance_id
+    cdef public object units
+    cdef public object unknown_tags
+    _FIELDS = ("member_id", "instance_id", "units")
+
+    def __init__(self, *, member_id='', instance_id=None, units=_DEFAULT, unknown_tags=None):
+        self.member_id = member_id
+        self.instance_id = instance_id
+        self.units = [] if units is _DEFAULT else units
+        self.unknown_tags = unknown_tags
+
+    def __eq__(self, other):
+        return msg_eq(self, other)
+
+    __hash__ = None
+
+    def __repr__(self):
+        return msg_repr(self)
+
+    def to_dict(self):
+        """A plain dict (nested structs as dicts) for JSON output and tests."""
+        return msg_to_dict(self)
+
+
+@cython.final
+@cython.no_gc
+@cython.freelist(32)
+cdef class ConnectGroupMetadataValue:
+    cdef public int32_t epoch
+    cdef public object assignor_state
+    cdef public int64_t delay_deadline_ms
+    cdef public object departed_members
+    cdef public object unknown_tags
+    _FIELDS = ("epoch", "assignor_state", "delay_deadline_ms", "departed_members")
+    KIND = "data"
+    API_KEY = -1
+    MIN_VERSION = 0
+    MAX_VERSION = 0
+    FIRST_FLEXIBLE_VERSION = 0
+
+    def __init__(self, *, epoch=0, assignor_state=None, delay_deadline_ms=-1, departed_members=_DEFAULT, unknown_tags=None):
+        self.epoch = epoch
+        self.assignor_state = assignor_state
+        self.delay_deadline_ms = delay_deadline_ms
+        self.departed_members = [] if departed_members is _DEFAULT else departed_members
+        self.unknown_tags = unknown_tags
+
+    def __eq__(self, other):
+        return msg_eq(self, other)
+
+    __hash__ = None
+
+    def __repr__(self):
+        return msg_repr(self)
+
+    def to_dict(self):
+        """A plain dict (nested structs as dicts) for JSON output and tests."""
+        return msg_to_dict(self)
+
+    @staticmethod
+    def decode(buf, int version):
+        """Decode a whole buffer holding one ConnectGroupMetadataValue of the given version."""
+        return decode_whole(buf, _dec_ConnectGroupMetadataValue(version))
+
+    @staticmethod
+    def decode_from(buf, int version, Py_ssize_t offset=0):
+        """Decode one message starting at offset; returns (message, offset after it)."""
+        return decode_prefix(buf, offset, _dec_ConnectGroupMetadataValue(version))
+
+    def encode(self, int version):
+        return encode_bytes(self, _enc_ConnectGroupMetadataValue(version), version)
+
+    def encode_into(self, WriteBuffer buf, int version):
+        encode_into_buffer(buf, self, _enc_ConnectGroupMetadataValue(version), version)
+
+
+@cython.final
+@cython.no_gc
+@cython.freelist(32)
+cdef class ConnectGroupUnitsKey:
+    cdef public object group_id
+    cdef public object unknown_tags
+    _FIELDS = ("group_id",)
+    KIND = "data"
+    API_KEY = -1
+    MIN_VERSION = 0
+    MAX_VERSION = 0
+    FIRST_FLEXIBLE_VERSION = -1
+
+    def __init__(self, *, group_id='', unknown_tags=None):
+        self.group_id = group_id
+        self.unknown_tags = unknown_tags
+
+    def __eq__(self, other):
+        return msg_eq(self, other)
+
+    __hash__ = None
+
+    def __repr__(self):
+        return msg_repr(self)
+
+    def to_dict(self):
+        """A plain dict (nested structs as dicts) for JSON output and tests."""
+        return msg_to_dict(self)
+
+    @staticmethod
+    def decode(buf, int version):
+        """Decode a whole buffer holding one ConnectGroupUnitsKey of the given version."""
+        return decode_whole(buf, _dec_ConnectGroupUnitsKey(version))
+
+    @staticmethod
+    def decode_from(buf, int version, Py_ssize_t offset=0):
+        """Decode one message starting at offset; returns (message, offset after it)."""
+        return decode_prefix(buf, offset, _dec_ConnectGroupUnitsKey(version))
+
+    def encode(self, int version):
+        return encode_bytes(self, _enc_ConnectGroupUnitsKey(version), version)
+
+    def encode_into(self, WriteBuffer buf, int version):
+        encode_into_buffer(buf, self, _enc_ConnectGroupUnitsKey(version), version)
+
+
+@cython.final
+@cython.no_gc
+@cython.freelist(32)
+cdef class ConnectGroupUnitsValue:
+    cdef public object connectors
+    cdef public object units_connector
+    cdef public object units_task
+    cdef public object unknown_tags
+    _FIELDS = ("connectors", "units_connector", "units_task")
+    KIND = "data"
+    API_KEY = -1
+    MIN_VERSION = 0
+    MAX_VERSION = 0
+    FIRST_FLEXIBLE_VERSION = 0
+
+    def __init__(self, *, connectors=_DEFAULT, units_connector=_DEFAULT, units_task=_DEFAULT, unknown_tags=None):
+        self.connectors = [] if connectors is _DEFAULT else connectors
+        self.units_connector = [] if units_connector is _DEFAULT else units_connector
+        self.units_task = [] if units_task is _DEFAULT else units_task
+        self.unknown_tags = unknown_tags
+
+    def __eq__(self, other):
+        return msg_eq(self, other)
+
+    __hash__ = None
+
+    def __repr__(self):
+        return msg_repr(self)
+
+    def to_dict(self):
+        """A plain dict (nested structs as dicts) for JSON output and tests."""
+        return msg_to_dict(self)
+
+    @staticmethod
+    def decode(buf, int version):
+        """Decode a whole buffer holding one ConnectGroupUnitsValue of the given version."""
+        return decode_whole(buf, _dec_ConnectGroupUnitsValue(version))
+
+    @staticmethod
+    def decode_from(buf, int version, Py_ssize_t offset=0):
+        """Decode one message starting at offset; returns (message, offset after it)."""
+        return decode_prefix(buf, offset, _dec_ConnectGroupUnitsValue(version))
+
+    def encode(self, int version):
+        return encode_bytes(self, _enc_ConnectGroupUnitsValue(version), version)
+
+    def encode_into(self, WriteBuffer buf, int version):
+        encode_into_buffer(buf, self, _enc_ConnectGroupUnitsValue(version), version)
+
+
+@cython.final
+@cython.no_gc
+@cython.freelist(32)
+cdef class ConnectGroupMemberMetadataKey:
+    cdef public object group_id
+    cdef public object member_id
+    cdef public object unknown_tags
+    _FIELDS = ("group_id", "member_id")
+    KIND = "data"
+    API_KEY = -1
+    MIN_VERSION = 0
+    MAX_VERSION = 0
+    FIRST_FLEXIBLE_VERSION = -1
+
+    def __init__(self, *, group_id='', member_id='', unknown_tags=None):
+        self.group_id = group_id
+        self.member_id = member_id
+        self.unknown_tags = unknown_tags
+
+    def __eq__(self, other):
+        return msg_eq(self, other)
+
+    __hash__ = None
+
+    def __repr__(self):
+        return msg_repr(self)
+
+    def to_dict(self):
+        """A plain dict (nested structs as dicts) for JSON output and tests."""
+        return msg_to_dict(self)
+
+    @staticmethod
+    def decode(buf, int version):
+        """Decode a whole buffer holding one ConnectGroupMemberMetadataKey of the given version."""
+        return decode_whole(buf, _dec_ConnectGroupMemberMetadataKey(version))
+
+    @staticmethod
+    def decode_from(buf, int version, Py_ssize_t offset=0):
+        """Decode one message starting at offset; returns (message, offset after it)."""
+        return decode_prefix(buf, offset, _dec_ConnectGroupMemberMetadataKey(version))
+
+    def encode(self, int version):
+        return encode_bytes(self, _enc_ConnectGroupMemberMetadataKey(version), version)
+
+    def encode_into(self, WriteBuffer buf, int version):
+        encode_into_buffer(buf, self, _enc_ConnectGroupMemberMetadataKey(version), version)
+
+
+@cython.final
+@cython.no_gc
+@cython.freelist(32)
+cdef class ConnectGroupMemberMetadataValueAssignor:
+    cdef public object name
+    cdef public int16_t minimum_version
+    cdef public int16_t maximum_version
+    cdef public int8_t reason
+    cdef public int16_t version
+    cdef public object metadata
+    cdef public object unknown_tags
+    _FIELDS = ("name", "minimum_version", "maximum_version", "reason", "version", "metadata")
+
+    def __init__(self, *, name='', minimum_version=0, maximum_version=0, reason=0, version=0, metadata=b'', unknown_tags=None):
+        self.name = name
+        self.minimum_version = minimum_version
+        self.maximum_version = maximum_version
+        self.reason = reason
+        self.version = version
+        self.metadata = metadata
+        self.unknown_tags = unknown_tags
+
+    def __eq__(self, other):
+        return msg_eq(self, other)
+
+    __hash__ = None
+
+    def __repr__(self):
+        return msg_repr(self)
+
+    def to_dict(self):
+        """A plain dict (nested structs as dicts) for JSON output and tests."""
+        return msg_to_dict(self)
+
+
+@cython.final
+@cython.no_gc
+@cython.freelist(32)
+cdef class ConnectGroupMemberMetadataValue:
+    cdef public object instance_id
+    cdef public object client_id
+    cdef public object client_host
+    cdef public int32_t rebalance_timeout_ms
+    cdef public int64_t joined
+    cdef public object client_assignors
+    cdef public object unknown_tags
+    _FIELDS = ("instance_id", "client_id", "client_host", "rebalance_timeout_ms", "joined", "client_assignors")
+    KIND = "data"
+    API_KEY = -1
+    MIN_VERSION = 0
+    MAX_VERSION = 0
+    FIRST_FLEXIBLE_VERSION = 0
+
+    def __init__(self, *, instance_id='', client_id='', client_host='', rebalance_timeout_ms=0, joined=0, client_assignors=_DEFAULT, unknown_tags=None):
+        self.instance_id = instance_id
+        self.client_id = client_id
+        self.client_host = client_host
+        self.rebalance_timeout_ms = rebalance_timeout_ms
+        self.joined = joined
+        self.client_assignors = [] if client_assignors is _DEFAULT else client_assignors
+        self.unknown_tags = unknown_tags
+
+    def __eq__(self, other):
+        return msg_eq(self, other)
+
+    __hash__ = None
+
+    def __repr__(self):
+        return msg_repr(self)
+
+    def to_dict(self):
+        """A plain dict (nested structs as dicts) for JSON output and tests."""
+        return msg_to_dict(self)
+
+    @staticmethod
+    def decode(buf, int version):
+        """Decode a whole buffer holding one ConnectGroupMemberMetadataValue of the given version."""
+        return decode_whole(buf, _dec_ConnectGroupMemberMetadataValue(version))
+
+    @staticmethod
+    def decode_from(buf, int version, Py_ssize_t offset=0):
+        """Decode one message starting at offset; returns (message, offset after it)."""
+        return decode_prefix(buf, offset, _dec_ConnectGroupMemberMetadataValue(version))
+
+    def encode(self, int version):
+        return encode_bytes(self, _enc_ConnectGroupMemberMetadataValue(version), version)
+
+    def encode_into(self, WriteBuffer buf, int version):
+        encode_into_buffer(buf, self, _enc_ConnectGroupMemberMetadataValue(version), version)
+
+
+@cython.final
+@cython.no_gc
+@cython.freelist(32)
+cdef class ConnectGroupTargetAssignmentMetadataKey:
+    cdef public object group_id
+    cdef public object unknown_tags
+    _FIELDS = ("group_id",)
+    KIND = "data"
+    API_KEY = -1
+    MIN_VERSION = 0
+    MAX_VERSION = 0
+    FIRST_FLEXIBLE_VERSION = -1
+
+    def __init__(self, *, group_id='', unknown_tags=None):
+        self.group_id = group_id
+        self.unknown_tags = unknown_tags
+
+    def __eq__(self, other):
+        return msg_eq(self, other)
+
+    __hash__ = None
+
+    def __repr__(self):
+        return msg_repr(self)
+
+    def to_dict(self):
+        """A plain dict (nested structs as dicts) for JSON output and tests."""
+        return msg_to_dict(self)
+
+    @staticmethod
+    def decode(buf, int version):
+        """Decode a whole buffer holding one ConnectGroupTargetAssignmentMetadataKey of the given version."""
+        return decode_whole(buf, _dec_ConnectGroupTargetAssignmentMetadataKey(version))
+
+    @staticmethod
+    def decode_from(buf, int version, Py_ssize_t offset=0):
+        """Decode one message starting at offset; returns (message, offset after it)."""
+        return decode_prefix(buf, offset, _dec_ConnectGroupTargetAssignmentMetadataKey(version))
+
+    def encode(self, int version):
+        return encode_bytes(self, _enc_ConnectGroupTargetAssignmentMetadataKey(version), version)
+
+    def encode_into(self, WriteBuffer buf, int version):
+        encode_into_buffer(buf, self, _enc_ConnectGroupTargetAssignmentMetadataKey(version), version)
+
+
+@cython.final
+@cython.no_gc
+@cython.freelist(32)
+cdef class ConnectGroupTargetAssignmentMetadataValue:
+    cdef public int32_t assignment_epoch
+    cdef public object assignor_name
+    cdef public int16_t assignor_version
+    cdef public object unknown_tags
+    _FIELDS = ("assignment_epoch", "assignor_name", "assignor_version")
+    KIND = "data"
+    API_KEY = -1
+    MIN_VERSION = 0
+    MAX_VERSION = 0
+    FIRST_FLEXIBLE_VERSION = 0
+
+    def __init__(self, *, assignment_epoch=0, assignor_name='', assignor_version=0, unknown_tags=None):
+        self.assignment_epoch = assignment_epoch
+        self.assignor_name = assignor_name
+        self.assignor_version = assignor_version
+        self.unknown_tags = unknown_tags
+
+    def __eq__(self, other):
+        return msg_eq(self, other)
+
+    __hash__ = None
+
+    def __repr__(self):
+        return msg_repr(self)
+
+    def to_dict(self):
+        """A plain dict (nested structs as dicts) for JSON output and tests."""
+        return msg_to_dict(self)
+
+    @staticmethod
+    def decode(buf, int version):
+        """Decode a whole buffer holding one ConnectGroupTargetAssignmentMetadataValue of the given version."""
+        return decode_whole(buf, _dec_ConnectGroupTargetAssignmentMetadataValue(version))
+
+    @staticmethod
+    def decode_from(buf, int version, Py_ssize_t offset=0):
+        """Decode one message starting at offset; returns (message, offset after it)."""
+        return decode_prefix(buf, offset, _dec_ConnectGroupTargetAssignmentMetadataValue(version))
+
+    def encode(self, int version):
+        return encode_bytes(self, _enc_ConnectGroupTargetAssignmentMetadataValue(version), version)
+
+    def encode_into(self, WriteBuffer buf, int version):
+        encode_into_buffer(buf, self, _enc_ConnectGroupTargetAssignmentMetadataValue(version), version)
+
+
+@cython.final
+@cython.no_gc
+@cython.freelist(32)
+cdef class ConnectGroupTargetAssignmentMemberKey:
+    cdef public object group_id
+    cdef public object member_id
+    cdef public object unknown_tags
+    _FIELDS = ("group_id", "member_id")
+    KIND = "data"
+    API_KEY = -1
+    MIN_VERSION = 0
+    MAX_VERSION = 0
+    FIRST_FLEXIBLE_VERSION = -1
+
+    def __init__(self, *, group_id='', member_id='', unknown_tags=None):
+        self.group_id = group_id
+        self.member_id = member_id
+        self.unknown_tags = unknown_tags
+
+    def __eq__(self, other):
+        return msg_eq(self, other)
+
+    __hash__ = None
+
+    def __repr__(self):
+        return msg_repr(self)
+
+    def to_dict(self):
+        """A plain dict (nested structs as dicts) for JSON output and tests."""
+        return msg_to_dict(self)
+
+    @staticmethod
+    def decode(buf, int version):
+        """Decode a whole buffer holding one ConnectGroupTargetAssignmentMemberKey of the given version."""
+        return decode_whole(buf, _dec_ConnectGroupTargetAssignmentMemberKey(version))
+
+    @staticmethod
+    def decode_from(buf, int version, Py_ssize_t offset=0):
+        """Decode one message starting at offset; returns (message, offset after it)."""
+        return decode_prefix(buf, offset, _dec_ConnectGroupTargetAssignmentMemberKey(version))
+
+    def encode(self, int version):
+        return encode_bytes(self, _enc_ConnectGroupTargetAssignmentMemberKey(version), version)
+
+    def encode_into(self, WriteBuffer buf, int version):
+        encode_into_buffer(buf, self, _enc_ConnectGroupTargetAssignmentMemberKey(version), version)
+
+
+@cython.final
+@cython.no_gc
+@cython.freelist(32)
+cdef class ConnectGroupTargetAssignmentMemberValue:
+    cdef public object units
+    cdef public int16_t version
+    cdef public object metadata
+    cdef public object unknown_tags
+    _FIELDS = ("units", "version", "metadata")
+    KIND = "data"
+    API_KEY = -1
+    MIN_VERSION = 0
+    MAX_VERSION = 0
+    FIRST_FLEXIBLE_VERSION = 0
+
+    def __init__(self, *, units=_DEFAULT, version=0, metadata=b'', unknown_tags=None):
+        self.units = [] if units is _DEFAULT else units
+        self.version = version
+        self.metadata = metadata
+        self.unknown_tags = unknown_tags
+
+    def __eq__(self, other):
+        return msg_eq(self, other)
+
+    __hash__ = None
+
+    def __repr__(self):
+        return msg_repr(self)
+
+    def to_dict(self):
+        """A plain dict (nested structs as dicts) for JSON output and tests."""
+        return msg_to_dict(self)
+
+    @staticmethod
+    def decode(buf, int version):
+        """Decode a whole buffer holding one ConnectGroupTargetAssignmentMemberValue of the given version."""
+        return decode_whole(buf, _dec_ConnectGroupTargetAssignmentMemberValue(version))
+
+    @staticmethod
+    def decode_from(buf, int version, Py_ssize_t offset=0):
+        """Decode one message starting at offset; returns (message, offset after it)."""
+        return decode_prefix(buf, offset, _dec_ConnectGroupTargetAssignmentMemberValue(version))
+
+    def encode(self, int version):
+        return encode_bytes(self, _enc_ConnectGroupTargetAssignmentMemberValue(version), version)
+
+    def encode_into(self, WriteBuffer buf, int version):
+        encode_into_buffer(buf, self, _enc_ConnectGroupTargetAssignmentMemberValue(version), version)
+
+
+@cython.final
+@cython.no_gc
+@cython.freelist(32)
+cdef class ConnectGroupCurrentMemberAssignmentKey:
+    cdef public object group_id
+    cdef public object member_id
+    cdef public object unknown_tags
+    _FIELDS = ("group_id", "member_id")
+    KIND = "data"
+    API_KEY = -1
+    MIN_VERSION = 0
+    MAX_VERSION = 0
+    FIRST_FLEXIBLE_VERSION = -1
+
+    def __init__(self, *, group_id='', member_id='', unknown_tags=None):
+        self.group_id = group_id
+        self.member_id = member_id
+        self.unknown_tags = unknown_tags
+
+    def __eq__(self, other):
+        return msg_eq(self, other)
+
+    __hash__ = None
+
+    def __repr__(self):
+        return msg_repr(self)
+
+    def to_dict(self):
+        """A plain dict (nested structs as dicts) for JSON output and tests."""
+        return msg_to_dict(self)
+
+    @staticmethod
+    def decode(buf, int version):
+        """Decode a whole buffer holding one ConnectGroupCurrentMemberAssignmentKey of the given version."""
+        return decode_whole(buf, _dec_ConnectGroupCurrentMemberAssignmentKey(version))
+
+    @staticmethod
+    def decode_from(buf, int version, Py_ssize_t offset=0):
+        """Decode one message starting at offset; returns (message, offset after it)."""
+        return decode_prefix(buf, offset, _dec_ConnectGroupCurrentMemberAssignmentKey(version))
+
+    def encode(self, int version):
+        return encode_bytes(self, _enc_ConnectGroupCurrentMemberAssignmentKey(version), version)
+
+    def encode_into(self, WriteBuffer buf, int version):
+        encode_into_buffer(buf, self, _enc_ConnectGroupCurrentMemberAssignmentKey(version), version)
+
+
+@cython.final
+@cython.no_gc
+@cython.freelist(32)
+cdef class ConnectGroupCurrentMemberAssignmentValue:
+    cdef public int32_t member_epoch
+    cdef public int32_t previous_member_epoch
+    cdef public int8_t state
+    cdef public object assigned
+    cdef public object pending_revocation
+    cdef public object unknown_tags
+    _FIELDS = ("member_epoch", "previous_member_epoch", "state", "assigned", "pending_revocation")
+    KIND = "data"
+    API_KEY = -1
+    MIN_VERSION = 0
+    MAX_VERSION = 0
+    FIRST_FLEXIBLE_VERSION = 0
+
+    def __init__(self, *, member_epoch=0, previous_member_epoch=0, state=0, assigned=_DEFAULT, pending_revocation=_DEFAULT, unknown_tags=None):
+        self.member_epoch = member_epoch
+        self.previous_member_epoch = previous_member_epoch
+        self.state = state
+        self.assigned = [] if assigned is _DEFAULT else assigned
+        self.pending_revocation = [] if pending_revocation is _DEFAULT else pending_revocation
+        self.unknown_tags = unknown_tags
+
+    def __eq__(self, other):
+        return msg_eq(self, other)
+
+    __hash__ = None
+
+    def __repr__(self):
+        return msg_repr(self)
+
+    def to_dict(self):
+        """A plain dict (nested structs as dicts) for JSON output and tests."""
+        return msg_to_dict(self)
+
+    @staticmethod
+    def decode(buf, int version):
+        """Decode a whole buffer holding one ConnectGroupCurrentMemberAssignmentValue of the given version."""
+        return decode_whole(buf, _dec_ConnectGroupCurrentMemberAssignmentValue(version))
+
+    @staticmethod
+    def decode_from(buf, int version, Py_ssize_t offset=0):
+        """Decode one message starting at offset; returns (message, offset after it)."""
+        return decode_prefix(buf, offset, _dec_ConnectGroupCurrentMemberAssignmentValue(version))
+
+    def encode(self, int version):
+        return encode_bytes(self, _enc_ConnectGroupCurrentMemberAssignmentValue(version), version)
+
+    def encode_into(self, WriteBuffer buf, int version):
+        encode_into_buffer(buf, self, _enc_ConnectGroupCurrentMemberAssignmentValue(version), version)
+
+
 cdef object _d_RequestHeader_0(Cursor* c):
     cdef RequestHeader o = RequestHeader.__new__(RequestHeader)
     o.request_api_key = rd_int16(c)
@@ -22634,6 +24298,2089 @@ cdef int _e_ConsumerGroupCurrentMemberAssignmentValue_0(WBuf* w, object obj) exc
     return 0
 
 
+cdef object _d_ConnectGroupHeartbeatRequestAssignor_0(Cursor* c):
+    cdef ConnectGroupHeartbeatRequestAssignor o = ConnectGroupHeartbeatRequestAssignor.__new__(ConnectGroupHeartbeatRequestAssignor)
+    cdef Py_ssize_t ntags, size
+    cdef uint32_t tag
+    cdef Cursor sub
+    cdef list unknown = None
+    o.name = rd_cstring(c)
+    o.minimum_version = rd_int16(c)
+    o.maximum_version = rd_int16(c)
+    o.reason = rd_int8(c)
+    o.version = rd_int16(c)
+    o.metadata = rd_cbytes(c)
+    ntags = cap_count(c, rd_uvarint(c), 2)
+    for _ in range(ntags):
+        tag = rd_uvarint(c)
+        size = cap_count(c, rd_uvarint(c), 1)
+        if c.bad:
+            break
+        if unknown is None:
+            unknown = []
+        unknown.append((tag, PyBytes_FromStringAndSize(<const char*>c.p, size)))
+        c.p += size
+    o.unknown_tags = unknown
+    return o
+
+
+cdef int _e_ConnectGroupHeartbeatRequestAssignor_0(WBuf* w, object obj) except -1:
+    cdef ConnectGroupHeartbeatRequestAssignor o = <ConnectGroupHeartbeatRequestAssignor>obj
+    if o.name is None:
+        null_error("ConnectGroupHeartbeatRequestAssignor", "name")
+    w_str(w, o.name, 0)
+    w_int16(w, o.minimum_version)
+    w_int16(w, o.maximum_version)
+    w_int8(w, o.reason)
+    w_int16(w, o.version)
+    if o.metadata is None:
+        null_error("ConnectGroupHeartbeatRequestAssignor", "metadata")
+    w_bytes(w, o.metadata, 0)
+    if o.unknown_tags:
+        w_tagged(w, sorted(o.unknown_tags))
+    else:
+        w_uvarint(w, 0)
+    return 0
+
+
+cdef object _d_ConnectGroupHeartbeatRequestConnectorTasks_0(Cursor* c):
+    cdef ConnectGroupHeartbeatRequestConnectorTasks o = ConnectGroupHeartbeatRequestConnectorTasks.__new__(ConnectGroupHeartbeatRequestConnectorTasks)
+    cdef Py_ssize_t n, i
+    cdef list lst
+    cdef Py_ssize_t ntags, size
+    cdef uint32_t tag
+    cdef Cursor sub
+    cdef list unknown = None
+    o.connector = rd_cstring(c)
+    n = cap_count(c, not_null(c, rd_ulen(c)), 4)
+    if n < 0:
+        o.task_ids = None
+    else:
+        lst = [None] * n
+        for i in range(n):
+            lst[i] = rd_int32(c)
+            if c.bad:
+                break
+        o.task_ids = lst
+    ntags = cap_count(c, rd_uvarint(c), 2)
+    for _ in range(ntags):
+        tag = rd_uvarint(c)
+        size = cap_count(c, rd_uvarint(c), 1)
+        if c.bad:
+            break
+        if unknown is None:
+            unknown = []
+        unknown.append((tag, PyBytes_FromStringAndSize(<const char*>c.p, size)))
+        c.p += size
+    o.unknown_tags = unknown
+    return o
+
+
+cdef int _e_ConnectGroupHeartbeatRequestConnectorTasks_0(WBuf* w, object obj) except -1:
+    cdef ConnectGroupHeartbeatRequestConnectorTasks o = <ConnectGroupHeartbeatRequestConnectorTasks>obj
+    cdef object items, x
+    if o.connector is None:
+        null_error("ConnectGroupHeartbeatRequestConnectorTasks", "connector")
+    w_str(w, o.connector, 0)
+    items = o.task_ids
+    if items is None:
+        null_error("ConnectGroupHeartbeatRequestConnectorTasks", "task_ids")
+    else:
+        items = as_seq(items)
+        w_len(w, len(items), 0)
+        for x in items:
+            w_int32(w, x)
+    if o.unknown_tags:
+        w_tagged(w, sorted(o.unknown_tags))
+    else:
+        w_uvarint(w, 0)
+    return 0
+
+
+cdef object _d_ConnectGroupHeartbeatRequestConnectorsAndTasks_0(Cursor* c):
+    cdef ConnectGroupHeartbeatRequestConnectorsAndTasks o = ConnectGroupHeartbeatRequestConnectorsAndTasks.__new__(ConnectGroupHeartbeatRequestConnectorsAndTasks)
+    cdef Py_ssize_t n, i
+    cdef list lst
+    cdef Py_ssize_t ntags, size
+    cdef uint32_t tag
+    cdef Cursor sub
+    cdef list unknown = None
+    n = cap_count(c, not_null(c, rd_ulen(c)), 1)
+    if n < 0:
+        o.connectors = None
+    else:
+        lst = [None] * n
+        for i in range(n):
+            lst[i] = rd_cstring(c)
+            if c.bad:
+                break
+        o.connectors = lst
+    n = cap_count(c, not_null(c, rd_ulen(c)), 3)
+    if n < 0:
+        o.tasks = None
+    else:
+        lst = [None] * n
+        for i in range(n):
+            lst[i] = _d_ConnectGroupHeartbeatRequestConnectorTasks_0(c)
+            if c.bad:
+                break
+        o.tasks = lst
+    ntags = cap_count(c, rd_uvarint(c), 2)
+    for _ in range(ntags):
+        tag = rd_uvarint(c)
+        size = cap_count(c, rd_uvarint(c), 1)
+        if c.bad:
+            break
+        if unknown is None:
+            unknown = []
+        unknown.append((tag, PyBytes_FromStringAndSize(<const char*>c.p, size)))
+        c.p += size
+    o.unknown_tags = unknown
+    return o
+
+
+cdef int _e_ConnectGroupHeartbeatRequestConnectorsAndTasks_0(WBuf* w, object obj) except -1:
+    cdef ConnectGroupHeartbeatRequestConnectorsAndTasks o = <ConnectGroupHeartbeatRequestConnectorsAndTasks>obj
+    cdef object items, x
+    items = o.connectors
+    if items is None:
+        null_error("ConnectGroupHeartbeatRequestConnectorsAndTasks", "connectors")
+    else:
+        items = as_seq(items)
+        w_len(w, len(items), 0)
+        for x in items:
+            if x is None:
+                null_error("ConnectGroupHeartbeatRequestConnectorsAndTasks", "connectors")
+            w_str(w, x, 0)
+    items = o.tasks
+    if items is None:
+        null_error("ConnectGroupHeartbeatRequestConnectorsAndTasks", "tasks")
+    else:
+        items = as_seq(items)
+        w_len(w, len(items), 0)
+        for x in items:
+            _e_ConnectGroupHeartbeatRequestConnectorTasks_0(w, <ConnectGroupHeartbeatRequestConnectorTasks?>x)
+    if o.unknown_tags:
+        w_tagged(w, sorted(o.unknown_tags))
+    else:
+        w_uvarint(w, 0)
+    return 0
+
+
+cdef object _d_ConnectGroupHeartbeatRequest_0(Cursor* c):
+    cdef ConnectGroupHeartbeatRequest o = ConnectGroupHeartbeatRequest.__new__(ConnectGroupHeartbeatRequest)
+    cdef Py_ssize_t n, i
+    cdef list lst
+    cdef Py_ssize_t ntags, size
+    cdef uint32_t tag
+    cdef Cursor sub
+    cdef list unknown = None
+    o.group_id = rd_cstring(c)
+    o.member_id = rd_cstring(c)
+    o.member_epoch = rd_int32(c)
+    o.instance_id = rd_cnstring(c)
+    o.rebalance_timeout_ms = rd_int32(c)
+    o.server_assignor = rd_cnstring(c)
+    n = cap_count(c, rd_ulen(c), 10)
+    if n < 0:
+        o.client_assignors = None
+    else:
+        lst = [None] * n
+        for i in range(n):
+            lst[i] = _d_ConnectGroupHeartbeatRequestAssignor_0(c)
+            if c.bad:
+                break
+        o.client_assignors = lst
+    if rd_int8(c) < 0:
+        o.connectors_and_tasks = None
+    else:
+        o.connectors_and_tasks = _d_ConnectGroupHeartbeatRequestConnectorsAndTasks_0(c)
+    ntags = cap_count(c, rd_uvarint(c), 2)
+    for _ in range(ntags):
+        tag = rd_uvarint(c)
+        size = cap_count(c, rd_uvarint(c), 1)
+        if c.bad:
+            break
+        if unknown is None:
+            unknown = []
+        unknown.append((tag, PyBytes_FromStringAndSize(<const char*>c.p, size)))
+        c.p += size
+    o.unknown_tags = unknown
+    return o
+
+
+cdef int _e_ConnectGroupHeartbeatRequest_0(WBuf* w, object obj) except -1:
+    cdef ConnectGroupHeartbeatRequest o = <ConnectGroupHeartbeatRequest>obj
+    cdef object items, x
+    if o.group_id is None:
+        null_error("ConnectGroupHeartbeatRequest", "group_id")
+    w_str(w, o.group_id, 0)
+    if o.member_id is None:
+        null_error("ConnectGroupHeartbeatRequest", "member_id")
+    w_str(w, o.member_id, 0)
+    w_int32(w, o.member_epoch)
+    w_str(w, o.instance_id, 0)
+    w_int32(w, o.rebalance_timeout_ms)
+    w_str(w, o.server_assignor, 0)
+    items = o.client_assignors
+    if items is None:
+        w_len(w, -1, 0)
+    else:
+        items = as_seq(items)
+        w_len(w, len(items), 0)
+        for x in items:
+            _e_ConnectGroupHeartbeatRequestAssignor_0(w, <ConnectGroupHeartbeatRequestAssignor?>x)
+    if o.connectors_and_tasks is None:
+        w_int8(w, -1)
+    else:
+        w_int8(w, 1)
+        _e_ConnectGroupHeartbeatRequestConnectorsAndTasks_0(w, <ConnectGroupHeartbeatRequestConnectorsAndTasks?>o.connectors_and_tasks)
+    if o.unknown_tags:
+        w_tagged(w, sorted(o.unknown_tags))
+    else:
+        w_uvarint(w, 0)
+    return 0
+
+
+cdef object _d_ConnectGroupHeartbeatResponseConnectorTasks_0(Cursor* c):
+    cdef ConnectGroupHeartbeatResponseConnectorTasks o = ConnectGroupHeartbeatResponseConnectorTasks.__new__(ConnectGroupHeartbeatResponseConnectorTasks)
+    cdef Py_ssize_t n, i
+    cdef list lst
+    cdef Py_ssize_t ntags, size
+    cdef uint32_t tag
+    cdef Cursor sub
+    cdef list unknown = None
+    o.connector = rd_cstring(c)
+    n = cap_count(c, not_null(c, rd_ulen(c)), 4)
+    if n < 0:
+        o.task_ids = None
+    else:
+        lst = [None] * n
+        for i in range(n):
+            lst[i] = rd_int32(c)
+            if c.bad:
+                break
+        o.task_ids = lst
+    ntags = cap_count(c, rd_uvarint(c), 2)
+    for _ in range(ntags):
+        tag = rd_uvarint(c)
+        size = cap_count(c, rd_uvarint(c), 1)
+        if c.bad:
+            break
+        if unknown is None:
+            unknown = []
+        unknown.append((tag, PyBytes_FromStringAndSize(<const char*>c.p, size)))
+        c.p += size
+    o.unknown_tags = unknown
+    return o
+
+
+cdef int _e_ConnectGroupHeartbeatResponseConnectorTasks_0(WBuf* w, object obj) except -1:
+    cdef ConnectGroupHeartbeatResponseConnectorTasks o = <ConnectGroupHeartbeatResponseConnectorTasks>obj
+    cdef object items, x
+    if o.connector is None:
+        null_error("ConnectGroupHeartbeatResponseConnectorTasks", "connector")
+    w_str(w, o.connector, 0)
+    items = o.task_ids
+    if items is None:
+        null_error("ConnectGroupHeartbeatResponseConnectorTasks", "task_ids")
+    else:
+        items = as_seq(items)
+        w_len(w, len(items), 0)
+        for x in items:
+            w_int32(w, x)
+    if o.unknown_tags:
+        w_tagged(w, sorted(o.unknown_tags))
+    else:
+        w_uvarint(w, 0)
+    return 0
+
+
+cdef object _d_ConnectGroupHeartbeatResponseConnectorsAndTasks_0(Cursor* c):
+    cdef ConnectGroupHeartbeatResponseConnectorsAndTasks o = ConnectGroupHeartbeatResponseConnectorsAndTasks.__new__(ConnectGroupHeartbeatResponseConnectorsAndTasks)
+    cdef Py_ssize_t n, i
+    cdef list lst
+    cdef Py_ssize_t ntags, size
+    cdef uint32_t tag
+    cdef Cursor sub
+    cdef list unknown = None
+    n = cap_count(c, not_null(c, rd_ulen(c)), 1)
+    if n < 0:
+        o.connectors = None
+    else:
+        lst = [None] * n
+        for i in range(n):
+            lst[i] = rd_cstring(c)
+            if c.bad:
+                break
+        o.connectors = lst
+    n = cap_count(c, not_null(c, rd_ulen(c)), 3)
+    if n < 0:
+        o.tasks = None
+    else:
+        lst = [None] * n
+        for i in range(n):
+            lst[i] = _d_ConnectGroupHeartbeatResponseConnectorTasks_0(c)
+            if c.bad:
+                break
+        o.tasks = lst
+    ntags = cap_count(c, rd_uvarint(c), 2)
+    for _ in range(ntags):
+        tag = rd_uvarint(c)
+        size = cap_count(c, rd_uvarint(c), 1)
+        if c.bad:
+            break
+        if unknown is None:
+            unknown = []
+        unknown.append((tag, PyBytes_FromStringAndSize(<const char*>c.p, size)))
+        c.p += size
+    o.unknown_tags = unknown
+    return o
+
+
+cdef int _e_ConnectGroupHeartbeatResponseConnectorsAndTasks_0(WBuf* w, object obj) except -1:
+    cdef ConnectGroupHeartbeatResponseConnectorsAndTasks o = <ConnectGroupHeartbeatResponseConnectorsAndTasks>obj
+    cdef object items, x
+    items = o.connectors
+    if items is None:
+        null_error("ConnectGroupHeartbeatResponseConnectorsAndTasks", "connectors")
+    else:
+        items = as_seq(items)
+        w_len(w, len(items), 0)
+        for x in items:
+            if x is None:
+                null_error("ConnectGroupHeartbeatResponseConnectorsAndTasks", "connectors")
+            w_str(w, x, 0)
+    items = o.tasks
+    if items is None:
+        null_error("ConnectGroupHeartbeatResponseConnectorsAndTasks", "tasks")
+    else:
+        items = as_seq(items)
+        w_len(w, len(items), 0)
+        for x in items:
+            _e_ConnectGroupHeartbeatResponseConnectorTasks_0(w, <ConnectGroupHeartbeatResponseConnectorTasks?>x)
+    if o.unknown_tags:
+        w_tagged(w, sorted(o.unknown_tags))
+    else:
+        w_uvarint(w, 0)
+    return 0
+
+
+cdef object _d_ConnectGroupHeartbeatResponseAssignment_0(Cursor* c):
+    cdef ConnectGroupHeartbeatResponseAssignment o = ConnectGroupHeartbeatResponseAssignment.__new__(ConnectGroupHeartbeatResponseAssignment)
+    cdef Py_ssize_t ntags, size
+    cdef uint32_t tag
+    cdef Cursor sub
+    cdef list unknown = None
+    o.error = rd_int8(c)
+    o.connectors_and_tasks = _d_ConnectGroupHeartbeatResponseConnectorsAndTasks_0(c)
+    o.version = rd_int16(c)
+    o.metadata = rd_cbytes(c)
+    ntags = cap_count(c, rd_uvarint(c), 2)
+    for _ in range(ntags):
+        tag = rd_uvarint(c)
+        size = cap_count(c, rd_uvarint(c), 1)
+        if c.bad:
+            break
+        if unknown is None:
+            unknown = []
+        unknown.append((tag, PyBytes_FromStringAndSize(<const char*>c.p, size)))
+        c.p += size
+    o.unknown_tags = unknown
+    return o
+
+
+cdef int _e_ConnectGroupHeartbeatResponseAssignment_0(WBuf* w, object obj) except -1:
+    cdef ConnectGroupHeartbeatResponseAssignment o = <ConnectGroupHeartbeatResponseAssignment>obj
+    w_int8(w, o.error)
+    if o.connectors_and_tasks is None:
+        null_error("ConnectGroupHeartbeatResponseAssignment", "connectors_and_tasks")
+    else:
+        _e_ConnectGroupHeartbeatResponseConnectorsAndTasks_0(w, <ConnectGroupHeartbeatResponseConnectorsAndTasks?>o.connectors_and_tasks)
+    w_int16(w, o.version)
+    if o.metadata is None:
+        null_error("ConnectGroupHeartbeatResponseAssignment", "metadata")
+    w_bytes(w, o.metadata, 0)
+    if o.unknown_tags:
+        w_tagged(w, sorted(o.unknown_tags))
+    else:
+        w_uvarint(w, 0)
+    return 0
+
+
+cdef object _d_ConnectGroupHeartbeatResponse_0(Cursor* c):
+    cdef ConnectGroupHeartbeatResponse o = ConnectGroupHeartbeatResponse.__new__(ConnectGroupHeartbeatResponse)
+    cdef Py_ssize_t ntags, size
+    cdef uint32_t tag
+    cdef Cursor sub
+    cdef list unknown = None
+    o.throttle_time_ms = rd_int32(c)
+    o.error_code = rd_int16(c)
+    o.error_message = rd_cnstring(c)
+    o.member_id = rd_cnstring(c)
+    o.member_epoch = rd_int32(c)
+    o.heartbeat_interval_ms = rd_int32(c)
+    o.should_compute_assignment = rd_bool(c)
+    o.assignor_version = rd_int16(c)
+    if rd_int8(c) < 0:
+        o.assignment = None
+    else:
+        o.assignment = _d_ConnectGroupHeartbeatResponseAssignment_0(c)
+    ntags = cap_count(c, rd_uvarint(c), 2)
+    for _ in range(ntags):
+        tag = rd_uvarint(c)
+        size = cap_count(c, rd_uvarint(c), 1)
+        if c.bad:
+            break
+        if unknown is None:
+            unknown = []
+        unknown.append((tag, PyBytes_FromStringAndSize(<const char*>c.p, size)))
+        c.p += size
+    o.unknown_tags = unknown
+    return o
+
+
+cdef int _e_ConnectGroupHeartbeatResponse_0(WBuf* w, object obj) except -1:
+    cdef ConnectGroupHeartbeatResponse o = <ConnectGroupHeartbeatResponse>obj
+    w_int32(w, o.throttle_time_ms)
+    w_int16(w, o.error_code)
+    w_str(w, o.error_message, 0)
+    w_str(w, o.member_id, 0)
+    w_int32(w, o.member_epoch)
+    w_int32(w, o.heartbeat_interval_ms)
+    w_bool(w, o.should_compute_assignment)
+    w_int16(w, o.assignor_version)
+    if o.assignment is None:
+        w_int8(w, -1)
+    else:
+        w_int8(w, 1)
+        _e_ConnectGroupHeartbeatResponseAssignment_0(w, <ConnectGroupHeartbeatResponseAssignment?>o.assignment)
+    if o.unknown_tags:
+        w_tagged(w, sorted(o.unknown_tags))
+    else:
+        w_uvarint(w, 0)
+    return 0
+
+
+cdef object _d_ConnectGroupPrepareAssignmentRequest_0(Cursor* c):
+    cdef ConnectGroupPrepareAssignmentRequest o = ConnectGroupPrepareAssignmentRequest.__new__(ConnectGroupPrepareAssignmentRequest)
+    cdef Py_ssize_t ntags, size
+    cdef uint32_t tag
+    cdef Cursor sub
+    cdef list unknown = None
+    o.group_id = rd_cstring(c)
+    o.member_id = rd_cstring(c)
+    o.member_epoch = rd_int32(c)
+    ntags = cap_count(c, rd_uvarint(c), 2)
+    for _ in range(ntags):
+        tag = rd_uvarint(c)
+        size = cap_count(c, rd_uvarint(c), 1)
+        if c.bad:
+            break
+        if unknown is None:
+            unknown = []
+        unknown.append((tag, PyBytes_FromStringAndSize(<const char*>c.p, size)))
+        c.p += size
+    o.unknown_tags = unknown
+    return o
+
+
+cdef int _e_ConnectGroupPrepareAssignmentRequest_0(WBuf* w, object obj) except -1:
+    cdef ConnectGroupPrepareAssignmentRequest o = <ConnectGroupPrepareAssignmentRequest>obj
+    if o.group_id is None:
+        null_error("ConnectGroupPrepareAssignmentRequest", "group_id")
+    w_str(w, o.group_id, 0)
+    if o.member_id is None:
+        null_error("ConnectGroupPrepareAssignmentRequest", "member_id")
+    w_str(w, o.member_id, 0)
+    w_int32(w, o.member_epoch)
+    if o.unknown_tags:
+        w_tagged(w, sorted(o.unknown_tags))
+    else:
+        w_uvarint(w, 0)
+    return 0
+
+
+cdef object _d_ConnectGroupPrepareAssignmentResponseConnectorTasks_0(Cursor* c):
+    cdef ConnectGroupPrepareAssignmentResponseConnectorTasks o = ConnectGroupPrepareAssignmentResponseConnectorTasks.__new__(ConnectGroupPrepareAssignmentResponseConnectorTasks)
+    cdef Py_ssize_t n, i
+    cdef list lst
+    cdef Py_ssize_t ntags, size
+    cdef uint32_t tag
+    cdef Cursor sub
+    cdef list unknown = None
+    o.connector = rd_cstring(c)
+    n = cap_count(c, not_null(c, rd_ulen(c)), 4)
+    if n < 0:
+        o.task_ids = None
+    else:
+        lst = [None] * n
+        for i in range(n):
+            lst[i] = rd_int32(c)
+            if c.bad:
+                break
+        o.task_ids = lst
+    ntags = cap_count(c, rd_uvarint(c), 2)
+    for _ in range(ntags):
+        tag = rd_uvarint(c)
+        size = cap_count(c, rd_uvarint(c), 1)
+        if c.bad:
+            break
+        if unknown is None:
+            unknown = []
+        unknown.append((tag, PyBytes_FromStringAndSize(<const char*>c.p, size)))
+        c.p += size
+    o.unknown_tags = unknown
+    return o
+
+
+cdef int _e_ConnectGroupPrepareAssignmentResponseConnectorTasks_0(WBuf* w, object obj) except -1:
+    cdef ConnectGroupPrepareAssignmentResponseConnectorTasks o = <ConnectGroupPrepareAssignmentResponseConnectorTasks>obj
+    cdef object items, x
+    if o.connector is None:
+        null_error("ConnectGroupPrepareAssignmentResponseConnectorTasks", "connector")
+    w_str(w, o.connector, 0)
+    items = o.task_ids
+    if items is None:
+        null_error("ConnectGroupPrepareAssignmentResponseConnectorTasks", "task_ids")
+    else:
+        items = as_seq(items)
+        w_len(w, len(items), 0)
+        for x in items:
+            w_int32(w, x)
+    if o.unknown_tags:
+        w_tagged(w, sorted(o.unknown_tags))
+    else:
+        w_uvarint(w, 0)
+    return 0
+
+
+cdef object _d_ConnectGroupPrepareAssignmentResponseConnectorsAndTasks_0(Cursor* c):
+    cdef ConnectGroupPrepareAssignmentResponseConnectorsAndTasks o = ConnectGroupPrepareAssignmentResponseConnectorsAndTasks.__new__(ConnectGroupPrepareAssignmentResponseConnectorsAndTasks)
+    cdef Py_ssize_t n, i
+    cdef list lst
+    cdef Py_ssize_t ntags, size
+    cdef uint32_t tag
+    cdef Cursor sub
+    cdef list unknown = None
+    n = cap_count(c, not_null(c, rd_ulen(c)), 1)
+    if n < 0:
+        o.connectors = None
+    else:
+        lst = [None] * n
+        for i in range(n):
+            lst[i] = rd_cstring(c)
+            if c.bad:
+                break
+        o.connectors = lst
+    n = cap_count(c, not_null(c, rd_ulen(c)), 3)
+    if n < 0:
+        o.tasks = None
+    else:
+        lst = [None] * n
+        for i in range(n):
+            lst[i] = _d_ConnectGroupPrepareAssignmentResponseConnectorTasks_0(c)
+            if c.bad:
+                break
+        o.tasks = lst
+    ntags = cap_count(c, rd_uvarint(c), 2)
+    for _ in range(ntags):
+        tag = rd_uvarint(c)
+        size = cap_count(c, rd_uvarint(c), 1)
+        if c.bad:
+            break
+        if unknown is None:
+            unknown = []
+        unknown.append((tag, PyBytes_FromStringAndSize(<const char*>c.p, size)))
+        c.p += size
+    o.unknown_tags = unknown
+    return o
+
+
+cdef int _e_ConnectGroupPrepareAssignmentResponseConnectorsAndTasks_0(WBuf* w, object obj) except -1:
+    cdef ConnectGroupPrepareAssignmentResponseConnectorsAndTasks o = <ConnectGroupPrepareAssignmentResponseConnectorsAndTasks>obj
+    cdef object items, x
+    items = o.connectors
+    if items is None:
+        null_error("ConnectGroupPrepareAssignmentResponseConnectorsAndTasks", "connectors")
+    else:
+        items = as_seq(items)
+        w_len(w, len(items), 0)
+        for x in items:
+            if x is None:
+                null_error("ConnectGroupPrepareAssignmentResponseConnectorsAndTasks", "connectors")
+            w_str(w, x, 0)
+    items = o.tasks
+    if items is None:
+        null_error("ConnectGroupPrepareAssignmentResponseConnectorsAndTasks", "tasks")
+    else:
+        items = as_seq(items)
+        w_len(w, len(items), 0)
+        for x in items:
+            _e_ConnectGroupPrepareAssignmentResponseConnectorTasks_0(w, <ConnectGroupPrepareAssignmentResponseConnectorTasks?>x)
+    if o.unknown_tags:
+        w_tagged(w, sorted(o.unknown_tags))
+    else:
+        w_uvarint(w, 0)
+    return 0
+
+
+cdef object _d_ConnectGroupPrepareAssignmentResponseMember_0(Cursor* c):
+    cdef ConnectGroupPrepareAssignmentResponseMember o = ConnectGroupPrepareAssignmentResponseMember.__new__(ConnectGroupPrepareAssignmentResponseMember)
+    cdef Py_ssize_t ntags, size
+    cdef uint32_t tag
+    cdef Cursor sub
+    cdef list unknown = None
+    o.member_id = rd_cstring(c)
+    o.member_epoch = rd_int32(c)
+    o.instance_id = rd_cnstring(c)
+    o.minimum_version = rd_int16(c)
+    o.maximum_version = rd_int16(c)
+    o.reason = rd_int8(c)
+    o.metadata = rd_cbytes(c)
+    o.target = _d_ConnectGroupPrepareAssignmentResponseConnectorsAndTasks_0(c)
+    o.target_version = rd_int16(c)
+    o.target_metadata = rd_cbytes(c)
+    ntags = cap_count(c, rd_uvarint(c), 2)
+    for _ in range(ntags):
+        tag = rd_uvarint(c)
+        size = cap_count(c, rd_uvarint(c), 1)
+        if c.bad:
+            break
+        if unknown is None:
+            unknown = []
+        unknown.append((tag, PyBytes_FromStringAndSize(<const char*>c.p, size)))
+        c.p += size
+    o.unknown_tags = unknown
+    return o
+
+
+cdef int _e_ConnectGroupPrepareAssignmentResponseMember_0(WBuf* w, object obj) except -1:
+    cdef ConnectGroupPrepareAssignmentResponseMember o = <ConnectGroupPrepareAssignmentResponseMember>obj
+    if o.member_id is None:
+        null_error("ConnectGroupPrepareAssignmentResponseMember", "member_id")
+    w_str(w, o.member_id, 0)
+    w_int32(w, o.member_epoch)
+    w_str(w, o.instance_id, 0)
+    w_int16(w, o.minimum_version)
+    w_int16(w, o.maximum_version)
+    w_int8(w, o.reason)
+    if o.metadata is None:
+        null_error("ConnectGroupPrepareAssignmentResponseMember", "metadata")
+    w_bytes(w, o.metadata, 0)
+    if o.target is None:
+        null_error("ConnectGroupPrepareAssignmentResponseMember", "target")
+    else:
+        _e_ConnectGroupPrepareAssignmentResponseConnectorsAndTasks_0(w, <ConnectGroupPrepareAssignmentResponseConnectorsAndTasks?>o.target)
+    w_int16(w, o.target_version)
+    if o.target_metadata is None:
+        null_error("ConnectGroupPrepareAssignmentResponseMember", "target_metadata")
+    w_bytes(w, o.target_metadata, 0)
+    if o.unknown_tags:
+        w_tagged(w, sorted(o.unknown_tags))
+    else:
+        w_uvarint(w, 0)
+    return 0
+
+
+cdef object _d_ConnectGroupPrepareAssignmentResponseDepartedMember_0(Cursor* c):
+    cdef ConnectGroupPrepareAssignmentResponseDepartedMember o = ConnectGroupPrepareAssignmentResponseDepartedMember.__new__(ConnectGroupPrepareAssignmentResponseDepartedMember)
+    cdef Py_ssize_t ntags, size
+    cdef uint32_t tag
+    cdef Cursor sub
+    cdef list unknown = None
+    o.member_id = rd_cstring(c)
+    o.instance_id = rd_cnstring(c)
+    o.target = _d_ConnectGroupPrepareAssignmentResponseConnectorsAndTasks_0(c)
+    ntags = cap_count(c, rd_uvarint(c), 2)
+    for _ in range(ntags):
+        tag = rd_uvarint(c)
+        size = cap_count(c, rd_uvarint(c), 1)
+        if c.bad:
+            break
+        if unknown is None:
+            unknown = []
+        unknown.append((tag, PyBytes_FromStringAndSize(<const char*>c.p, size)))
+        c.p += size
+    o.unknown_tags = unknown
+    return o
+
+
+cdef int _e_ConnectGroupPrepareAssignmentResponseDepartedMember_0(WBuf* w, object obj) except -1:
+    cdef ConnectGroupPrepareAssignmentResponseDepartedMember o = <ConnectGroupPrepareAssignmentResponseDepartedMember>obj
+    if o.member_id is None:
+        null_error("ConnectGroupPrepareAssignmentResponseDepartedMember", "member_id")
+    w_str(w, o.member_id, 0)
+    w_str(w, o.instance_id, 0)
+    if o.target is None:
+        null_error("ConnectGroupPrepareAssignmentResponseDepartedMember", "target")
+    else:
+        _e_ConnectGroupPrepareAssignmentResponseConnectorsAndTasks_0(w, <ConnectGroupPrepareAssignmentResponseConnectorsAndTasks?>o.target)
+    if o.unknown_tags:
+        w_tagged(w, sorted(o.unknown_tags))
+    else:
+        w_uvarint(w, 0)
+    return 0
+
+
+cdef object _d_ConnectGroupPrepareAssignmentResponse_0(Cursor* c):
+    cdef ConnectGroupPrepareAssignmentResponse o = ConnectGroupPrepareAssignmentResponse.__new__(ConnectGroupPrepareAssignmentResponse)
+    cdef Py_ssize_t n, i
+    cdef list lst
+    cdef Py_ssize_t ntags, size
+    cdef uint32_t tag
+    cdef Cursor sub
+    cdef list unknown = None
+    o.throttle_time_ms = rd_int32(c)
+    o.error_code = rd_int16(c)
+    o.error_message = rd_cnstring(c)
+    o.group_epoch = rd_int32(c)
+    o.assignor_name = rd_cstring(c)
+    o.assignor_version = rd_int16(c)
+    o.assignor_state = rd_cnbytes(c)
+    o.delay_remaining_ms = rd_int32(c)
+    n = cap_count(c, not_null(c, rd_ulen(c)), 19)
+    if n < 0:
+        o.members = None
+    else:
+        lst = [None] * n
+        for i in range(n):
+            lst[i] = _d_ConnectGroupPrepareAssignmentResponseMember_0(c)
+            if c.bad:
+                break
+        o.members = lst
+    n = cap_count(c, not_null(c, rd_ulen(c)), 6)
+    if n < 0:
+        o.departed_members = None
+    else:
+        lst = [None] * n
+        for i in range(n):
+            lst[i] = _d_ConnectGroupPrepareAssignmentResponseDepartedMember_0(c)
+            if c.bad:
+                break
+        o.departed_members = lst
+    ntags = cap_count(c, rd_uvarint(c), 2)
+    for _ in range(ntags):
+        tag = rd_uvarint(c)
+        size = cap_count(c, rd_uvarint(c), 1)
+        if c.bad:
+            break
+        if unknown is None:
+            unknown = []
+        unknown.append((tag, PyBytes_FromStringAndSize(<const char*>c.p, size)))
+        c.p += size
+    o.unknown_tags = unknown
+    return o
+
+
+cdef int _e_ConnectGroupPrepareAssignmentResponse_0(WBuf* w, object obj) except -1:
+    cdef ConnectGroupPrepareAssignmentResponse o = <ConnectGroupPrepareAssignmentResponse>obj
+    cdef object items, x
+    w_int32(w, o.throttle_time_ms)
+    w_int16(w, o.error_code)
+    w_str(w, o.error_message, 0)
+    w_int32(w, o.group_epoch)
+    if o.assignor_name is None:
+        null_error("ConnectGroupPrepareAssignmentResponse", "assignor_name")
+    w_str(w, o.assignor_name, 0)
+    w_int16(w, o.assignor_version)
+    w_bytes(w, o.assignor_state, 0)
+    w_int32(w, o.delay_remaining_ms)
+    items = o.members
+    if items is None:
+        null_error("ConnectGroupPrepareAssignmentResponse", "members")
+    else:
+        items = as_seq(items)
+        w_len(w, len(items), 0)
+        for x in items:
+            _e_ConnectGroupPrepareAssignmentResponseMember_0(w, <ConnectGroupPrepareAssignmentResponseMember?>x)
+    items = o.departed_members
+    if items is None:
+        null_error("ConnectGroupPrepareAssignmentResponse", "departed_members")
+    else:
+        items = as_seq(items)
+        w_len(w, len(items), 0)
+        for x in items:
+            _e_ConnectGroupPrepareAssignmentResponseDepartedMember_0(w, <ConnectGroupPrepareAssignmentResponseDepartedMember?>x)
+    if o.unknown_tags:
+        w_tagged(w, sorted(o.unknown_tags))
+    else:
+        w_uvarint(w, 0)
+    return 0
+
+
+cdef object _d_ConnectGroupInstallAssignmentRequestConnectorTasks_0(Cursor* c):
+    cdef ConnectGroupInstallAssignmentRequestConnectorTasks o = ConnectGroupInstallAssignmentRequestConnectorTasks.__new__(ConnectGroupInstallAssignmentRequestConnectorTasks)
+    cdef Py_ssize_t n, i
+    cdef list lst
+    cdef Py_ssize_t ntags, size
+    cdef uint32_t tag
+    cdef Cursor sub
+    cdef list unknown = None
+    o.connector = rd_cstring(c)
+    n = cap_count(c, not_null(c, rd_ulen(c)), 4)
+    if n < 0:
+        o.task_ids = None
+    else:
+        lst = [None] * n
+        for i in range(n):
+            lst[i] = rd_int32(c)
+            if c.bad:
+                break
+        o.task_ids = lst
+    ntags = cap_count(c, rd_uvarint(c), 2)
+    for _ in range(ntags):
+        tag = rd_uvarint(c)
+        size = cap_count(c, rd_uvarint(c), 1)
+        if c.bad:
+            break
+        if unknown is None:
+            unknown = []
+        unknown.append((tag, PyBytes_FromStringAndSize(<const char*>c.p, size)))
+        c.p += size
+    o.unknown_tags = unknown
+    return o
+
+
+cdef int _e_ConnectGroupInstallAssignmentRequestConnectorTasks_0(WBuf* w, object obj) except -1:
+    cdef ConnectGroupInstallAssignmentRequestConnectorTasks o = <ConnectGroupInstallAssignmentRequestConnectorTasks>obj
+    cdef object items, x
+    if o.connector is None:
+        null_error("ConnectGroupInstallAssignmentRequestConnectorTasks", "connector")
+    w_str(w, o.connector, 0)
+    items = o.task_ids
+    if items is None:
+        null_error("ConnectGroupInstallAssignmentRequestConnectorTasks", "task_ids")
+    else:
+        items = as_seq(items)
+        w_len(w, len(items), 0)
+        for x in items:
+            w_int32(w, x)
+    if o.unknown_tags:
+        w_tagged(w, sorted(o.unknown_tags))
+    else:
+        w_uvarint(w, 0)
+    return 0
+
+
+cdef object _d_ConnectGroupInstallAssignmentRequestConnectorsAndTasks_0(Cursor* c):
+    cdef ConnectGroupInstallAssignmentRequestConnectorsAndTasks o = ConnectGroupInstallAssignmentRequestConnectorsAndTasks.__new__(ConnectGroupInstallAssignmentRequestConnectorsAndTasks)
+    cdef Py_ssize_t n, i
+    cdef list lst
+    cdef Py_ssize_t ntags, size
+    cdef uint32_t tag
+    cdef Cursor sub
+    cdef list unknown = None
+    n = cap_count(c, not_null(c, rd_ulen(c)), 1)
+    if n < 0:
+        o.connectors = None
+    else:
+        lst = [None] * n
+        for i in range(n):
+            lst[i] = rd_cstring(c)
+            if c.bad:
+                break
+        o.connectors = lst
+    n = cap_count(c, not_null(c, rd_ulen(c)), 3)
+    if n < 0:
+        o.tasks = None
+    else:
+        lst = [None] * n
+        for i in range(n):
+            lst[i] = _d_ConnectGroupInstallAssignmentRequestConnectorTasks_0(c)
+            if c.bad:
+                break
+        o.tasks = lst
+    ntags = cap_count(c, rd_uvarint(c), 2)
+    for _ in range(ntags):
+        tag = rd_uvarint(c)
+        size = cap_count(c, rd_uvarint(c), 1)
+        if c.bad:
+            break
+        if unknown is None:
+            unknown = []
+        unknown.append((tag, PyBytes_FromStringAndSize(<const char*>c.p, size)))
+        c.p += size
+    o.unknown_tags = unknown
+    return o
+
+
+cdef int _e_ConnectGroupInstallAssignmentRequestConnectorsAndTasks_0(WBuf* w, object obj) except -1:
+    cdef ConnectGroupInstallAssignmentRequestConnectorsAndTasks o = <ConnectGroupInstallAssignmentRequestConnectorsAndTasks>obj
+    cdef object items, x
+    items = o.connectors
+    if items is None:
+        null_error("ConnectGroupInstallAssignmentRequestConnectorsAndTasks", "connectors")
+    else:
+        items = as_seq(items)
+        w_len(w, len(items), 0)
+        for x in items:
+            if x is None:
+                null_error("ConnectGroupInstallAssignmentRequestConnectorsAndTasks", "connectors")
+            w_str(w, x, 0)
+    items = o.tasks
+    if items is None:
+        null_error("ConnectGroupInstallAssignmentRequestConnectorsAndTasks", "tasks")
+    else:
+        items = as_seq(items)
+        w_len(w, len(items), 0)
+        for x in items:
+            _e_ConnectGroupInstallAssignmentRequestConnectorTasks_0(w, <ConnectGroupInstallAssignmentRequestConnectorTasks?>x)
+    if o.unknown_tags:
+        w_tagged(w, sorted(o.unknown_tags))
+    else:
+        w_uvarint(w, 0)
+    return 0
+
+
+cdef object _d_ConnectGroupInstallAssignmentRequestMember_0(Cursor* c):
+    cdef ConnectGroupInstallAssignmentRequestMember o = ConnectGroupInstallAssignmentRequestMember.__new__(ConnectGroupInstallAssignmentRequestMember)
+    cdef Py_ssize_t ntags, size
+    cdef uint32_t tag
+    cdef Cursor sub
+    cdef list unknown = None
+    o.member_id = rd_cstring(c)
+    o.connectors_and_tasks = _d_ConnectGroupInstallAssignmentRequestConnectorsAndTasks_0(c)
+    o.version = rd_int16(c)
+    o.metadata = rd_cbytes(c)
+    ntags = cap_count(c, rd_uvarint(c), 2)
+    for _ in range(ntags):
+        tag = rd_uvarint(c)
+        size = cap_count(c, rd_uvarint(c), 1)
+        if c.bad:
+            break
+        if unknown is None:
+            unknown = []
+        unknown.append((tag, PyBytes_FromStringAndSize(<const char*>c.p, size)))
+        c.p += size
+    o.unknown_tags = unknown
+    return o
+
+
+cdef int _e_ConnectGroupInstallAssignmentRequestMember_0(WBuf* w, object obj) except -1:
+    cdef ConnectGroupInstallAssignmentRequestMember o = <ConnectGroupInstallAssignmentRequestMember>obj
+    if o.member_id is None:
+        null_error("ConnectGroupInstallAssignmentRequestMember", "member_id")
+    w_str(w, o.member_id, 0)
+    if o.connectors_and_tasks is None:
+        null_error("ConnectGroupInstallAssignmentRequestMember", "connectors_and_tasks")
+    else:
+        _e_ConnectGroupInstallAssignmentRequestConnectorsAndTasks_0(w, <ConnectGroupInstallAssignmentRequestConnectorsAndTasks?>o.connectors_and_tasks)
+    w_int16(w, o.version)
+    if o.metadata is None:
+        null_error("ConnectGroupInstallAssignmentRequestMember", "metadata")
+    w_bytes(w, o.metadata, 0)
+    if o.unknown_tags:
+        w_tagged(w, sorted(o.unknown_tags))
+    else:
+        w_uvarint(w, 0)
+    return 0
+
+
+cdef object _d_ConnectGroupInstallAssignmentRequest_0(Cursor* c):
+    cdef ConnectGroupInstallAssignmentRequest o = ConnectGroupInstallAssignmentRequest.__new__(ConnectGroupInstallAssignmentRequest)
+    cdef Py_ssize_t n, i
+    cdef list lst
+    cdef Py_ssize_t ntags, size
+    cdef uint32_t tag
+    cdef Cursor sub
+    cdef list unknown = None
+    o.group_id = rd_cstring(c)
+    o.member_id = rd_cstring(c)
+    o.member_epoch = rd_int32(c)
+    o.group_epoch = rd_int32(c)
+    o.error = rd_int8(c)
+    o.assignment_delay_ms = rd_int32(c)
+    o.assignor_state = rd_cnbytes(c)
+    n = cap_count(c, not_null(c, rd_ulen(c)), 8)
+    if n < 0:
+        o.members = None
+    else:
+        lst = [None] * n
+        for i in range(n):
+            lst[i] = _d_ConnectGroupInstallAssignmentRequestMember_0(c)
+            if c.bad:
+                break
+        o.members = lst
+    ntags = cap_count(c, rd_uvarint(c), 2)
+    for _ in range(ntags):
+        tag = rd_uvarint(c)
+        size = cap_count(c, rd_uvarint(c), 1)
+        if c.bad:
+            break
+        if unknown is None:
+            unknown = []
+        unknown.append((tag, PyBytes_FromStringAndSize(<const char*>c.p, size)))
+        c.p += size
+    o.unknown_tags = unknown
+    return o
+
+
+cdef int _e_ConnectGroupInstallAssignmentRequest_0(WBuf* w, object obj) except -1:
+    cdef ConnectGroupInstallAssignmentRequest o = <ConnectGroupInstallAssignmentRequest>obj
+    cdef object items, x
+    if o.group_id is None:
+        null_error("ConnectGroupInstallAssignmentRequest", "group_id")
+    w_str(w, o.group_id, 0)
+    if o.member_id is None:
+        null_error("ConnectGroupInstallAssignmentRequest", "member_id")
+    w_str(w, o.member_id, 0)
+    w_int32(w, o.member_epoch)
+    w_int32(w, o.group_epoch)
+    w_int8(w, o.error)
+    w_int32(w, o.assignment_delay_ms)
+    w_bytes(w, o.assignor_state, 0)
+    items = o.members
+    if items is None:
+        null_error("ConnectGroupInstallAssignmentRequest", "members")
+    else:
+        items = as_seq(items)
+        w_len(w, len(items), 0)
+        for x in items:
+            _e_ConnectGroupInstallAssignmentRequestMember_0(w, <ConnectGroupInstallAssignmentRequestMember?>x)
+    if o.unknown_tags:
+        w_tagged(w, sorted(o.unknown_tags))
+    else:
+        w_uvarint(w, 0)
+    return 0
+
+
+cdef object _d_ConnectGroupInstallAssignmentResponse_0(Cursor* c):
+    cdef ConnectGroupInstallAssignmentResponse o = ConnectGroupInstallAssignmentResponse.__new__(ConnectGroupInstallAssignmentResponse)
+    cdef Py_ssize_t ntags, size
+    cdef uint32_t tag
+    cdef Cursor sub
+    cdef list unknown = None
+    o.throttle_time_ms = rd_int32(c)
+    o.error_code = rd_int16(c)
+    o.error_message = rd_cnstring(c)
+    ntags = cap_count(c, rd_uvarint(c), 2)
+    for _ in range(ntags):
+        tag = rd_uvarint(c)
+        size = cap_count(c, rd_uvarint(c), 1)
+        if c.bad:
+            break
+        if unknown is None:
+            unknown = []
+        unknown.append((tag, PyBytes_FromStringAndSize(<const char*>c.p, size)))
+        c.p += size
+    o.unknown_tags = unknown
+    return o
+
+
+cdef int _e_ConnectGroupInstallAssignmentResponse_0(WBuf* w, object obj) except -1:
+    cdef ConnectGroupInstallAssignmentResponse o = <ConnectGroupInstallAssignmentResponse>obj
+    w_int32(w, o.throttle_time_ms)
+    w_int16(w, o.error_code)
+    w_str(w, o.error_message, 0)
+    if o.unknown_tags:
+        w_tagged(w, sorted(o.unknown_tags))
+    else:
+        w_uvarint(w, 0)
+    return 0
+
+
+cdef object _d_ConnectGroupDescribeRequest_0(Cursor* c):
+    cdef ConnectGroupDescribeRequest o = ConnectGroupDescribeRequest.__new__(ConnectGroupDescribeRequest)
+    cdef Py_ssize_t n, i
+    cdef list lst
+    cdef Py_ssize_t ntags, size
+    cdef uint32_t tag
+    cdef Cursor sub
+    cdef list unknown = None
+    n = cap_count(c, not_null(c, rd_ulen(c)), 1)
+    if n < 0:
+        o.group_ids = None
+    else:
+        lst = [None] * n
+        for i in range(n):
+            lst[i] = rd_cstring(c)
+            if c.bad:
+                break
+        o.group_ids = lst
+    o.include_authorized_operations = rd_bool(c)
+    ntags = cap_count(c, rd_uvarint(c), 2)
+    for _ in range(ntags):
+        tag = rd_uvarint(c)
+        size = cap_count(c, rd_uvarint(c), 1)
+        if c.bad:
+            break
+        if unknown is None:
+            unknown = []
+        unknown.append((tag, PyBytes_FromStringAndSize(<const char*>c.p, size)))
+        c.p += size
+    o.unknown_tags = unknown
+    return o
+
+
+cdef int _e_ConnectGroupDescribeRequest_0(WBuf* w, object obj) except -1:
+    cdef ConnectGroupDescribeRequest o = <ConnectGroupDescribeRequest>obj
+    cdef object items, x
+    items = o.group_ids
+    if items is None:
+        null_error("ConnectGroupDescribeRequest", "group_ids")
+    else:
+        items = as_seq(items)
+        w_len(w, len(items), 0)
+        for x in items:
+            if x is None:
+                null_error("ConnectGroupDescribeRequest", "group_ids")
+            w_str(w, x, 0)
+    w_bool(w, o.include_authorized_operations)
+    if o.unknown_tags:
+        w_tagged(w, sorted(o.unknown_tags))
+    else:
+        w_uvarint(w, 0)
+    return 0
+
+
+cdef object _d_ConnectGroupDescribeResponseConnectorTasks_0(Cursor* c):
+    cdef ConnectGroupDescribeResponseConnectorTasks o = ConnectGroupDescribeResponseConnectorTasks.__new__(ConnectGroupDescribeResponseConnectorTasks)
+    cdef Py_ssize_t n, i
+    cdef list lst
+    cdef Py_ssize_t ntags, size
+    cdef uint32_t tag
+    cdef Cursor sub
+    cdef list unknown = None
+    o.connector = rd_cstring(c)
+    n = cap_count(c, not_null(c, rd_ulen(c)), 4)
+    if n < 0:
+        o.task_ids = None
+    else:
+        lst = [None] * n
+        for i in range(n):
+            lst[i] = rd_int32(c)
+            if c.bad:
+                break
+        o.task_ids = lst
+    ntags = cap_count(c, rd_uvarint(c), 2)
+    for _ in range(ntags):
+        tag = rd_uvarint(c)
+        size = cap_count(c, rd_uvarint(c), 1)
+        if c.bad:
+            break
+        if unknown is None:
+            unknown = []
+        unknown.append((tag, PyBytes_FromStringAndSize(<const char*>c.p, size)))
+        c.p += size
+    o.unknown_tags = unknown
+    return o
+
+
+cdef int _e_ConnectGroupDescribeResponseConnectorTasks_0(WBuf* w, object obj) except -1:
+    cdef ConnectGroupDescribeResponseConnectorTasks o = <ConnectGroupDescribeResponseConnectorTasks>obj
+    cdef object items, x
+    if o.connector is None:
+        null_error("ConnectGroupDescribeResponseConnectorTasks", "connector")
+    w_str(w, o.connector, 0)
+    items = o.task_ids
+    if items is None:
+        null_error("ConnectGroupDescribeResponseConnectorTasks", "task_ids")
+    else:
+        items = as_seq(items)
+        w_len(w, len(items), 0)
+        for x in items:
+            w_int32(w, x)
+    if o.unknown_tags:
+        w_tagged(w, sorted(o.unknown_tags))
+    else:
+        w_uvarint(w, 0)
+    return 0
+
+
+cdef object _d_ConnectGroupDescribeResponseConnectorsAndTasks_0(Cursor* c):
+    cdef ConnectGroupDescribeResponseConnectorsAndTasks o = ConnectGroupDescribeResponseConnectorsAndTasks.__new__(ConnectGroupDescribeResponseConnectorsAndTasks)
+    cdef Py_ssize_t n, i
+    cdef list lst
+    cdef Py_ssize_t ntags, size
+    cdef uint32_t tag
+    cdef Cursor sub
+    cdef list unknown = None
+    n = cap_count(c, not_null(c, rd_ulen(c)), 1)
+    if n < 0:
+        o.connectors = None
+    else:
+        lst = [None] * n
+        for i in range(n):
+            lst[i] = rd_cstring(c)
+            if c.bad:
+                break
+        o.connectors = lst
+    n = cap_count(c, not_null(c, rd_ulen(c)), 3)
+    if n < 0:
+        o.tasks = None
+    else:
+        lst = [None] * n
+        for i in range(n):
+            lst[i] = _d_ConnectGroupDescribeResponseConnectorTasks_0(c)
+            if c.bad:
+                break
+        o.tasks = lst
+    ntags = cap_count(c, rd_uvarint(c), 2)
+    for _ in range(ntags):
+        tag = rd_uvarint(c)
+        size = cap_count(c, rd_uvarint(c), 1)
+        if c.bad:
+            break
+        if unknown is None:
+            unknown = []
+        unknown.append((tag, PyBytes_FromStringAndSize(<const char*>c.p, size)))
+        c.p += size
+    o.unknown_tags = unknown
+    return o
+
+
+cdef int _e_ConnectGroupDescribeResponseConnectorsAndTasks_0(WBuf* w, object obj) except -1:
+    cdef ConnectGroupDescribeResponseConnectorsAndTasks o = <ConnectGroupDescribeResponseConnectorsAndTasks>obj
+    cdef object items, x
+    items = o.connectors
+    if items is None:
+        null_error("ConnectGroupDescribeResponseConnectorsAndTasks", "connectors")
+    else:
+        items = as_seq(items)
+        w_len(w, len(items), 0)
+        for x in items:
+            if x is None:
+                null_error("ConnectGroupDescribeResponseConnectorsAndTasks", "connectors")
+            w_str(w, x, 0)
+    items = o.tasks
+    if items is None:
+        null_error("ConnectGroupDescribeResponseConnectorsAndTasks", "tasks")
+    else:
+        items = as_seq(items)
+        w_len(w, len(items), 0)
+        for x in items:
+            _e_ConnectGroupDescribeResponseConnectorTasks_0(w, <ConnectGroupDescribeResponseConnectorTasks?>x)
+    if o.unknown_tags:
+        w_tagged(w, sorted(o.unknown_tags))
+    else:
+        w_uvarint(w, 0)
+    return 0
+
+
+cdef object _d_ConnectGroupDescribeResponseMember_0(Cursor* c):
+    cdef ConnectGroupDescribeResponseMember o = ConnectGroupDescribeResponseMember.__new__(ConnectGroupDescribeResponseMember)
+    cdef Py_ssize_t ntags, size
+    cdef uint32_t tag
+    cdef Cursor sub
+    cdef list unknown = None
+    o.member_id = rd_cstring(c)
+    o.instance_id = rd_cnstring(c)
+    o.member_epoch = rd_int32(c)
+    o.state = rd_cstring(c)
+    o.client_id = rd_cstring(c)
+    o.client_host = rd_cstring(c)
+    o.minimum_version = rd_int16(c)
+    o.maximum_version = rd_int16(c)
+    o.assignment = _d_ConnectGroupDescribeResponseConnectorsAndTasks_0(c)
+    o.target_assignment = _d_ConnectGroupDescribeResponseConnectorsAndTasks_0(c)
+    o.pending_revocation = _d_ConnectGroupDescribeResponseConnectorsAndTasks_0(c)
+    ntags = cap_count(c, rd_uvarint(c), 2)
+    for _ in range(ntags):
+        tag = rd_uvarint(c)
+        size = cap_count(c, rd_uvarint(c), 1)
+        if c.bad:
+            break
+        if unknown is None:
+            unknown = []
+        unknown.append((tag, PyBytes_FromStringAndSize(<const char*>c.p, size)))
+        c.p += size
+    o.unknown_tags = unknown
+    return o
+
+
+cdef int _e_ConnectGroupDescribeResponseMember_0(WBuf* w, object obj) except -1:
+    cdef ConnectGroupDescribeResponseMember o = <ConnectGroupDescribeResponseMember>obj
+    if o.member_id is None:
+        null_error("ConnectGroupDescribeResponseMember", "member_id")
+    w_str(w, o.member_id, 0)
+    w_str(w, o.instance_id, 0)
+    w_int32(w, o.member_epoch)
+    if o.state is None:
+        null_error("ConnectGroupDescribeResponseMember", "state")
+    w_str(w, o.state, 0)
+    if o.client_id is None:
+        null_error("ConnectGroupDescribeResponseMember", "client_id")
+    w_str(w, o.client_id, 0)
+    if o.client_host is None:
+        null_error("ConnectGroupDescribeResponseMember", "client_host")
+    w_str(w, o.client_host, 0)
+    w_int16(w, o.minimum_version)
+    w_int16(w, o.maximum_version)
+    if o.assignment is None:
+        null_error("ConnectGroupDescribeResponseMember", "assignment")
+    else:
+        _e_ConnectGroupDescribeResponseConnectorsAndTasks_0(w, <ConnectGroupDescribeResponseConnectorsAndTasks?>o.assignment)
+    if o.target_assignment is None:
+        null_error("ConnectGroupDescribeResponseMember", "target_assignment")
+    else:
+        _e_ConnectGroupDescribeResponseConnectorsAndTasks_0(w, <ConnectGroupDescribeResponseConnectorsAndTasks?>o.target_assignment)
+    if o.pending_revocation is None:
+        null_error("ConnectGroupDescribeResponseMember", "pending_revocation")
+    else:
+        _e_ConnectGroupDescribeResponseConnectorsAndTasks_0(w, <ConnectGroupDescribeResponseConnectorsAndTasks?>o.pending_revocation)
+    if o.unknown_tags:
+        w_tagged(w, sorted(o.unknown_tags))
+    else:
+        w_uvarint(w, 0)
+    return 0
+
+
+cdef object _d_ConnectGroupDescribeResponseRebalance_0(Cursor* c):
+    cdef ConnectGroupDescribeResponseRebalance o = ConnectGroupDescribeResponseRebalance.__new__(ConnectGroupDescribeResponseRebalance)
+    cdef Py_ssize_t ntags, size
+    cdef uint32_t tag
+    cdef Cursor sub
+    cdef list unknown = None
+    o.group_epoch = rd_int32(c)
+    o.timestamp_ms = rd_int64(c)
+    o.reason = rd_cstring(c)
+    ntags = cap_count(c, rd_uvarint(c), 2)
+    for _ in range(ntags):
+        tag = rd_uvarint(c)
+        size = cap_count(c, rd_uvarint(c), 1)
+        if c.bad:
+            break
+        if unknown is None:
+            unknown = []
+        unknown.append((tag, PyBytes_FromStringAndSize(<const char*>c.p, size)))
+        c.p += size
+    o.unknown_tags = unknown
+    return o
+
+
+cdef int _e_ConnectGroupDescribeResponseRebalance_0(WBuf* w, object obj) except -1:
+    cdef ConnectGroupDescribeResponseRebalance o = <ConnectGroupDescribeResponseRebalance>obj
+    w_int32(w, o.group_epoch)
+    w_int64(w, o.timestamp_ms)
+    if o.reason is None:
+        null_error("ConnectGroupDescribeResponseRebalance", "reason")
+    w_str(w, o.reason, 0)
+    if o.unknown_tags:
+        w_tagged(w, sorted(o.unknown_tags))
+    else:
+        w_uvarint(w, 0)
+    return 0
+
+
+cdef object _d_ConnectGroupDescribeResponseDescribedGroup_0(Cursor* c):
+    cdef ConnectGroupDescribeResponseDescribedGroup o = ConnectGroupDescribeResponseDescribedGroup.__new__(ConnectGroupDescribeResponseDescribedGroup)
+    cdef Py_ssize_t n, i
+    cdef list lst
+    cdef Py_ssize_t ntags, size
+    cdef uint32_t tag
+    cdef Cursor sub
+    cdef list unknown = None
+    o.error_code = rd_int16(c)
+    o.error_message = rd_cnstring(c)
+    o.group_id = rd_cstring(c)
+    o.group_state = rd_cstring(c)
+    o.group_epoch = rd_int32(c)
+    o.assignment_epoch = rd_int32(c)
+    o.assignor_name = rd_cnstring(c)
+    o.assignor_version = rd_int16(c)
+    o.computing_member_id = rd_cnstring(c)
+    o.compute_remaining_ms = rd_int32(c)
+    o.delay_remaining_ms = rd_int32(c)
+    n = cap_count(c, not_null(c, rd_ulen(c)), 23)
+    if n < 0:
+        o.members = None
+    else:
+        lst = [None] * n
+        for i in range(n):
+            lst[i] = _d_ConnectGroupDescribeResponseMember_0(c)
+            if c.bad:
+                break
+        o.members = lst
+    n = cap_count(c, not_null(c, rd_ulen(c)), 14)
+    if n < 0:
+        o.history = None
+    else:
+        lst = [None] * n
+        for i in range(n):
+            lst[i] = _d_ConnectGroupDescribeResponseRebalance_0(c)
+            if c.bad:
+                break
+        o.history = lst
+    o.authorized_operations = rd_int32(c)
+    ntags = cap_count(c, rd_uvarint(c), 2)
+    for _ in range(ntags):
+        tag = rd_uvarint(c)
+        size = cap_count(c, rd_uvarint(c), 1)
+        if c.bad:
+            break
+        if unknown is None:
+            unknown = []
+        unknown.append((tag, PyBytes_FromStringAndSize(<const char*>c.p, size)))
+        c.p += size
+    o.unknown_tags = unknown
+    return o
+
+
+cdef int _e_ConnectGroupDescribeResponseDescribedGroup_0(WBuf* w, object obj) except -1:
+    cdef ConnectGroupDescribeResponseDescribedGroup o = <ConnectGroupDescribeResponseDescribedGroup>obj
+    cdef object items, x
+    w_int16(w, o.error_code)
+    w_str(w, o.error_message, 0)
+    if o.group_id is None:
+        null_error("ConnectGroupDescribeResponseDescribedGroup", "group_id")
+    w_str(w, o.group_id, 0)
+    if o.group_state is None:
+        null_error("ConnectGroupDescribeResponseDescribedGroup", "group_state")
+    w_str(w, o.group_state, 0)
+    w_int32(w, o.group_epoch)
+    w_int32(w, o.assignment_epoch)
+    w_str(w, o.assignor_name, 0)
+    w_int16(w, o.assignor_version)
+    w_str(w, o.computing_member_id, 0)
+    w_int32(w, o.compute_remaining_ms)
+    w_int32(w, o.delay_remaining_ms)
+    items = o.members
+    if items is None:
+        null_error("ConnectGroupDescribeResponseDescribedGroup", "members")
+    else:
+        items = as_seq(items)
+        w_len(w, len(items), 0)
+        for x in items:
+            _e_ConnectGroupDescribeResponseMember_0(w, <ConnectGroupDescribeResponseMember?>x)
+    items = o.history
+    if items is None:
+        null_error("ConnectGroupDescribeResponseDescribedGroup", "history")
+    else:
+        items = as_seq(items)
+        w_len(w, len(items), 0)
+        for x in items:
+            _e_ConnectGroupDescribeResponseRebalance_0(w, <ConnectGroupDescribeResponseRebalance?>x)
+    w_int32(w, o.authorized_operations)
+    if o.unknown_tags:
+        w_tagged(w, sorted(o.unknown_tags))
+    else:
+        w_uvarint(w, 0)
+    return 0
+
+
+cdef object _d_ConnectGroupDescribeResponse_0(Cursor* c):
+    cdef ConnectGroupDescribeResponse o = ConnectGroupDescribeResponse.__new__(ConnectGroupDescribeResponse)
+    cdef Py_ssize_t n, i
+    cdef list lst
+    cdef Py_ssize_t ntags, size
+    cdef uint32_t tag
+    cdef Cursor sub
+    cdef list unknown = None
+    o.throttle_time_ms = rd_int32(c)
+    n = cap_count(c, not_null(c, rd_ulen(c)), 32)
+    if n < 0:
+        o.groups = None
+    else:
+        lst = [None] * n
+        for i in range(n):
+            lst[i] = _d_ConnectGroupDescribeResponseDescribedGroup_0(c)
+            if c.bad:
+                break
+        o.groups = lst
+    ntags = cap_count(c, rd_uvarint(c), 2)
+    for _ in range(ntags):
+        tag = rd_uvarint(c)
+        size = cap_count(c, rd_uvarint(c), 1)
+        if c.bad:
+            break
+        if unknown is None:
+            unknown = []
+        unknown.append((tag, PyBytes_FromStringAndSize(<const char*>c.p, size)))
+        c.p += size
+    o.unknown_tags = unknown
+    return o
+
+
+cdef int _e_ConnectGroupDescribeResponse_0(WBuf* w, object obj) except -1:
+    cdef ConnectGroupDescribeResponse o = <ConnectGroupDescribeResponse>obj
+    cdef object items, x
+    w_int32(w, o.throttle_time_ms)
+    items = o.groups
+    if items is None:
+        null_error("ConnectGroupDescribeResponse", "groups")
+    else:
+        items = as_seq(items)
+        w_len(w, len(items), 0)
+        for x in items:
+            _e_ConnectGroupDescribeResponseDescribedGroup_0(w, <ConnectGroupDescribeResponseDescribedGroup?>x)
+    if o.unknown_tags:
+        w_tagged(w, sorted(o.unknown_tags))
+    else:
+        w_uvarint(w, 0)
+    return 0
+
+
+cdef object _d_ConnectGroupMetadataKey_0(Cursor* c):
+    cdef ConnectGroupMetadataKey o = ConnectGroupMetadataKey.__new__(ConnectGroupMetadataKey)
+    o.group_id = rd_string(c)
+    return o
+
+
+cdef int _e_ConnectGroupMetadataKey_0(WBuf* w, object obj) except -1:
+    cdef ConnectGroupMetadataKey o = <ConnectGroupMetadataKey>obj
+    if o.group_id is None:
+        null_error("ConnectGroupMetadataKey", "group_id")
+    w_str(w, o.group_id, 2)
+    return 0
+
+
+cdef object _d_ConnectGroupMetadataValueDepartedMember_0(Cursor* c):
+    cdef ConnectGroupMetadataValueDepartedMember o = ConnectGroupMetadataValueDepartedMember.__new__(ConnectGroupMetadataValueDepartedMember)
+    cdef Py_ssize_t n, i
+    cdef list lst
+    cdef Py_ssize_t ntags, size
+    cdef uint32_t tag
+    cdef Cursor sub
+    cdef list unknown = None
+    o.member_id = rd_cstring(c)
+    o.instance_id = rd_cnstring(c)
+    n = cap_count(c, not_null(c, rd_ulen(c)), 4)
+    if n < 0:
+        o.units = None
+    else:
+        lst = [None] * n
+        for i in range(n):
+            lst[i] = rd_int32(c)
+            if c.bad:
+                break
+        o.units = lst
+    ntags = cap_count(c, rd_uvarint(c), 2)
+    for _ in range(ntags):
+        tag = rd_uvarint(c)
+        size = cap_count(c, rd_uvarint(c), 1)
+        if c.bad:
+            break
+        if unknown is None:
+            unknown = []
+        unknown.append((tag, PyBytes_FromStringAndSize(<const char*>c.p, size)))
+        c.p += size
+    o.unknown_tags = unknown
+    return o
+
+
+cdef int _e_ConnectGroupMetadataValueDepartedMember_0(WBuf* w, object obj) except -1:
+    cdef ConnectGroupMetadataValueDepartedMember o = <ConnectGroupMetadataValueDepartedMember>obj
+    cdef object items, x
+    if o.member_id is None:
+        null_error("ConnectGroupMetadataValueDepartedMember", "member_id")
+    w_str(w, o.member_id, 0)
+    w_str(w, o.instance_id, 0)
+    items = o.units
+    if items is None:
+        null_error("ConnectGroupMetadataValueDepartedMember", "units")
+    else:
+        items = as_seq(items)
+        w_len(w, len(items), 0)
+        for x in items:
+            w_int32(w, x)
+    if o.unknown_tags:
+        w_tagged(w, sorted(o.unknown_tags))
+    else:
+        w_uvarint(w, 0)
+    return 0
+
+
+cdef object _d_ConnectGroupMetadataValue_0(Cursor* c):
+    cdef ConnectGroupMetadataValue o = ConnectGroupMetadataValue.__new__(ConnectGroupMetadataValue)
+    cdef Py_ssize_t n, i
+    cdef list lst
+    cdef Py_ssize_t ntags, size
+    cdef uint32_t tag
+    cdef Cursor sub
+    cdef list unknown = None
+    o.epoch = rd_int32(c)
+    o.assignor_state = rd_cnbytes(c)
+    o.delay_deadline_ms = rd_int64(c)
+    n = cap_count(c, not_null(c, rd_ulen(c)), 4)
+    if n < 0:
+        o.departed_members = None
+    else:
+        lst = [None] * n
+        for i in range(n):
+            lst[i] = _d_ConnectGroupMetadataValueDepartedMember_0(c)
+            if c.bad:
+                break
+        o.departed_members = lst
+    ntags = cap_count(c, rd_uvarint(c), 2)
+    for _ in range(ntags):
+        tag = rd_uvarint(c)
+        size = cap_count(c, rd_uvarint(c), 1)
+        if c.bad:
+            break
+        if unknown is None:
+            unknown = []
+        unknown.append((tag, PyBytes_FromStringAndSize(<const char*>c.p, size)))
+        c.p += size
+    o.unknown_tags = unknown
+    return o
+
+
+cdef int _e_ConnectGroupMetadataValue_0(WBuf* w, object obj) except -1:
+    cdef ConnectGroupMetadataValue o = <ConnectGroupMetadataValue>obj
+    cdef object items, x
+    w_int32(w, o.epoch)
+    w_bytes(w, o.assignor_state, 0)
+    w_int64(w, o.delay_deadline_ms)
+    items = o.departed_members
+    if items is None:
+        null_error("ConnectGroupMetadataValue", "departed_members")
+    else:
+        items = as_seq(items)
+        w_len(w, len(items), 0)
+        for x in items:
+            _e_ConnectGroupMetadataValueDepartedMember_0(w, <ConnectGroupMetadataValueDepartedMember?>x)
+    if o.unknown_tags:
+        w_tagged(w, sorted(o.unknown_tags))
+    else:
+        w_uvarint(w, 0)
+    return 0
+
+
+cdef object _d_ConnectGroupUnitsKey_0(Cursor* c):
+    cdef ConnectGroupUnitsKey o = ConnectGroupUnitsKey.__new__(ConnectGroupUnitsKey)
+    o.group_id = rd_string(c)
+    return o
+
+
+cdef int _e_ConnectGroupUnitsKey_0(WBuf* w, object obj) except -1:
+    cdef ConnectGroupUnitsKey o = <ConnectGroupUnitsKey>obj
+    if o.group_id is None:
+        null_error("ConnectGroupUnitsKey", "group_id")
+    w_str(w, o.group_id, 2)
+    return 0
+
+
+cdef object _d_ConnectGroupUnitsValue_0(Cursor* c):
+    cdef ConnectGroupUnitsValue o = ConnectGroupUnitsValue.__new__(ConnectGroupUnitsValue)
+    cdef Py_ssize_t n, i
+    cdef list lst
+    cdef Py_ssize_t ntags, size
+    cdef uint32_t tag
+    cdef Cursor sub
+    cdef list unknown = None
+    n = cap_count(c, not_null(c, rd_ulen(c)), 1)
+    if n < 0:
+        o.connectors = None
+    else:
+        lst = [None] * n
+        for i in range(n):
+            lst[i] = rd_cstring(c)
+            if c.bad:
+                break
+        o.connectors = lst
+    n = cap_count(c, not_null(c, rd_ulen(c)), 4)
+    if n < 0:
+        o.units_connector = None
+    else:
+        lst = [None] * n
+        for i in range(n):
+            lst[i] = rd_int32(c)
+            if c.bad:
+                break
+        o.units_connector = lst
+    n = cap_count(c, not_null(c, rd_ulen(c)), 4)
+    if n < 0:
+        o.units_task = None
+    else:
+        lst = [None] * n
+        for i in range(n):
+            lst[i] = rd_int32(c)
+            if c.bad:
+                break
+        o.units_task = lst
+    ntags = cap_count(c, rd_uvarint(c), 2)
+    for _ in range(ntags):
+        tag = rd_uvarint(c)
+        size = cap_count(c, rd_uvarint(c), 1)
+        if c.bad:
+            break
+        if unknown is None:
+            unknown = []
+        unknown.append((tag, PyBytes_FromStringAndSize(<const char*>c.p, size)))
+        c.p += size
+    o.unknown_tags = unknown
+    return o
+
+
+cdef int _e_ConnectGroupUnitsValue_0(WBuf* w, object obj) except -1:
+    cdef ConnectGroupUnitsValue o = <ConnectGroupUnitsValue>obj
+    cdef object items, x
+    items = o.connectors
+    if items is None:
+        null_error("ConnectGroupUnitsValue", "connectors")
+    else:
+        items = as_seq(items)
+        w_len(w, len(items), 0)
+        for x in items:
+            if x is None:
+                null_error("ConnectGroupUnitsValue", "connectors")
+            w_str(w, x, 0)
+    items = o.units_connector
+    if items is None:
+        null_error("ConnectGroupUnitsValue", "units_connector")
+    else:
+        items = as_seq(items)
+        w_len(w, len(items), 0)
+        for x in items:
+            w_int32(w, x)
+    items = o.units_task
+    if items is None:
+        null_error("ConnectGroupUnitsValue", "units_task")
+    else:
+        items = as_seq(items)
+        w_len(w, len(items), 0)
+        for x in items:
+            w_int32(w, x)
+    if o.unknown_tags:
+        w_tagged(w, sorted(o.unknown_tags))
+    else:
+        w_uvarint(w, 0)
+    return 0
+
+
+cdef object _d_ConnectGroupMemberMetadataKey_0(Cursor* c):
+    cdef ConnectGroupMemberMetadataKey o = ConnectGroupMemberMetadataKey.__new__(ConnectGroupMemberMetadataKey)
+    o.group_id = rd_string(c)
+    o.member_id = rd_string(c)
+    return o
+
+
+cdef int _e_ConnectGroupMemberMetadataKey_0(WBuf* w, object obj) except -1:
+    cdef ConnectGroupMemberMetadataKey o = <ConnectGroupMemberMetadataKey>obj
+    if o.group_id is None:
+        null_error("ConnectGroupMemberMetadataKey", "group_id")
+    w_str(w, o.group_id, 2)
+    if o.member_id is None:
+        null_error("ConnectGroupMemberMetadataKey", "member_id")
+    w_str(w, o.member_id, 2)
+    return 0
+
+
+cdef object _d_ConnectGroupMemberMetadataValueAssignor_0(Cursor* c):
+    cdef ConnectGroupMemberMetadataValueAssignor o = ConnectGroupMemberMetadataValueAssignor.__new__(ConnectGroupMemberMetadataValueAssignor)
+    cdef Py_ssize_t ntags, size
+    cdef uint32_t tag
+    cdef Cursor sub
+    cdef list unknown = None
+    o.name = rd_cstring(c)
+    o.minimum_version = rd_int16(c)
+    o.maximum_version = rd_int16(c)
+    o.reason = rd_int8(c)
+    o.version = rd_int16(c)
+    o.metadata = rd_cbytes(c)
+    ntags = cap_count(c, rd_uvarint(c), 2)
+    for _ in range(ntags):
+        tag = rd_uvarint(c)
+        size = cap_count(c, rd_uvarint(c), 1)
+        if c.bad:
+            break
+        if unknown is None:
+            unknown = []
+        unknown.append((tag, PyBytes_FromStringAndSize(<const char*>c.p, size)))
+        c.p += size
+    o.unknown_tags = unknown
+    return o
+
+
+cdef int _e_ConnectGroupMemberMetadataValueAssignor_0(WBuf* w, object obj) except -1:
+    cdef ConnectGroupMemberMetadataValueAssignor o = <ConnectGroupMemberMetadataValueAssignor>obj
+    if o.name is None:
+        null_error("ConnectGroupMemberMetadataValueAssignor", "name")
+    w_str(w, o.name, 0)
+    w_int16(w, o.minimum_version)
+    w_int16(w, o.maximum_version)
+    w_int8(w, o.reason)
+    w_int16(w, o.version)
+    if o.metadata is None:
+        null_error("ConnectGroupMemberMetadataValueAssignor", "metadata")
+    w_bytes(w, o.metadata, 0)
+    if o.unknown_tags:
+        w_tagged(w, sorted(o.unknown_tags))
+    else:
+        w_uvarint(w, 0)
+    return 0
+
+
+cdef object _d_ConnectGroupMemberMetadataValue_0(Cursor* c):
+    cdef ConnectGroupMemberMetadataValue o = ConnectGroupMemberMetadataValue.__new__(ConnectGroupMemberMetadataValue)
+    cdef Py_ssize_t n, i
+    cdef list lst
+    cdef Py_ssize_t ntags, size
+    cdef uint32_t tag
+    cdef Cursor sub
+    cdef list unknown = None
+    o.instance_id = rd_cnstring(c)
+    o.client_id = rd_cstring(c)
+    o.client_host = rd_cstring(c)
+    o.rebalance_timeout_ms = rd_int32(c)
+    o.joined = rd_int64(c)
+    n = cap_count(c, not_null(c, rd_ulen(c)), 10)
+    if n < 0:
+        o.client_assignors = None
+    else:
+        lst = [None] * n
+        for i in range(n):
+            lst[i] = _d_ConnectGroupMemberMetadataValueAssignor_0(c)
+            if c.bad:
+                break
+        o.client_assignors = lst
+    ntags = cap_count(c, rd_uvarint(c), 2)
+    for _ in range(ntags):
+        tag = rd_uvarint(c)
+        size = cap_count(c, rd_uvarint(c), 1)
+        if c.bad:
+            break
+        if unknown is None:
+            unknown = []
+        unknown.append((tag, PyBytes_FromStringAndSize(<const char*>c.p, size)))
+        c.p += size
+    o.unknown_tags = unknown
+    return o
+
+
+cdef int _e_ConnectGroupMemberMetadataValue_0(WBuf* w, object obj) except -1:
+    cdef ConnectGroupMemberMetadataValue o = <ConnectGroupMemberMetadataValue>obj
+    cdef object items, x
+    w_str(w, o.instance_id, 0)
+    if o.client_id is None:
+        null_error("ConnectGroupMemberMetadataValue", "client_id")
+    w_str(w, o.client_id, 0)
+    if o.client_host is None:
+        null_error("ConnectGroupMemberMetadataValue", "client_host")
+    w_str(w, o.client_host, 0)
+    w_int32(w, o.rebalance_timeout_ms)
+    w_int64(w, o.joined)
+    items = o.client_assignors
+    if items is None:
+        null_error("ConnectGroupMemberMetadataValue", "client_assignors")
+    else:
+        items = as_seq(items)
+        w_len(w, len(items), 0)
+        for x in items:
+            _e_ConnectGroupMemberMetadataValueAssignor_0(w, <ConnectGroupMemberMetadataValueAssignor?>x)
+    if o.unknown_tags:
+        w_tagged(w, sorted(o.unknown_tags))
+    else:
+        w_uvarint(w, 0)
+    return 0
+
+
+cdef object _d_ConnectGroupTargetAssignmentMetadataKey_0(Cursor* c):
+    cdef ConnectGroupTargetAssignmentMetadataKey o = ConnectGroupTargetAssignmentMetadataKey.__new__(ConnectGroupTargetAssignmentMetadataKey)
+    o.group_id = rd_string(c)
+    return o
+
+
+cdef int _e_ConnectGroupTargetAssignmentMetadataKey_0(WBuf* w, object obj) except -1:
+    cdef ConnectGroupTargetAssignmentMetadataKey o = <ConnectGroupTargetAssignmentMetadataKey>obj
+    if o.group_id is None:
+        null_error("ConnectGroupTargetAssignmentMetadataKey", "group_id")
+    w_str(w, o.group_id, 2)
+    return 0
+
+
+cdef object _d_ConnectGroupTargetAssignmentMetadataValue_0(Cursor* c):
+    cdef ConnectGroupTargetAssignmentMetadataValue o = ConnectGroupTargetAssignmentMetadataValue.__new__(ConnectGroupTargetAssignmentMetadataValue)
+    cdef Py_ssize_t ntags, size
+    cdef uint32_t tag
+    cdef Cursor sub
+    cdef list unknown = None
+    o.assignment_epoch = rd_int32(c)
+    o.assignor_name = rd_cnstring(c)
+    o.assignor_version = rd_int16(c)
+    ntags = cap_count(c, rd_uvarint(c), 2)
+    for _ in range(ntags):
+        tag = rd_uvarint(c)
+        size = cap_count(c, rd_uvarint(c), 1)
+        if c.bad:
+            break
+        if unknown is None:
+            unknown = []
+        unknown.append((tag, PyBytes_FromStringAndSize(<const char*>c.p, size)))
+        c.p += size
+    o.unknown_tags = unknown
+    return o
+
+
+cdef int _e_ConnectGroupTargetAssignmentMetadataValue_0(WBuf* w, object obj) except -1:
+    cdef ConnectGroupTargetAssignmentMetadataValue o = <ConnectGroupTargetAssignmentMetadataValue>obj
+    w_int32(w, o.assignment_epoch)
+    w_str(w, o.assignor_name, 0)
+    w_int16(w, o.assignor_version)
+    if o.unknown_tags:
+        w_tagged(w, sorted(o.unknown_tags))
+    else:
+        w_uvarint(w, 0)
+    return 0
+
+
+cdef object _d_ConnectGroupTargetAssignmentMemberKey_0(Cursor* c):
+    cdef ConnectGroupTargetAssignmentMemberKey o = ConnectGroupTargetAssignmentMemberKey.__new__(ConnectGroupTargetAssignmentMemberKey)
+    o.group_id = rd_string(c)
+    o.member_id = rd_string(c)
+    return o
+
+
+cdef int _e_ConnectGroupTargetAssignmentMemberKey_0(WBuf* w, object obj) except -1:
+    cdef ConnectGroupTargetAssignmentMemberKey o = <ConnectGroupTargetAssignmentMemberKey>obj
+    if o.group_id is None:
+        null_error("ConnectGroupTargetAssignmentMemberKey", "group_id")
+    w_str(w, o.group_id, 2)
+    if o.member_id is None:
+        null_error("ConnectGroupTargetAssignmentMemberKey", "member_id")
+    w_str(w, o.member_id, 2)
+    return 0
+
+
+cdef object _d_ConnectGroupTargetAssignmentMemberValue_0(Cursor* c):
+    cdef ConnectGroupTargetAssignmentMemberValue o = ConnectGroupTargetAssignmentMemberValue.__new__(ConnectGroupTargetAssignmentMemberValue)
+    cdef Py_ssize_t n, i
+    cdef list lst
+    cdef Py_ssize_t ntags, size
+    cdef uint32_t tag
+    cdef Cursor sub
+    cdef list unknown = None
+    n = cap_count(c, not_null(c, rd_ulen(c)), 4)
+    if n < 0:
+        o.units = None
+    else:
+        lst = [None] * n
+        for i in range(n):
+            lst[i] = rd_int32(c)
+            if c.bad:
+                break
+        o.units = lst
+    o.version = rd_int16(c)
+    o.metadata = rd_cbytes(c)
+    ntags = cap_count(c, rd_uvarint(c), 2)
+    for _ in range(ntags):
+        tag = rd_uvarint(c)
+        size = cap_count(c, rd_uvarint(c), 1)
+        if c.bad:
+            break
+        if unknown is None:
+            unknown = []
+        unknown.append((tag, PyBytes_FromStringAndSize(<const char*>c.p, size)))
+        c.p += size
+    o.unknown_tags = unknown
+    return o
+
+
+cdef int _e_ConnectGroupTargetAssignmentMemberValue_0(WBuf* w, object obj) except -1:
+    cdef ConnectGroupTargetAssignmentMemberValue o = <ConnectGroupTargetAssignmentMemberValue>obj
+    cdef object items, x
+    items = o.units
+    if items is None:
+        null_error("ConnectGroupTargetAssignmentMemberValue", "units")
+    else:
+        items = as_seq(items)
+        w_len(w, len(items), 0)
+        for x in items:
+            w_int32(w, x)
+    w_int16(w, o.version)
+    if o.metadata is None:
+        null_error("ConnectGroupTargetAssignmentMemberValue", "metadata")
+    w_bytes(w, o.metadata, 0)
+    if o.unknown_tags:
+        w_tagged(w, sorted(o.unknown_tags))
+    else:
+        w_uvarint(w, 0)
+    return 0
+
+
+cdef object _d_ConnectGroupCurrentMemberAssignmentKey_0(Cursor* c):
+    cdef ConnectGroupCurrentMemberAssignmentKey o = ConnectGroupCurrentMemberAssignmentKey.__new__(ConnectGroupCurrentMemberAssignmentKey)
+    o.group_id = rd_string(c)
+    o.member_id = rd_string(c)
+    return o
+
+
+cdef int _e_ConnectGroupCurrentMemberAssignmentKey_0(WBuf* w, object obj) except -1:
+    cdef ConnectGroupCurrentMemberAssignmentKey o = <ConnectGroupCurrentMemberAssignmentKey>obj
+    if o.group_id is None:
+        null_error("ConnectGroupCurrentMemberAssignmentKey", "group_id")
+    w_str(w, o.group_id, 2)
+    if o.member_id is None:
+        null_error("ConnectGroupCurrentMemberAssignmentKey", "member_id")
+    w_str(w, o.member_id, 2)
+    return 0
+
+
+cdef object _d_ConnectGroupCurrentMemberAssignmentValue_0(Cursor* c):
+    cdef ConnectGroupCurrentMemberAssignmentValue o = ConnectGroupCurrentMemberAssignmentValue.__new__(ConnectGroupCurrentMemberAssignmentValue)
+    cdef Py_ssize_t n, i
+    cdef list lst
+    cdef Py_ssize_t ntags, size
+    cdef uint32_t tag
+    cdef Cursor sub
+    cdef list unknown = None
+    o.member_epoch = rd_int32(c)
+    o.previous_member_epoch = rd_int32(c)
+    o.state = rd_int8(c)
+    n = cap_count(c, not_null(c, rd_ulen(c)), 4)
+    if n < 0:
+        o.assigned = None
+    else:
+        lst = [None] * n
+        for i in range(n):
+            lst[i] = rd_int32(c)
+            if c.bad:
+                break
+        o.assigned = lst
+    n = cap_count(c, not_null(c, rd_ulen(c)), 4)
+    if n < 0:
+        o.pending_revocation = None
+    else:
+        lst = [None] * n
+        for i in range(n):
+            lst[i] = rd_int32(c)
+            if c.bad:
+                break
+        o.pending_revocation = lst
+    ntags = cap_count(c, rd_uvarint(c), 2)
+    for _ in range(ntags):
+        tag = rd_uvarint(c)
+        size = cap_count(c, rd_uvarint(c), 1)
+        if c.bad:
+            break
+        if unknown is None:
+            unknown = []
+        unknown.append((tag, PyBytes_FromStringAndSize(<const char*>c.p, size)))
+        c.p += size
+    o.unknown_tags = unknown
+    return o
+
+
+cdef int _e_ConnectGroupCurrentMemberAssignmentValue_0(WBuf* w, object obj) except -1:
+    cdef ConnectGroupCurrentMemberAssignmentValue o = <ConnectGroupCurrentMemberAssignmentValue>obj
+    cdef object items, x
+    w_int32(w, o.member_epoch)
+    w_int32(w, o.previous_member_epoch)
+    w_int8(w, o.state)
+    items = o.assigned
+    if items is None:
+        null_error("ConnectGroupCurrentMemberAssignmentValue", "assigned")
+    else:
+        items = as_seq(items)
+        w_len(w, len(items), 0)
+        for x in items:
+            w_int32(w, x)
+    items = o.pending_revocation
+    if items is None:
+        null_error("ConnectGroupCurrentMemberAssignmentValue", "pending_revocation")
+    else:
+        items = as_seq(items)
+        w_len(w, len(items), 0)
+        for x in items:
+            w_int32(w, x)
+    if o.unknown_tags:
+        w_tagged(w, sorted(o.unknown_tags))
+    else:
+        w_uvarint(w, 0)
+    return 0
+
+
 cdef dec_fn _DEC_RequestHeader[3]
 cdef enc_fn _ENC_RequestHeader[3]
 _DEC_RequestHeader[0] = _d_RequestHeader_0
@@ -24118,6 +27865,326 @@ cdef inline enc_fn _enc_ConsumerGroupCurrentMemberAssignmentValue(int v) except 
     return _ENC_ConsumerGroupCurrentMemberAssignmentValue[v]
 
 
+cdef dec_fn _DEC_ConnectGroupHeartbeatRequest[1]
+cdef enc_fn _ENC_ConnectGroupHeartbeatRequest[1]
+_DEC_ConnectGroupHeartbeatRequest[0] = _d_ConnectGroupHeartbeatRequest_0
+_ENC_ConnectGroupHeartbeatRequest[0] = _e_ConnectGroupHeartbeatRequest_0
+
+cdef inline dec_fn _dec_ConnectGroupHeartbeatRequest(int v) except NULL:
+    if v < 0 or v > 0:
+        unsupported("ConnectGroupHeartbeatRequest", v, 0, 0)
+    return _DEC_ConnectGroupHeartbeatRequest[v]
+
+cdef inline enc_fn _enc_ConnectGroupHeartbeatRequest(int v) except NULL:
+    if v < 0 or v > 0:
+        unsupported("ConnectGroupHeartbeatRequest", v, 0, 0)
+    return _ENC_ConnectGroupHeartbeatRequest[v]
+
+
+cdef dec_fn _DEC_ConnectGroupHeartbeatResponse[1]
+cdef enc_fn _ENC_ConnectGroupHeartbeatResponse[1]
+_DEC_ConnectGroupHeartbeatResponse[0] = _d_ConnectGroupHeartbeatResponse_0
+_ENC_ConnectGroupHeartbeatResponse[0] = _e_ConnectGroupHeartbeatResponse_0
+
+cdef inline dec_fn _dec_ConnectGroupHeartbeatResponse(int v) except NULL:
+    if v < 0 or v > 0:
+        unsupported("ConnectGroupHeartbeatResponse", v, 0, 0)
+    return _DEC_ConnectGroupHeartbeatResponse[v]
+
+cdef inline enc_fn _enc_ConnectGroupHeartbeatResponse(int v) except NULL:
+    if v < 0 or v > 0:
+        unsupported("ConnectGroupHeartbeatResponse", v, 0, 0)
+    return _ENC_ConnectGroupHeartbeatResponse[v]
+
+
+cdef dec_fn _DEC_ConnectGroupPrepareAssignmentRequest[1]
+cdef enc_fn _ENC_ConnectGroupPrepareAssignmentRequest[1]
+_DEC_ConnectGroupPrepareAssignmentRequest[0] = _d_ConnectGroupPrepareAssignmentRequest_0
+_ENC_ConnectGroupPrepareAssignmentRequest[0] = _e_ConnectGroupPrepareAssignmentRequest_0
+
+cdef inline dec_fn _dec_ConnectGroupPrepareAssignmentRequest(int v) except NULL:
+    if v < 0 or v > 0:
+        unsupported("ConnectGroupPrepareAssignmentRequest", v, 0, 0)
+    return _DEC_ConnectGroupPrepareAssignmentRequest[v]
+
+cdef inline enc_fn _enc_ConnectGroupPrepareAssignmentRequest(int v) except NULL:
+    if v < 0 or v > 0:
+        unsupported("ConnectGroupPrepareAssignmentRequest", v, 0, 0)
+    return _ENC_ConnectGroupPrepareAssignmentRequest[v]
+
+
+cdef dec_fn _DEC_ConnectGroupPrepareAssignmentResponse[1]
+cdef enc_fn _ENC_ConnectGroupPrepareAssignmentResponse[1]
+_DEC_ConnectGroupPrepareAssignmentResponse[0] = _d_ConnectGroupPrepareAssignmentResponse_0
+_ENC_ConnectGroupPrepareAssignmentResponse[0] = _e_ConnectGroupPrepareAssignmentResponse_0
+
+cdef inline dec_fn _dec_ConnectGroupPrepareAssignmentResponse(int v) except NULL:
+    if v < 0 or v > 0:
+        unsupported("ConnectGroupPrepareAssignmentResponse", v, 0, 0)
+    return _DEC_ConnectGroupPrepareAssignmentResponse[v]
+
+cdef inline enc_fn _enc_ConnectGroupPrepareAssignmentResponse(int v) except NULL:
+    if v < 0 or v > 0:
+        unsupported("ConnectGroupPrepareAssignmentResponse", v, 0, 0)
+    return _ENC_ConnectGroupPrepareAssignmentResponse[v]
+
+
+cdef dec_fn _DEC_ConnectGroupInstallAssignmentRequest[1]
+cdef enc_fn _ENC_ConnectGroupInstallAssignmentRequest[1]
+_DEC_ConnectGroupInstallAssignmentRequest[0] = _d_ConnectGroupInstallAssignmentRequest_0
+_ENC_ConnectGroupInstallAssignmentRequest[0] = _e_ConnectGroupInstallAssignmentRequest_0
+
+cdef inline dec_fn _dec_ConnectGroupInstallAssignmentRequest(int v) except NULL:
+    if v < 0 or v > 0:
+        unsupported("ConnectGroupInstallAssignmentRequest", v, 0, 0)
+    return _DEC_ConnectGroupInstallAssignmentRequest[v]
+
+cdef inline enc_fn _enc_ConnectGroupInstallAssignmentRequest(int v) except NULL:
+    if v < 0 or v > 0:
+        unsupported("ConnectGroupInstallAssignmentRequest", v, 0, 0)
+    return _ENC_ConnectGroupInstallAssignmentRequest[v]
+
+
+cdef dec_fn _DEC_ConnectGroupInstallAssignmentResponse[1]
+cdef enc_fn _ENC_ConnectGroupInstallAssignmentResponse[1]
+_DEC_ConnectGroupInstallAssignmentResponse[0] = _d_ConnectGroupInstallAssignmentResponse_0
+_ENC_ConnectGroupInstallAssignmentResponse[0] = _e_ConnectGroupInstallAssignmentResponse_0
+
+cdef inline dec_fn _dec_ConnectGroupInstallAssignmentResponse(int v) except NULL:
+    if v < 0 or v > 0:
+        unsupported("ConnectGroupInstallAssignmentResponse", v, 0, 0)
+    return _DEC_ConnectGroupInstallAssignmentResponse[v]
+
+cdef inline enc_fn _enc_ConnectGroupInstallAssignmentResponse(int v) except NULL:
+    if v < 0 or v > 0:
+        unsupported("ConnectGroupInstallAssignmentResponse", v, 0, 0)
+    return _ENC_ConnectGroupInstallAssignmentResponse[v]
+
+
+cdef dec_fn _DEC_ConnectGroupDescribeRequest[1]
+cdef enc_fn _ENC_ConnectGroupDescribeRequest[1]
+_DEC_ConnectGroupDescribeRequest[0] = _d_ConnectGroupDescribeRequest_0
+_ENC_ConnectGroupDescribeRequest[0] = _e_ConnectGroupDescribeRequest_0
+
+cdef inline dec_fn _dec_ConnectGroupDescribeRequest(int v) except NULL:
+    if v < 0 or v > 0:
+        unsupported("ConnectGroupDescribeRequest", v, 0, 0)
+    return _DEC_ConnectGroupDescribeRequest[v]
+
+cdef inline enc_fn _enc_ConnectGroupDescribeRequest(int v) except NULL:
+    if v < 0 or v > 0:
+        unsupported("ConnectGroupDescribeRequest", v, 0, 0)
+    return _ENC_ConnectGroupDescribeRequest[v]
+
+
+cdef dec_fn _DEC_ConnectGroupDescribeResponse[1]
+cdef enc_fn _ENC_ConnectGroupDescribeResponse[1]
+_DEC_ConnectGroupDescribeResponse[0] = _d_ConnectGroupDescribeResponse_0
+_ENC_ConnectGroupDescribeResponse[0] = _e_ConnectGroupDescribeResponse_0
+
+cdef inline dec_fn _dec_ConnectGroupDescribeResponse(int v) except NULL:
+    if v < 0 or v > 0:
+        unsupported("ConnectGroupDescribeResponse", v, 0, 0)
+    return _DEC_ConnectGroupDescribeResponse[v]
+
+cdef inline enc_fn _enc_ConnectGroupDescribeResponse(int v) except NULL:
+    if v < 0 or v > 0:
+        unsupported("ConnectGroupDescribeResponse", v, 0, 0)
+    return _ENC_ConnectGroupDescribeResponse[v]
+
+
+cdef dec_fn _DEC_ConnectGroupMetadataKey[1]
+cdef enc_fn _ENC_ConnectGroupMetadataKey[1]
+_DEC_ConnectGroupMetadataKey[0] = _d_ConnectGroupMetadataKey_0
+_ENC_ConnectGroupMetadataKey[0] = _e_ConnectGroupMetadataKey_0
+
+cdef inline dec_fn _dec_ConnectGroupMetadataKey(int v) except NULL:
+    if v < 0 or v > 0:
+        unsupported("ConnectGroupMetadataKey", v, 0, 0)
+    return _DEC_ConnectGroupMetadataKey[v]
+
+cdef inline enc_fn _enc_ConnectGroupMetadataKey(int v) except NULL:
+    if v < 0 or v > 0:
+        unsupported("ConnectGroupMetadataKey", v, 0, 0)
+    return _ENC_ConnectGroupMetadataKey[v]
+
+
+cdef dec_fn _DEC_ConnectGroupMetadataValue[1]
+cdef enc_fn _ENC_ConnectGroupMetadataValue[1]
+_DEC_ConnectGroupMetadataValue[0] = _d_ConnectGroupMetadataValue_0
+_ENC_ConnectGroupMetadataValue[0] = _e_ConnectGroupMetadataValue_0
+
+cdef inline dec_fn _dec_ConnectGroupMetadataValue(int v) except NULL:
+    if v < 0 or v > 0:
+        unsupported("ConnectGroupMetadataValue", v, 0, 0)
+    return _DEC_ConnectGroupMetadataValue[v]
+
+cdef inline enc_fn _enc_ConnectGroupMetadataValue(int v) except NULL:
+    if v < 0 or v > 0:
+        unsupported("ConnectGroupMetadataValue", v, 0, 0)
+    return _ENC_ConnectGroupMetadataValue[v]
+
+
+cdef dec_fn _DEC_ConnectGroupUnitsKey[1]
+cdef enc_fn _ENC_ConnectGroupUnitsKey[1]
+_DEC_ConnectGroupUnitsKey[0] = _d_ConnectGroupUnitsKey_0
+_ENC_ConnectGroupUnitsKey[0] = _e_ConnectGroupUnitsKey_0
+
+cdef inline dec_fn _dec_ConnectGroupUnitsKey(int v) except NULL:
+    if v < 0 or v > 0:
+        unsupported("ConnectGroupUnitsKey", v, 0, 0)
+    return _DEC_ConnectGroupUnitsKey[v]
+
+cdef inline enc_fn _enc_ConnectGroupUnitsKey(int v) except NULL:
+    if v < 0 or v > 0:
+        unsupported("ConnectGroupUnitsKey", v, 0, 0)
+    return _ENC_ConnectGroupUnitsKey[v]
+
+
+cdef dec_fn _DEC_ConnectGroupUnitsValue[1]
+cdef enc_fn _ENC_ConnectGroupUnitsValue[1]
+_DEC_ConnectGroupUnitsValue[0] = _d_ConnectGroupUnitsValue_0
+_ENC_ConnectGroupUnitsValue[0] = _e_ConnectGroupUnitsValue_0
+
+cdef inline dec_fn _dec_ConnectGroupUnitsValue(int v) except NULL:
+    if v < 0 or v > 0:
+        unsupported("ConnectGroupUnitsValue", v, 0, 0)
+    return _DEC_ConnectGroupUnitsValue[v]
+
+cdef inline enc_fn _enc_ConnectGroupUnitsValue(int v) except NULL:
+    if v < 0 or v > 0:
+        unsupported("ConnectGroupUnitsValue", v, 0, 0)
+    return _ENC_ConnectGroupUnitsValue[v]
+
+
+cdef dec_fn _DEC_ConnectGroupMemberMetadataKey[1]
+cdef enc_fn _ENC_ConnectGroupMemberMetadataKey[1]
+_DEC_ConnectGroupMemberMetadataKey[0] = _d_ConnectGroupMemberMetadataKey_0
+_ENC_ConnectGroupMemberMetadataKey[0] = _e_ConnectGroupMemberMetadataKey_0
+
+cdef inline dec_fn _dec_ConnectGroupMemberMetadataKey(int v) except NULL:
+    if v < 0 or v > 0:
+        unsupported("ConnectGroupMemberMetadataKey", v, 0, 0)
+    return _DEC_ConnectGroupMemberMetadataKey[v]
+
+cdef inline enc_fn _enc_ConnectGroupMemberMetadataKey(int v) except NULL:
+    if v < 0 or v > 0:
+        unsupported("ConnectGroupMemberMetadataKey", v, 0, 0)
+    return _ENC_ConnectGroupMemberMetadataKey[v]
+
+
+cdef dec_fn _DEC_ConnectGroupMemberMetadataValue[1]
+cdef enc_fn _ENC_ConnectGroupMemberMetadataValue[1]
+_DEC_ConnectGroupMemberMetadataValue[0] = _d_ConnectGroupMemberMetadataValue_0
+_ENC_ConnectGroupMemberMetadataValue[0] = _e_ConnectGroupMemberMetadataValue_0
+
+cdef inline dec_fn _dec_ConnectGroupMemberMetadataValue(int v) except NULL:
+    if v < 0 or v > 0:
+        unsupported("ConnectGroupMemberMetadataValue", v, 0, 0)
+    return _DEC_ConnectGroupMemberMetadataValue[v]
+
+cdef inline enc_fn _enc_ConnectGroupMemberMetadataValue(int v) except NULL:
+    if v < 0 or v > 0:
+        unsupported("ConnectGroupMemberMetadataValue", v, 0, 0)
+    return _ENC_ConnectGroupMemberMetadataValue[v]
+
+
+cdef dec_fn _DEC_ConnectGroupTargetAssignmentMetadataKey[1]
+cdef enc_fn _ENC_ConnectGroupTargetAssignmentMetadataKey[1]
+_DEC_ConnectGroupTargetAssignmentMetadataKey[0] = _d_ConnectGroupTargetAssignmentMetadataKey_0
+_ENC_ConnectGroupTargetAssignmentMetadataKey[0] = _e_ConnectGroupTargetAssignmentMetadataKey_0
+
+cdef inline dec_fn _dec_ConnectGroupTargetAssignmentMetadataKey(int v) except NULL:
+    if v < 0 or v > 0:
+        unsupported("ConnectGroupTargetAssignmentMetadataKey", v, 0, 0)
+    return _DEC_ConnectGroupTargetAssignmentMetadataKey[v]
+
+cdef inline enc_fn _enc_ConnectGroupTargetAssignmentMetadataKey(int v) except NULL:
+    if v < 0 or v > 0:
+        unsupported("ConnectGroupTargetAssignmentMetadataKey", v, 0, 0)
+    return _ENC_ConnectGroupTargetAssignmentMetadataKey[v]
+
+
+cdef dec_fn _DEC_ConnectGroupTargetAssignmentMetadataValue[1]
+cdef enc_fn _ENC_ConnectGroupTargetAssignmentMetadataValue[1]
+_DEC_ConnectGroupTargetAssignmentMetadataValue[0] = _d_ConnectGroupTargetAssignmentMetadataValue_0
+_ENC_ConnectGroupTargetAssignmentMetadataValue[0] = _e_ConnectGroupTargetAssignmentMetadataValue_0
+
+cdef inline dec_fn _dec_ConnectGroupTargetAssignmentMetadataValue(int v) except NULL:
+    if v < 0 or v > 0:
+        unsupported("ConnectGroupTargetAssignmentMetadataValue", v, 0, 0)
+    return _DEC_ConnectGroupTargetAssignmentMetadataValue[v]
+
+cdef inline enc_fn _enc_ConnectGroupTargetAssignmentMetadataValue(int v) except NULL:
+    if v < 0 or v > 0:
+        unsupported("ConnectGroupTargetAssignmentMetadataValue", v, 0, 0)
+    return _ENC_ConnectGroupTargetAssignmentMetadataValue[v]
+
+
+cdef dec_fn _DEC_ConnectGroupTargetAssignmentMemberKey[1]
+cdef enc_fn _ENC_ConnectGroupTargetAssignmentMemberKey[1]
+_DEC_ConnectGroupTargetAssignmentMemberKey[0] = _d_ConnectGroupTargetAssignmentMemberKey_0
+_ENC_ConnectGroupTargetAssignmentMemberKey[0] = _e_ConnectGroupTargetAssignmentMemberKey_0
+
+cdef inline dec_fn _dec_ConnectGroupTargetAssignmentMemberKey(int v) except NULL:
+    if v < 0 or v > 0:
+        unsupported("ConnectGroupTargetAssignmentMemberKey", v, 0, 0)
+    return _DEC_ConnectGroupTargetAssignmentMemberKey[v]
+
+cdef inline enc_fn _enc_ConnectGroupTargetAssignmentMemberKey(int v) except NULL:
+    if v < 0 or v > 0:
+        unsupported("ConnectGroupTargetAssignmentMemberKey", v, 0, 0)
+    return _ENC_ConnectGroupTargetAssignmentMemberKey[v]
+
+
+cdef dec_fn _DEC_ConnectGroupTargetAssignmentMemberValue[1]
+cdef enc_fn _ENC_ConnectGroupTargetAssignmentMemberValue[1]
+_DEC_ConnectGroupTargetAssignmentMemberValue[0] = _d_ConnectGroupTargetAssignmentMemberValue_0
+_ENC_ConnectGroupTargetAssignmentMemberValue[0] = _e_ConnectGroupTargetAssignmentMemberValue_0
+
+cdef inline dec_fn _dec_ConnectGroupTargetAssignmentMemberValue(int v) except NULL:
+    if v < 0 or v > 0:
+        unsupported("ConnectGroupTargetAssignmentMemberValue", v, 0, 0)
+    return _DEC_ConnectGroupTargetAssignmentMemberValue[v]
+
+cdef inline enc_fn _enc_ConnectGroupTargetAssignmentMemberValue(int v) except NULL:
+    if v < 0 or v > 0:
+        unsupported("ConnectGroupTargetAssignmentMemberValue", v, 0, 0)
+    return _ENC_ConnectGroupTargetAssignmentMemberValue[v]
+
+
+cdef dec_fn _DEC_ConnectGroupCurrentMemberAssignmentKey[1]
+cdef enc_fn _ENC_ConnectGroupCurrentMemberAssignmentKey[1]
+_DEC_ConnectGroupCurrentMemberAssignmentKey[0] = _d_ConnectGroupCurrentMemberAssignmentKey_0
+_ENC_ConnectGroupCurrentMemberAssignmentKey[0] = _e_ConnectGroupCurrentMemberAssignmentKey_0
+
+cdef inline dec_fn _dec_ConnectGroupCurrentMemberAssignmentKey(int v) except NULL:
+    if v < 0 or v > 0:
+        unsupported("ConnectGroupCurrentMemberAssignmentKey", v, 0, 0)
+    return _DEC_ConnectGroupCurrentMemberAssignmentKey[v]
+
+cdef inline enc_fn _enc_ConnectGroupCurrentMemberAssignmentKey(int v) except NULL:
+    if v < 0 or v > 0:
+        unsupported("ConnectGroupCurrentMemberAssignmentKey", v, 0, 0)
+    return _ENC_ConnectGroupCurrentMemberAssignmentKey[v]
+
+
+cdef dec_fn _DEC_ConnectGroupCurrentMemberAssignmentValue[1]
+cdef enc_fn _ENC_ConnectGroupCurrentMemberAssignmentValue[1]
+_DEC_ConnectGroupCurrentMemberAssignmentValue[0] = _d_ConnectGroupCurrentMemberAssignmentValue_0
+_ENC_ConnectGroupCurrentMemberAssignmentValue[0] = _e_ConnectGroupCurrentMemberAssignmentValue_0
+
+cdef inline dec_fn _dec_ConnectGroupCurrentMemberAssignmentValue(int v) except NULL:
+    if v < 0 or v > 0:
+        unsupported("ConnectGroupCurrentMemberAssignmentValue", v, 0, 0)
+    return _DEC_ConnectGroupCurrentMemberAssignmentValue[v]
+
+cdef inline enc_fn _enc_ConnectGroupCurrentMemberAssignmentValue(int v) except NULL:
+    if v < 0 or v > 0:
+        unsupported("ConnectGroupCurrentMemberAssignmentValue", v, 0, 0)
+    return _ENC_ConnectGroupCurrentMemberAssignmentValue[v]
+
+
 cdef dec_fn _DEC_BY_KEY_REQ(int api_key, int v) except NULL:
     if api_key == 18:
         return _dec_ApiVersionsRequest(v)
@@ -24159,6 +28226,14 @@ cdef dec_fn _DEC_BY_KEY_REQ(int api_key, int v) except NULL:
         return _dec_ConsumerGroupHeartbeatRequest(v)
     if api_key == 69:
         return _dec_ConsumerGroupDescribeRequest(v)
+    if api_key == 1000:
+        return _dec_ConnectGroupHeartbeatRequest(v)
+    if api_key == 1001:
+        return _dec_ConnectGroupPrepareAssignmentRequest(v)
+    if api_key == 1002:
+        return _dec_ConnectGroupInstallAssignmentRequest(v)
+    if api_key == 1003:
+        return _dec_ConnectGroupDescribeRequest(v)
     raise UnsupportedVersionError(f"no request for API {api_key}", api_key, v)
 
 cdef enc_fn _ENC_BY_KEY_REQ(int api_key, int v) except NULL:
@@ -24202,6 +28277,14 @@ cdef enc_fn _ENC_BY_KEY_REQ(int api_key, int v) except NULL:
         return _enc_ConsumerGroupHeartbeatRequest(v)
     if api_key == 69:
         return _enc_ConsumerGroupDescribeRequest(v)
+    if api_key == 1000:
+        return _enc_ConnectGroupHeartbeatRequest(v)
+    if api_key == 1001:
+        return _enc_ConnectGroupPrepareAssignmentRequest(v)
+    if api_key == 1002:
+        return _enc_ConnectGroupInstallAssignmentRequest(v)
+    if api_key == 1003:
+        return _enc_ConnectGroupDescribeRequest(v)
     raise UnsupportedVersionError(f"no request for API {api_key}", api_key, v)
 
 cdef enc_fn _ENC_BY_KEY_RESP(int api_key, int v) except NULL:
@@ -24245,6 +28328,14 @@ cdef enc_fn _ENC_BY_KEY_RESP(int api_key, int v) except NULL:
         return _enc_ConsumerGroupHeartbeatResponse(v)
     if api_key == 69:
         return _enc_ConsumerGroupDescribeResponse(v)
+    if api_key == 1000:
+        return _enc_ConnectGroupHeartbeatResponse(v)
+    if api_key == 1001:
+        return _enc_ConnectGroupPrepareAssignmentResponse(v)
+    if api_key == 1002:
+        return _enc_ConnectGroupInstallAssignmentResponse(v)
+    if api_key == 1003:
+        return _enc_ConnectGroupDescribeResponse(v)
     raise UnsupportedVersionError(f"no response for API {api_key}", api_key, v)
 
 
@@ -24269,6 +28360,10 @@ REQUEST_TYPES = {
     47: OffsetDeleteRequest,
     68: ConsumerGroupHeartbeatRequest,
     69: ConsumerGroupDescribeRequest,
+    1000: ConnectGroupHeartbeatRequest,
+    1001: ConnectGroupPrepareAssignmentRequest,
+    1002: ConnectGroupInstallAssignmentRequest,
+    1003: ConnectGroupDescribeRequest,
 }
 RESPONSE_TYPES = {
     18: ApiVersionsResponse,
@@ -24291,6 +28386,10 @@ RESPONSE_TYPES = {
     47: OffsetDeleteResponse,
     68: ConsumerGroupHeartbeatResponse,
     69: ConsumerGroupDescribeResponse,
+    1000: ConnectGroupHeartbeatResponse,
+    1001: ConnectGroupPrepareAssignmentResponse,
+    1002: ConnectGroupInstallAssignmentResponse,
+    1003: ConnectGroupDescribeResponse,
 }
 MESSAGE_TYPES = {
     "RequestHeader": RequestHeader,
@@ -24353,5 +28452,25 @@ MESSAGE_TYPES = {
     "ConsumerGroupTargetAssignmentMemberValue": ConsumerGroupTargetAssignmentMemberValue,
     "ConsumerGroupCurrentMemberAssignmentKey": ConsumerGroupCurrentMemberAssignmentKey,
     "ConsumerGroupCurrentMemberAssignmentValue": ConsumerGroupCurrentMemberAssignmentValue,
+    "ConnectGroupHeartbeatRequest": ConnectGroupHeartbeatRequest,
+    "ConnectGroupHeartbeatResponse": ConnectGroupHeartbeatResponse,
+    "ConnectGroupPrepareAssignmentRequest": ConnectGroupPrepareAssignmentRequest,
+    "ConnectGroupPrepareAssignmentResponse": ConnectGroupPrepareAssignmentResponse,
+    "ConnectGroupInstallAssignmentRequest": ConnectGroupInstallAssignmentRequest,
+    "ConnectGroupInstallAssignmentResponse": ConnectGroupInstallAssignmentResponse,
+    "ConnectGroupDescribeRequest": ConnectGroupDescribeRequest,
+    "ConnectGroupDescribeResponse": ConnectGroupDescribeResponse,
+    "ConnectGroupMetadataKey": ConnectGroupMetadataKey,
+    "ConnectGroupMetadataValue": ConnectGroupMetadataValue,
+    "ConnectGroupUnitsKey": ConnectGroupUnitsKey,
+    "ConnectGroupUnitsValue": ConnectGroupUnitsValue,
+    "ConnectGroupMemberMetadataKey": ConnectGroupMemberMetadataKey,
+    "ConnectGroupMemberMetadataValue": ConnectGroupMemberMetadataValue,
+    "ConnectGroupTargetAssignmentMetadataKey": ConnectGroupTargetAssignmentMetadataKey,
+    "ConnectGroupTargetAssignmentMetadataValue": ConnectGroupTargetAssignmentMetadataValue,
+    "ConnectGroupTargetAssignmentMemberKey": ConnectGroupTargetAssignmentMemberKey,
+    "ConnectGroupTargetAssignmentMemberValue": ConnectGroupTargetAssignmentMemberValue,
+    "ConnectGroupCurrentMemberAssignmentKey": ConnectGroupCurrentMemberAssignmentKey,
+    "ConnectGroupCurrentMemberAssignmentValue": ConnectGroupCurrentMemberAssignmentValue,
 }
-STRUCT_TYPES = (RequestHeader, ResponseHeader, ApiVersionsRequest, ApiVersionsResponseApiVersion, ApiVersionsResponseSupportedFeatureKey, ApiVersionsResponseFinalizedFeatureKey, ApiVersionsResponse, MetadataRequestTopic, MetadataRequest, MetadataResponseBroker, MetadataResponsePartition, MetadataResponseTopic, MetadataResponse, FindCoordinatorRequest, FindCoordinatorResponseCoordinator, FindCoordinatorResponse, ListOffsetsRequestListOffsetsPartition, ListOffsetsRequestListOffsetsTopic, ListOffsetsRequest, ListOffsetsResponseListOffsetsPartitionResponse, ListOffsetsResponseListOffsetsTopicResponse, ListOffsetsResponse, FetchRequestReplicaState, FetchRequestFetchPartition, FetchRequestFetchTopic, FetchRequestForgottenTopic, FetchRequest, FetchResponseEpochEndOffset, FetchResponseLeaderIdAndEpoch, FetchResponseSnapshotId, FetchResponseAbortedTransaction, FetchResponsePartitionData, FetchResponseFetchableTopicResponse, FetchResponseNodeEndpoint, FetchResponse, ProduceRequestPartitionProduceData, ProduceRequestTopicProduceData, ProduceRequest, ProduceResponseBatchIndexAndErrorMessage, ProduceResponseLeaderIdAndEpoch, ProduceResponsePartitionProduceResponse, ProduceResponseTopicProduceResponse, ProduceResponseNodeEndpoint, ProduceResponse, CreateTopicsRequestCreatableReplicaAssignment, CreateTopicsRequestCreatableTopicConfig, CreateTopicsRequestCreatableTopic, CreateTopicsRequest, CreateTopicsResponseCreatableTopicConfigs, CreateTopicsResponseCreatableTopicResult, CreateTopicsResponse, CreatePartitionsRequestCreatePartitionsAssignment, CreatePartitionsRequestCreatePartitionsTopic, CreatePartitionsRequest, CreatePartitionsResponseCreatePartitionsTopicResult, CreatePartitionsResponse, JoinGroupRequestProtocol, JoinGroupRequest, JoinGroupResponseMember, JoinGroupResponse, SyncGroupRequestAssignment, SyncGroupRequest, SyncGroupResponse, HeartbeatRequest, HeartbeatResponse, LeaveGroupRequestMemberIdentity, LeaveGroupRequest, LeaveGroupResponseMemberResponse, LeaveGroupResponse, DescribeGroupsRequest, DescribeGroupsResponseDescribedGroupMember, DescribeGroupsResponseDescribedGroup, DescribeGroupsResponse, ListGroupsRequest, ListGroupsResponseListedGroup, ListGroupsResponse, DeleteGroupsRequest, DeleteGroupsResponseDeletableGroupResult, DeleteGroupsResponse, OffsetCommitRequestPartition, OffsetCommitRequestTopic, OffsetCommitRequest, OffsetCommitResponsePartition, OffsetCommitResponseTopic, OffsetCommitResponse, OffsetFetchRequestTopic, OffsetFetchRequestTopics, OffsetFetchRequestGroup, OffsetFetchRequest, OffsetFetchResponsePartition, OffsetFetchResponseTopic, OffsetFetchResponsePartitions, OffsetFetchResponseTopics, OffsetFetchResponseGroup, OffsetFetchResponse, OffsetDeleteRequestPartition, OffsetDeleteRequestTopic, OffsetDeleteRequest, OffsetDeleteResponsePartition, OffsetDeleteResponseTopic, OffsetDeleteResponse, ConsumerGroupHeartbeatRequestTopicPartitions, ConsumerGroupHeartbeatRequest, ConsumerGroupHeartbeatResponseTopicPartitions, ConsumerGroupHeartbeatResponseAssignment, ConsumerGroupHeartbeatResponse, ConsumerGroupDescribeRequest, ConsumerGroupDescribeResponseTopicPartitions, ConsumerGroupDescribeResponseAssignment, ConsumerGroupDescribeResponseMember, ConsumerGroupDescribeResponseDescribedGroup, ConsumerGroupDescribeResponse, ConsumerProtocolSubscriptionTopicPartition, ConsumerProtocolSubscription, ConsumerProtocolAssignmentTopicPartition, ConsumerProtocolAssignment, GroupMetadataKey, GroupMetadataValueMemberMetadata, GroupMetadataValue, OffsetCommitKey, OffsetCommitValue, ConsumerGroupMetadataKey, ConsumerGroupMetadataValue, ConsumerGroupPartitionMetadataKey, ConsumerGroupPartitionMetadataValuePartitionMetadata, ConsumerGroupPartitionMetadataValueTopicMetadata, ConsumerGroupPartitionMetadataValue, ConsumerGroupMemberMetadataKey, ConsumerGroupMemberMetadataValueClassicProtocol, ConsumerGroupMemberMetadataValueClassicMemberMetadata, ConsumerGroupMemberMetadataValue, ConsumerGroupTargetAssignmentMetadataKey, ConsumerGroupTargetAssignmentMetadataValue, ConsumerGroupTargetAssignmentMemberKey, ConsumerGroupTargetAssignmentMemberValueTopicPartition, ConsumerGroupTargetAssignmentMemberValue, ConsumerGroupCurrentMemberAssignmentKey, ConsumerGroupCurrentMemberAssignmentValueTopicPartitions, ConsumerGroupCurrentMemberAssignmentValue,)
+STRUCT_TYPES = (RequestHeader, ResponseHeader, ApiVersionsRequest, ApiVersionsResponseApiVersion, ApiVersionsResponseSupportedFeatureKey, ApiVersionsResponseFinalizedFeatureKey, ApiVersionsResponse, MetadataRequestTopic, MetadataRequest, MetadataResponseBroker, MetadataResponsePartition, MetadataResponseTopic, MetadataResponse, FindCoordinatorRequest, FindCoordinatorResponseCoordinator, FindCoordinatorResponse, ListOffsetsRequestListOffsetsPartition, ListOffsetsRequestListOffsetsTopic, ListOffsetsRequest, ListOffsetsResponseListOffsetsPartitionResponse, ListOffsetsResponseListOffsetsTopicResponse, ListOffsetsResponse, FetchRequestReplicaState, FetchRequestFetchPartition, FetchRequestFetchTopic, FetchRequestForgottenTopic, FetchRequest, FetchResponseEpochEndOffset, FetchResponseLeaderIdAndEpoch, FetchResponseSnapshotId, FetchResponseAbortedTransaction, FetchResponsePartitionData, FetchResponseFetchableTopicResponse, FetchResponseNodeEndpoint, FetchResponse, ProduceRequestPartitionProduceData, ProduceRequestTopicProduceData, ProduceRequest, ProduceResponseBatchIndexAndErrorMessage, ProduceResponseLeaderIdAndEpoch, ProduceResponsePartitionProduceResponse, ProduceResponseTopicProduceResponse, ProduceResponseNodeEndpoint, ProduceResponse, CreateTopicsRequestCreatableReplicaAssignment, CreateTopicsRequestCreatableTopicConfig, CreateTopicsRequestCreatableTopic, CreateTopicsRequest, CreateTopicsResponseCreatableTopicConfigs, CreateTopicsResponseCreatableTopicResult, CreateTopicsResponse, CreatePartitionsRequestCreatePartitionsAssignment, CreatePartitionsRequestCreatePartitionsTopic, CreatePartitionsRequest, CreatePartitionsResponseCreatePartitionsTopicResult, CreatePartitionsResponse, JoinGroupRequestProtocol, JoinGroupRequest, JoinGroupResponseMember, JoinGroupResponse, SyncGroupRequestAssignment, SyncGroupRequest, SyncGroupResponse, HeartbeatRequest, HeartbeatResponse, LeaveGroupRequestMemberIdentity, LeaveGroupRequest, LeaveGroupResponseMemberResponse, LeaveGroupResponse, DescribeGroupsRequest, DescribeGroupsResponseDescribedGroupMember, DescribeGroupsResponseDescribedGroup, DescribeGroupsResponse, ListGroupsRequest, ListGroupsResponseListedGroup, ListGroupsResponse, DeleteGroupsRequest, DeleteGroupsResponseDeletableGroupResult, DeleteGroupsResponse, OffsetCommitRequestPartition, OffsetCommitRequestTopic, OffsetCommitRequest, OffsetCommitResponsePartition, OffsetCommitResponseTopic, OffsetCommitResponse, OffsetFetchRequestTopic, OffsetFetchRequestTopics, OffsetFetchRequestGroup, OffsetFetchRequest, OffsetFetchResponsePartition, OffsetFetchResponseTopic, OffsetFetchResponsePartitions, OffsetFetchResponseTopics, OffsetFetchResponseGroup, OffsetFetchResponse, OffsetDeleteRequestPartition, OffsetDeleteRequestTopic, OffsetDeleteRequest, OffsetDeleteResponsePartition, OffsetDeleteResponseTopic, OffsetDeleteResponse, ConsumerGroupHeartbeatRequestTopicPartitions, ConsumerGroupHeartbeatRequest, ConsumerGroupHeartbeatResponseTopicPartitions, ConsumerGroupHeartbeatResponseAssignment, ConsumerGroupHeartbeatResponse, ConsumerGroupDescribeRequest, ConsumerGroupDescribeResponseTopicPartitions, ConsumerGroupDescribeResponseAssignment, ConsumerGroupDescribeResponseMember, ConsumerGroupDescribeResponseDescribedGroup, ConsumerGroupDescribeResponse, ConsumerProtocolSubscriptionTopicPartition, ConsumerProtocolSubscription, ConsumerProtocolAssignmentTopicPartition, ConsumerProtocolAssignment, GroupMetadataKey, GroupMetadataValueMemberMetadata, GroupMetadataValue, OffsetCommitKey, OffsetCommitValue, ConsumerGroupMetadataKey, ConsumerGroupMetadataValue, ConsumerGroupPartitionMetadataKey, ConsumerGroupPartitionMetadataValuePartitionMetadata, ConsumerGroupPartitionMetadataValueTopicMetadata, ConsumerGroupPartitionMetadataValue, ConsumerGroupMemberMetadataKey, ConsumerGroupMemberMetadataValueClassicProtocol, ConsumerGroupMemberMetadataValueClassicMemberMetadata, ConsumerGroupMemberMetadataValue, ConsumerGroupTargetAssignmentMetadataKey, ConsumerGroupTargetAssignmentMetadataValue, ConsumerGroupTargetAssignmentMemberKey, ConsumerGroupTargetAssignmentMemberValueTopicPartition, ConsumerGroupTargetAssignmentMemberValue, ConsumerGroupCurrentMemberAssignmentKey, ConsumerGroupCurrentMemberAssignmentValueTopicPartitions, ConsumerGroupCurrentMemberAssignmentValue, ConnectGroupHeartbeatRequestAssignor, ConnectGroupHeartbeatRequestConnectorTasks, ConnectGroupHeartbeatRequestConnectorsAndTasks, ConnectGroupHeartbeatRequest, ConnectGroupHeartbeatResponseConnectorTasks, ConnectGroupHeartbeatResponseConnectorsAndTasks, ConnectGroupHeartbeatResponseAssignment, ConnectGroupHeartbeatResponse, ConnectGroupPrepareAssignmentRequest, ConnectGroupPrepareAssignmentResponseConnectorTasks, ConnectGroupPrepareAssignmentResponseConnectorsAndTasks, ConnectGroupPrepareAssignmentResponseMember, ConnectGroupPrepareAssignmentResponseDepartedMember, ConnectGroupPrepareAssignmentResponse, ConnectGroupInstallAssignmentRequestConnectorTasks, ConnectGroupInstallAssignmentRequestConnectorsAndTasks, ConnectGroupInstallAssignmentRequestMember, ConnectGroupInstallAssignmentRequest, ConnectGroupInstallAssignmentResponse, ConnectGroupDescribeRequest, ConnectGroupDescribeResponseConnectorTasks, ConnectGroupDescribeResponseConnectorsAndTasks, ConnectGroupDescribeResponseMember, ConnectGroupDescribeResponseRebalance, ConnectGroupDescribeResponseDescribedGroup, ConnectGroupDescribeResponse, ConnectGroupMetadataKey, ConnectGroupMetadataValueDepartedMember, ConnectGroupMetadataValue, ConnectGroupUnitsKey, ConnectGroupUnitsValue, ConnectGroupMemberMetadataKey, ConnectGroupMemberMetadataValueAssignor, ConnectGroupMemberMetadataValue, ConnectGroupTargetAssignmentMetadataKey, ConnectGroupTargetAssignmentMetadataValue, ConnectGroupTargetAssignmentMemberKey, ConnectGroupTargetAssignmentMemberValue, ConnectGroupCurrentMemberAssignmentKey, ConnectGroupCurrentMemberAssignmentValue,)
