@@ -22,7 +22,7 @@ NO_RECORDS = "kcoord is a group coordinator and stores no records"
 class Broker:
     def __init__(self, coordinator: Coordinator, topics: TopicCatalogue, *, node_id: int, host: str, port: int,
                  cluster_id: str = "kcoord", later: Callable[[float, Callable[[], None]], object] | None = None,
-                 served: Callable[[], set[int]] | None = None) -> None:
+                 served: Callable[[], set[int]] | None = None, key_map=None) -> None:
         self.coordinator = coordinator
         self.topics = topics
         self.node_id = node_id
@@ -31,6 +31,7 @@ class Broker:
         self.cluster_id = cluster_id
         self.later = later  # (delay seconds, fn): how a held Fetch is answered later (the event loop's)
         self.served = served
+        self.key_map = key_map  # kcoord.server.PrivateKeys when the connect API keys are moved, else None
         self.handlers = {wire.ApiVersionsRequest.API_KEY: self.api_versions, wire.MetadataRequest.API_KEY: self.metadata,
                          wire.FindCoordinatorRequest.API_KEY: self.find_coordinator,
                          wire.ListOffsetsRequest.API_KEY: self.list_offsets, wire.FetchRequest.API_KEY: self.fetch,
@@ -41,7 +42,8 @@ class Broker:
 
     def advertised(self) -> list[wire.ApiVersionsResponseApiVersion]:
         keys = self.served() if self.served is not None else set(self.handlers)
-        return [wire.ApiVersionsResponseApiVersion(api_key=k, min_version=lo, max_version=hi)
+        moved = self.key_map.advertised if self.key_map is not None else int
+        return [wire.ApiVersionsResponseApiVersion(api_key=moved(k), min_version=lo, max_version=hi)
                 for k, (lo, hi) in sorted(wire.API_VERSIONS.items()) if k in keys]
 
     def api_versions(self, req, version, client_id="", client_host=""):

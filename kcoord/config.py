@@ -42,6 +42,18 @@ class GroupConfig:
     # Online migration of non-empty groups between the protocols (Kafka's ConsumerGroupMigrationPolicy); an empty
     # group is always replaced by the other type, whatever this says.
     group_consumer_migration_policy: str = "bidirectional"
+    # Connect groups (kcoord's own type, README "Connect protocol"): on when the rebalance protocols list "connect".
+    # Names follow the consumer group's; bounds as Kafka's group.consumer.* (45 s sessions: a departed worker's units
+    # wait for the assignor's scheduled delay anyway).
+    group_connect_session_timeout_ms: int = 45_000
+    group_connect_min_session_timeout_ms: int = 45_000
+    group_connect_max_session_timeout_ms: int = 60_000
+    group_connect_heartbeat_interval_ms: int = 5_000
+    group_connect_min_heartbeat_interval_ms: int = 5_000
+    group_connect_max_heartbeat_interval_ms: int = 15_000
+    group_connect_max_size: int = 2**31 - 1
+    group_connect_max_assignment_delay_ms: int = 600_000  # an Install's scheduled delay is clamped to this
+    group_connect_api_key_base: int = 1000  # ConnectGroupHeartbeat's API key; Prepare, Install, Describe follow
 
     def __post_init__(self) -> None:
         if self.group_initial_rebalance_extension not in INITIAL_REBALANCE_EXTENSIONS:
@@ -49,9 +61,9 @@ class GroupConfig:
             raise ValueError(f"group.initial.rebalance.extension must be one of {choices}, "
                              f"not {self.group_initial_rebalance_extension!r}")
         protocols = self.rebalance_protocols()
-        if "classic" not in protocols or not protocols <= {"classic", "consumer"}:
-            raise ValueError("group.coordinator.rebalance.protocols must list classic, and may list consumer; not "
-                             f"{self.group_coordinator_rebalance_protocols!r}")
+        if "classic" not in protocols or not protocols <= {"classic", "consumer", "connect"}:
+            raise ValueError("group.coordinator.rebalance.protocols must list classic, and may list consumer and "
+                             f"connect; not {self.group_coordinator_rebalance_protocols!r}")
         assignors = self.consumer_assignors()
         if not assignors or not set(assignors) <= {"uniform", "range"}:
             raise ValueError(f"group.consumer.assignors must list uniform and/or range, not "
@@ -60,11 +72,24 @@ class GroupConfig:
                 ("group.consumer.session.timeout.ms", self.group_consumer_min_session_timeout_ms,
                  self.group_consumer_session_timeout_ms, self.group_consumer_max_session_timeout_ms),
                 ("group.consumer.heartbeat.interval.ms", self.group_consumer_min_heartbeat_interval_ms,
-                 self.group_consumer_heartbeat_interval_ms, self.group_consumer_max_heartbeat_interval_ms)):
+                 self.group_consumer_heartbeat_interval_ms, self.group_consumer_max_heartbeat_interval_ms),
+                ("group.connect.session.timeout.ms", self.group_connect_min_session_timeout_ms,
+                 self.group_connect_session_timeout_ms, self.group_connect_max_session_timeout_ms),
+                ("group.connect.heartbeat.interval.ms", self.group_connect_min_heartbeat_interval_ms,
+                 self.group_connect_heartbeat_interval_ms, self.group_connect_max_heartbeat_interval_ms)):
             if not 1 <= lo <= value <= hi:
                 raise ValueError(f"{name} must lie within its min and max (here {lo} <= {value} <= {hi} is false)")
         if self.group_consumer_heartbeat_interval_ms >= self.group_consumer_session_timeout_ms:
             raise ValueError("group.consumer.heartbeat.interval.ms must be below group.consumer.session.timeout.ms")
+        if self.group_connect_heartbeat_interval_ms >= self.group_connect_session_timeout_ms:
+            raise ValueError("group.connect.heartbeat.interval.ms must be below group.connect.session.timeout.ms")
+        if self.group_connect_max_size < 1:
+            raise ValueError("group.connect.max.size must be at least 1")
+        if self.group_connect_max_assignment_delay_ms < 0:
+            raise ValueError("group.connect.max.assignment.delay.ms can't be negative")
+        if not 1000 <= self.group_connect_api_key_base <= 32764:
+            raise ValueError("group.connect.api.key.base must lie within 1000..32764 (kcoord's private block, above "
+                             f"every Kafka API key), not {self.group_connect_api_key_base}")
         if self.group_consumer_max_size < 1:
             raise ValueError("group.consumer.max.size must be at least 1")
         if self.group_consumer_migration_policy.strip().lower() not in MIGRATION_POLICIES:

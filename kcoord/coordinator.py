@@ -21,6 +21,8 @@ from . import wire
 from .config import GroupConfig
 from .groups.base import Group
 from .groups.classic import ClassicGroup
+from .groups.connect import ConnectGroup
+from .groups.connect import validate_heartbeat as validate_connect_heartbeat
 from .groups.consumer import ConsumerGroup, compile_regex, validate_heartbeat
 from .groups.migration import downgrade, upgrade, validate_upgrade
 from .offsets import Offsets
@@ -30,7 +32,7 @@ from .timers import Clock, Timers
 from .topics import Topic, TopicCatalogue
 
 # Every group type, and the record types each one replays.
-GROUP_TYPES: tuple[type, ...] = (ClassicGroup, ConsumerGroup)
+GROUP_TYPES: tuple[type, ...] = (ClassicGroup, ConsumerGroup, ConnectGroup)
 GROUP_TYPE_BY_RECORD: dict[int, type] = {t: cls for cls in GROUP_TYPES for t in cls.RECORD_TYPES}
 
 
@@ -67,6 +69,10 @@ class Coordinator:
             wire.DeleteGroupsRequest.API_KEY: self.delete_groups,
             wire.ConsumerGroupHeartbeatRequest.API_KEY: self.consumer_group_heartbeat,
             wire.ConsumerGroupDescribeRequest.API_KEY: self.consumer_group_describe,
+            wire.ConnectGroupHeartbeatRequest.API_KEY: self.connect_group_heartbeat,
+            wire.ConnectGroupPrepareAssignmentRequest.API_KEY: self.connect_group_prepare,
+            wire.ConnectGroupInstallAssignmentRequest.API_KEY: self.connect_group_install,
+            wire.ConnectGroupDescribeRequest.API_KEY: self.connect_group_describe,
             **self.offsets.handlers,
         }
         # Served but not advertised: with the consumer protocol off, Kafka answers its APIs UNSUPPORTED_VERSION.
@@ -74,6 +80,14 @@ class Coordinator:
         self.consumer_assignors = self.config.consumer_assignors()
         self.hidden_apis: set[int] = set() if self.consumer_protocol else {
             wire.ConsumerGroupHeartbeatRequest.API_KEY, wire.ConsumerGroupDescribeRequest.API_KEY}
+        # Connect groups are kcoord's own: their private APIs are advertised only when enabled (answered
+        # UNSUPPORTED_VERSION otherwise, as Kafka answers an API it has turned off).
+        self.connect_protocol = "connect" in self.config.rebalance_protocols()
+        if not self.connect_protocol:
+            self.hidden_apis |= {wire.ConnectGroupHeartbeatRequest.API_KEY,
+                                 wire.ConnectGroupPrepareAssignmentRequest.API_KEY,
+                                 wire.ConnectGroupInstallAssignmentRequest.API_KEY,
+                                 wire.ConnectGroupDescribeRequest.API_KEY}
 
     # ---- plumbing ----------------------------------------------------------------------------------
 
@@ -333,6 +347,75 @@ class Coordinator:
                 out.append(wire.ConsumerGroupDescribeResponseDescribedGroup(
                     error_code=E.GROUP_ID_NOT_FOUND, error_message=msg, group_id=gid))
         return wire.ConsumerGroupDescribeResponse(groups=out)
+
+    # ---- connect groups: ConnectGroupHeartbeat / PrepareAssignment / InstallAssignment / Describe ----
+
+    def connect_group_heartbeat(self, req: wire.ConnectGroupHeartbeatRequest, version: int, client_id: str = "",
+                                client_host: str = "") -> wire.ConnectGroupHeartbeatResponse:
+        g = self.groups.get(req.group_id)
+        if type(g) is ConnectGroup and self.connect_protocol:
+            quick = g.quick_heartbeat(req, client_id, client_host)
+            if quick is not None:
+                return quick
+        fail = ConnectGroup.fail
+        if not self.connect_protocol:
+            return fail(E.UNSUPPORTED_VERSION, "Connect groups are not enabled (group.coordinator.rebalance.protocols).")
+        problem = validate_connect_heartbeat(req)
+        if problem is not None:
+            return fail(*problem)
+        if g is not None and not isinstance(g, ConnectGroup):
+            if req.member_epoch != 0 or not g.is_empty():
+                # Offline migration only (D21 phase 1): an empty group of another type gives way, a live one does not.
+                return fail(E.GROUP_ID_NOT_FOUND, f"Group {req.group_id} is not a connect group.")
+            g = self.replace_group(g, ConnectGroup)
+        created = g is None
+        if g is None:
+            if req.member_epoch != 0:
+                return fail(E.GROUP_ID_NOT_FOUND, f"Connect group {req.group_id} not found.")
+            g = self.new_group(ConnectGroup, req.group_id)
+        response = g.connect_heartbeat(req, client_id, client_host)
+        if created and g.is_empty():
+            del self.groups[req.group_id]  # the join failed: the group never came to be
+        return response
+
+    def _connect_group_for(self, group_id: str, member_id: str, member_epoch: int) -> tuple[ConnectGroup | None, int,
+                                                                                              str]:
+        if not self.connect_protocol:
+            return None, E.UNSUPPORTED_VERSION, "Connect groups are not enabled."
+        if not group_id or not member_id or member_epoch < 0:
+            return None, E.INVALID_REQUEST, "GroupId and MemberId can't be empty; MemberEpoch must be at least 0."
+        g = self.groups.get(group_id)
+        if not isinstance(g, ConnectGroup) or g.is_dead:
+            return None, E.GROUP_ID_NOT_FOUND, f"Connect group {group_id} not found."
+        return g, E.NONE, ""
+
+    def connect_group_prepare(self, req: wire.ConnectGroupPrepareAssignmentRequest, version: int, client_id: str = "",
+                              client_host: str = "") -> wire.ConnectGroupPrepareAssignmentResponse:
+        g, error, message = self._connect_group_for(req.group_id, req.member_id, req.member_epoch)
+        if g is None:
+            return wire.ConnectGroupPrepareAssignmentResponse(error_code=error, error_message=message)
+        return g.prepare(req)
+
+    def connect_group_install(self, req: wire.ConnectGroupInstallAssignmentRequest, version: int, client_id: str = "",
+                              client_host: str = "") -> wire.ConnectGroupInstallAssignmentResponse:
+        g, error, message = self._connect_group_for(req.group_id, req.member_id, req.member_epoch)
+        if g is None:
+            return wire.ConnectGroupInstallAssignmentResponse(error_code=error, error_message=message)
+        return g.install(req)
+
+    def connect_group_describe(self, req: wire.ConnectGroupDescribeRequest, version: int, client_id: str = "",
+                               client_host: str = "") -> wire.ConnectGroupDescribeResponse:
+        out = []
+        for gid in req.group_ids:
+            g = self.groups.get(gid)
+            if isinstance(g, ConnectGroup) and not g.is_dead and self.connect_protocol:
+                out.append(g.connect_described())
+            else:
+                msg = f"Group {gid} is not a connect group." if g is not None and not g.is_dead else \
+                    f"Group {gid} not found."
+                out.append(wire.ConnectGroupDescribeResponseDescribedGroup(
+                    error_code=E.GROUP_ID_NOT_FOUND, error_message=msg, group_id=gid, group_state="Dead"))
+        return wire.ConnectGroupDescribeResponse(groups=out)
 
     # ---- describe / list / delete -----------------------------------------------------------------
 

@@ -148,6 +148,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
     def handle(self, frame: bytes) -> bool:
         """Answer (or park) one request; False closes the connection."""
         srv = self.server
+        if srv.key_map is not None:
+            frame = srv.key_map.to_codec(frame)
         try:
             header, body = wire.decode_request(frame)
         except wire.UnsupportedVersionError as e:
@@ -210,6 +212,30 @@ class KafkaConnection(asyncio.BufferedProtocol):
             self._write()
 
 
+class PrivateKeys:
+    """kcoord's private API keys (connect groups) when group.connect.api.key.base moves them: the codec knows them
+    at 1000-1003; a request at base+i is decoded as 1000+i, and one at 1000+i (no longer served) as an unknown key."""
+
+    COUNT = 4
+
+    def __init__(self, base: int) -> None:
+        self.base = base
+        self.codec = wire.ConnectGroupHeartbeatRequest.API_KEY
+
+    def to_codec(self, frame: bytes) -> bytes:
+        if len(frame) < 2:
+            return frame
+        key = frame[0] << 8 | frame[1]
+        if self.base <= key < self.base + self.COUNT:
+            return (key - self.base + self.codec).to_bytes(2, "big") + bytes(frame[2:])
+        if self.codec <= key < self.codec + self.COUNT:
+            return b"\x7f\xff" + bytes(frame[2:])  # an API nobody serves: the connection is closed
+        return frame
+
+    def advertised(self, key: int) -> int:
+        return key - self.codec + self.base if self.codec <= key < self.codec + self.COUNT else key
+
+
 class Server:
     def __init__(self, config: ServerConfig | None = None, clock: Clock | None = None,
                  records: Records | None = None) -> None:
@@ -252,6 +278,8 @@ class Server:
         self._timer: asyncio.TimerHandle | None = None
         self._timer_at: int | None = None
         self._reaper: asyncio.Task | None = None
+        base = self.coordinator.config.group_connect_api_key_base
+        self.key_map = PrivateKeys(base) if base != wire.ConnectGroupHeartbeatRequest.API_KEY else None
 
     @property
     def port(self) -> int:
@@ -267,7 +295,8 @@ class Server:
         self.broker = Broker(self.coordinator, self.topics, node_id=cfg.node_id,
                              host=cfg.advertised_host or cfg.host, port=cfg.advertised_port or cfg.port,
                              cluster_id=cfg.cluster_id, later=self.loop.call_later,
-                             served=lambda: set(self.handlers) - self.coordinator.hidden_apis)
+                             served=lambda: set(self.handlers) - self.coordinator.hidden_apis,
+                             key_map=self.key_map)
         self.handlers = {**self.broker.handlers, **self.coordinator.handlers}
         self._reaper = self.loop.create_task(self._reap_idle())
         gc.freeze()  # what start-up made lives as long as the server: keep it out of every collection

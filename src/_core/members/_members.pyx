@@ -526,3 +526,107 @@ cdef class ConsumerGroupCore:
                                               heartbeat_interval_ms=self.heartbeat_interval_ms)
             m.quiet_epoch = epoch
         return m.quiet_response
+
+
+# ---- connect groups (kcoord's own group type) -------------------------------------------------------------------
+
+@cython.final
+@cython.no_gc
+cdef class ConnectMember:
+    """A worker of a connect group: typed fields as ConsumerMember's. Units (connectors and tasks) are the group's
+    int32 unit ids. `assignors` is the worker's ClientAssignors as tuples (name, minimum_version, maximum_version,
+    reason, version, metadata), in its order of preference."""
+
+    cdef public str member_id
+    cdef public object instance_id  # str or None
+    cdef public str client_id
+    cdef public str client_host
+    cdef public int32_t rebalance_timeout_ms
+    cdef public tuple assignors
+    cdef public int64_t joined  # arrival order in the group: the longest-standing member decides ties
+    cdef public int32_t member_epoch
+    cdef public int32_t previous_member_epoch
+    cdef public int32_t state  # Kafka's MemberState value, as for consumer members
+    cdef public object assigned
+    cdef public object pending  # units pending revocation
+    cdef public int session_key
+    cdef public int32_t rebalance_armed_epoch
+    cdef public object quiet_response
+    cdef public int32_t quiet_epoch
+    cdef public object delivered  # (version, metadata) of the assignment the worker was last sent, or None
+
+    COPIED = ("instance_id", "client_id", "client_host", "rebalance_timeout_ms", "assignors", "joined",
+              "member_epoch", "previous_member_epoch", "state", "assigned", "pending", "delivered")
+
+    def __init__(self, str member_id):
+        self.member_id = member_id
+        self.client_id = ""
+        self.client_host = ""
+        self.rebalance_timeout_ms = -1
+        self.assignors = ()
+        self.state = CONSUMER_STABLE
+        self.assigned = EMPTY_IDS
+        self.pending = EMPTY_IDS
+        self.session_key = -1
+        self.rebalance_armed_epoch = -1
+        self.quiet_epoch = -1
+
+    def copy_as(self, str member_id):
+        cdef ConnectMember m = ConnectMember(member_id)
+        for name in ConnectMember.COPIED:
+            setattr(m, name, getattr(self, name))
+        return m
+
+    def __repr__(self):
+        return (f"ConnectMember({self.member_id!r}, epoch={self.member_epoch}, state={self.state}, "
+                f"assigned={self.assigned.tolist()}, pending={self.pending.tolist()})")
+
+
+cdef class ConnectGroupCore:
+    """What a connect group's regular heartbeat reads, typed, and that heartbeat compiled (quick_heartbeat).
+    kcoord.groups.connect.ConnectGroup is the rest of the group, in Python, on top of this."""
+
+    cdef public dict members  # member id -> ConnectMember
+    cdef public int32_t group_epoch
+    cdef public int32_t assignment_epoch
+    cdef public int32_t assignor_version  # the negotiated version V the installed target was computed at
+    cdef DeadlineHeap _heap
+    cdef object _now
+    cdef int64_t _session_ms
+    cdef readonly int32_t heartbeat_interval_ms
+    cdef object _response
+
+    def init_core(self, DeadlineHeap heap, now, int64_t session_ms, int32_t interval_ms, response):
+        """As ConsumerGroupCore.init_core; response: the ConnectGroupHeartbeatResponse class."""
+        self._heap = heap
+        self._now = now
+        self._session_ms = session_ms
+        self.heartbeat_interval_ms = interval_ms
+        self._response = response
+        self.assignor_version = -1
+
+    def quick_heartbeat(self, req, str client_id, str client_host):
+        """The hot path, or None: a worker at its epoch that changes nothing of its own (no assignors, rebalance
+        timeout or server assignor; its own instance id if any; the same client id and host), in a group that owes
+        no computation. Its session is extended; reconciled, it gets the answer made once per epoch, else
+        `reconcile_heartbeat` moves it one compiled step towards its target."""
+        cdef object found = self.members.get(req.member_id)
+        if found is None:
+            return None
+        cdef ConnectMember m = <ConnectMember>found
+        cdef int32_t epoch = req.member_epoch
+        if (epoch != m.member_epoch or epoch <= 0 or self.group_epoch != self.assignment_epoch
+                or client_id != m.client_id or client_host != m.client_host
+                or req.client_assignors is not None or req.rebalance_timeout_ms != -1
+                or req.server_assignor is not None
+                or (req.instance_id is not None and req.instance_id != m.instance_id)):
+            return None
+        self._heap.schedule(m.session_key, <int64_t>self._now() + self._session_ms)
+        if m.state != CONSUMER_STABLE or epoch != self.assignment_epoch:
+            return self.reconcile_heartbeat(m, req)
+        if m.quiet_epoch != epoch:
+            m.quiet_response = self._response(member_id=m.member_id, member_epoch=epoch,
+                                              heartbeat_interval_ms=self.heartbeat_interval_ms,
+                                              assignor_version=self.assignor_version)
+            m.quiet_epoch = epoch
+        return m.quiet_response

@@ -1,0 +1,1071 @@
+"""Connect groups: workers share connectors and tasks, assigned by one of them (kcoord's own group type).
+
+The seed design (../shared/reference/connect-groups.md) with kcoord's decisions (its §5, README "Connect
+protocol"): the KIP-848 machinery of consumer groups (group epoch, target assignment, member epochs, the compiled
+revoke-then-assign step over an epoch table, member timers, write-ahead records), with the target computed by a
+worker rather than by the coordinator:
+
+1. an assignment input changes (a worker joins, leaves or is fenced; its ClientAssignors change; the selected
+   assignor's Reason, Version or Metadata change; the scheduled delay ends) and the group epoch is bumped;
+2. the coordinator picks one worker by its assignor version range (`select`) and sets ShouldComputeAssignment in its
+   heartbeat responses until it calls ConnectGroupPrepareAssignment; the worker holds a lease of its rebalance
+   timeout, after which (or when it leaves) another worker is picked: it is not fenced for being slow;
+3. the worker installs a complete target (ConnectGroupInstallAssignment), validated here (epochs; every unit owned
+   at most once; every member known), with an optional scheduled delay after which the coordinator asks again;
+4. each worker reconciles to its target on its own heartbeats, revoke first, as a consumer does to partitions.
+
+Units are interned to int32 ids in a per-group unit table (connectors, then (connector, task) pairs, append-only),
+so the target, the epoch table and the records hold integer arrays, as partitions are in consumer groups.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import deque
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+import numpy as np
+
+from .. import errors as E
+from .. import records as R
+from .. import wire
+from .._core import _assign
+from .._core._assign import PartitionEpochs
+from .._core._members import EMPTY_IDS, ConnectGroupCore, ConnectMember
+from ..config import GroupConfig
+from ..reply import Reply
+from ..timers import Timers
+from ..topics import TopicCatalogue
+from .base import KCOORD_DESCRIBE_TAG, MemberTimers, RecordSink
+from .modern import TargetAssignment, csr_changed
+
+STABLE = _assign.STABLE
+UNREVOKED = _assign.UNREVOKED_PARTITIONS
+MEMBER_STATES = _assign.MEMBER_STATES
+
+JOIN_EPOCH, LEAVE_EPOCH, TEMPORARY_LEAVE_EPOCH = 0, -1, -2
+CONNECT_PROTOCOL_TYPE = "connect"
+CONFIG_MISMATCH = 1  # Install's Error: the computing worker's config is behind another worker's (D12)
+# timer kinds: a member's session and revocation deadline; the group's compute lease and scheduled delay
+SESSION, REBALANCE, COMPUTE, DELAY = "session", "rebalance", "compute", "delay"
+GROUP_TIMER = ""  # the member id the group's own timers are filed under
+_ONE_TOPIC = np.zeros(1, dtype=np.int32)  # every unit lies in "topic" 0 of the epoch table
+_NONE = EMPTY_IDS
+
+
+def _blank(s: str | None) -> bool:
+    return s is not None and not s.strip()
+
+
+def validate_heartbeat(req: wire.ConnectGroupHeartbeatRequest) -> tuple[int, str] | None:
+    """The checks made before the group is looked at: (error code, message), or None."""
+    epoch = req.member_epoch
+    if not req.group_id or _blank(req.group_id):
+        return E.INVALID_REQUEST, "GroupId can't be empty."
+    if not req.member_id or _blank(req.member_id):
+        return E.INVALID_REQUEST, "MemberId can't be empty."
+    if _blank(req.instance_id):
+        return E.INVALID_REQUEST, "InstanceId can't be empty."
+    if epoch < TEMPORARY_LEAVE_EPOCH:
+        return E.INVALID_REQUEST, f"MemberEpoch is {epoch}, but must be greater than or equal to -2."
+    if epoch == TEMPORARY_LEAVE_EPOCH and req.instance_id is None:
+        return E.INVALID_REQUEST, "InstanceId can't be null when MemberEpoch is -2."
+    if req.server_assignor is not None:
+        return E.INVALID_REQUEST, "Connect groups require ClientAssignors; ServerAssignor must be null."
+    if epoch == JOIN_EPOCH:
+        if req.rebalance_timeout_ms <= 0:
+            return E.INVALID_REQUEST, "RebalanceTimeoutMs must be provided in first request."
+        if not req.client_assignors:
+            return E.INVALID_REQUEST, "ClientAssignors must be provided in first request."
+        cat = req.connectors_and_tasks
+        if cat is not None and (cat.connectors or cat.tasks):
+            return E.INVALID_REQUEST, "ConnectorsAndTasks must be empty when (re-)joining."
+    if req.client_assignors is not None:
+        names = set()
+        for a in req.client_assignors:
+            if not a.name or _blank(a.name):
+                return E.INVALID_REQUEST, "Assignor name can't be empty."
+            if a.name in names:
+                return E.INVALID_REQUEST, f"Assignor {a.name} is listed twice."
+            names.add(a.name)
+            if a.minimum_version < -1:
+                return E.INVALID_REQUEST, f"Assignor {a.name}: MinimumVersion must be at least -1."
+            if a.maximum_version < 0 or a.maximum_version < a.minimum_version:
+                return E.INVALID_REQUEST, f"Assignor {a.name}: MaximumVersion must be at least 0 and at least " \
+                                          "MinimumVersion."
+            if not a.minimum_version <= a.version <= a.maximum_version:
+                return E.INVALID_REQUEST, f"Assignor {a.name}: Version must lie within [MinimumVersion, " \
+                                          "MaximumVersion]."
+    return None
+
+
+class UnitTable:
+    """The group's units as int32 ids: connector names and (connector, task) pairs, appended in the order the
+    group meets them (ids never change). `unit_conn[i]` is the connector index of unit i, `unit_task[i]` its task
+    (-1: the connector itself)."""
+
+    def __init__(self) -> None:
+        self.connectors: list[str] = []
+        self.conn_index: dict[str, int] = {}
+        self.conn_unit: list[int] = []  # connector index -> unit id of the connector itself (-1 until met)
+        self.task_units: list[dict[int, int]] = []  # connector index -> {task: unit id}
+        self.unit_conn: list[int] = []
+        self.unit_task: list[int] = []
+        self._conn = np.zeros(0, dtype=np.int32)  # unit_conn / unit_task as arrays, rebuilt when the table grows
+        self._task = np.zeros(0, dtype=np.int32)
+
+    def __len__(self) -> int:
+        return len(self.unit_conn)
+
+    def _connector(self, name: str) -> int:
+        c = self.conn_index.get(name)
+        if c is None:
+            c = self.conn_index[name] = len(self.connectors)
+            self.connectors.append(name)
+            self.conn_unit.append(-1)
+            self.task_units.append({})
+        return c
+
+    def _new(self, c: int, task: int) -> int:
+        u = len(self.unit_conn)
+        self.unit_conn.append(c)
+        self.unit_task.append(task)
+        return u
+
+    def intern(self, cat) -> list[int]:
+        """The ids of a ConnectorsAndTasks, made where new (in the order listed; duplicates kept, for the caller
+        to find)."""
+        out: list[int] = []
+        for name in cat.connectors:
+            c = self._connector(name)
+            u = self.conn_unit[c]
+            if u < 0:
+                u = self.conn_unit[c] = self._new(c, -1)
+            out.append(u)
+        for t in cat.tasks:
+            c = self._connector(t.connector)
+            tasks = self.task_units[c]
+            get = tasks.get
+            ids = [get(x, -1) for x in t.task_ids]
+            if -1 in ids:
+                for i, x in enumerate(t.task_ids):
+                    if ids[i] == -1:
+                        if x < 0:
+                            raise ValueError(f"task {x} of connector {t.connector!r} is negative")
+                        u = tasks.get(x)
+                        if u is None:
+                            u = tasks[x] = self._new(c, x)
+                        ids[i] = u
+            out.extend(ids)
+        return out
+
+    def lookup(self, cat) -> np.ndarray:
+        """The ids of a ConnectorsAndTasks as a sorted unique array; units the table does not know are left out
+        (nobody can have been given them)."""
+        out: list[int] = []
+        for name in cat.connectors:
+            c = self.conn_index.get(name)
+            if c is not None and self.conn_unit[c] >= 0:
+                out.append(self.conn_unit[c])
+        for t in cat.tasks:
+            c = self.conn_index.get(t.connector)
+            if c is None:
+                continue
+            get = self.task_units[c].get
+            out.extend(u for u in map(get, t.task_ids) if u is not None)
+        if not out:
+            return _NONE
+        return np.unique(np.array(out, dtype=np.int32))
+
+    def mark(self) -> tuple[int, int]:
+        return len(self.connectors), len(self.unit_conn)
+
+    def rollback(self, mark: tuple[int, int]) -> None:
+        """Forget what was interned since `mark` (an Install that was refused)."""
+        n_conn, n_units = mark
+        for u in range(len(self.unit_conn) - 1, n_units - 1, -1):
+            c, task = self.unit_conn[u], self.unit_task[u]
+            if task < 0:
+                self.conn_unit[c] = -1
+            else:
+                del self.task_units[c][task]
+        del self.unit_conn[n_units:], self.unit_task[n_units:]
+        for name in self.connectors[n_conn:]:
+            del self.conn_index[name]
+        del self.connectors[n_conn:], self.conn_unit[n_conn:], self.task_units[n_conn:]
+
+    def arrays(self) -> tuple[np.ndarray, np.ndarray]:
+        if self._conn.shape[0] != len(self.unit_conn):
+            self._conn = np.array(self.unit_conn, dtype=np.int32)
+            self._task = np.array(self.unit_task, dtype=np.int32)
+        return self._conn, self._task
+
+    def to_wire(self, ids: np.ndarray, cat_cls, tasks_cls):
+        """Unit ids as a ConnectorsAndTasks of the given generated classes: connectors, then tasks grouped by
+        connector (connectors in table order, tasks ascending)."""
+        if ids.shape[0] == 0:
+            return cat_cls(connectors=[], tasks=[])
+        conn, task = self.arrays()
+        c, t = conn[ids], task[ids]
+        is_conn = t < 0
+        names = self.connectors
+        connectors = [names[i] for i in np.sort(c[is_conn]).tolist()]
+        c, t = c[~is_conn], t[~is_conn]
+        tasks = []
+        if c.shape[0]:
+            order = np.lexsort((t, c))
+            c, t = c[order], t[order]
+            bounds = (np.flatnonzero(c[1:] != c[:-1]) + 1).tolist()
+            prev = 0
+            for b in [*bounds, c.shape[0]]:
+                tasks.append(tasks_cls(connector=names[int(c[prev])], task_ids=t[prev:b].tolist()))
+                prev = b
+        return cat_cls(connectors=connectors, tasks=tasks)
+
+    def to_dict(self, ids: np.ndarray) -> dict:
+        """{"connectors": [...], "tasks": {connector: [tasks]}} for describe."""
+        cat = self.to_wire(ids, _Plain, _PlainTasks)
+        return {"connectors": cat.connectors, "tasks": {t.connector: t.task_ids for t in cat.tasks}}
+
+    def record(self) -> wire.ConnectGroupUnitsValue:
+        return wire.ConnectGroupUnitsValue(connectors=list(self.connectors), units_connector=list(self.unit_conn),
+                                           units_task=list(self.unit_task))
+
+    def restore(self, v: wire.ConnectGroupUnitsValue) -> None:
+        if len(v.units_connector) != len(v.units_task):
+            raise ValueError("the unit table's arrays differ in length")
+        for name in v.connectors:
+            self._connector(name)
+        if len(self.connectors) != len(v.connectors):
+            raise ValueError("a connector appears twice in the unit table")
+        for c, task in zip(v.units_connector, v.units_task, strict=True):
+            if not 0 <= c < len(self.connectors):
+                raise ValueError(f"unit {len(self.unit_conn)} names connector {c}, outside the table")
+            if task < 0:
+                if self.conn_unit[c] >= 0:
+                    raise ValueError(f"connector {self.connectors[c]!r} appears twice in the unit table")
+                self.conn_unit[c] = self._new(c, -1)
+            else:
+                if task in self.task_units[c]:
+                    raise ValueError(f"task {task} of {self.connectors[c]!r} appears twice in the unit table")
+                self.task_units[c][task] = self._new(c, task)
+
+
+@dataclass
+class _Plain:
+    connectors: list
+    tasks: list
+
+
+@dataclass
+class _PlainTasks:
+    connector: str
+    task_ids: list
+
+
+@dataclass
+class Rebalance:
+    """One group epoch bump and its reason (KIP-800), for describe."""
+
+    group_epoch: int
+    time_ms: int
+    reason: str
+
+
+def _assignor_tuple(a) -> tuple:
+    return a.name, a.minimum_version, a.maximum_version, a.reason, a.version, bytes(a.metadata)
+
+
+class ConnectGroup(ConnectGroupCore):
+    GROUP_TYPE = "connect"
+    RECORD_TYPES = (R.CONNECT_GROUP_METADATA, R.CONNECT_GROUP_UNITS, R.CONNECT_GROUP_MEMBER_METADATA,
+                    R.CONNECT_GROUP_TARGET_ASSIGNMENT_METADATA, R.CONNECT_GROUP_TARGET_ASSIGNMENT_MEMBER,
+                    R.CONNECT_GROUP_CURRENT_MEMBER_ASSIGNMENT)
+
+    def __init__(self, group_id: str, config: GroupConfig, timers: Timers, store: RecordSink,
+                 topics: TopicCatalogue | None = None) -> None:
+        self.group_id = group_id
+        self.config = config
+        self.timers = timers
+        self.store = store
+        self.group_epoch = 0
+        self.assignment_epoch = 0
+        self.members: dict[str, ConnectMember] = {}
+        self.static: dict[str, str] = {}
+        self.units = UnitTable()
+        self.epochs = PartitionEpochs(np.zeros(2, dtype=np.int64))
+        self.target = TargetAssignment()
+        self.target_meta: dict[str, tuple[int, bytes]] = {}  # member -> (version, metadata) of its target
+        self.assignor_name: str | None = None  # the assignor the installed target was computed with
+        self.assignor_state: bytes | None = None
+        self.delay_deadline_ms = -1  # wall clock ms of the scheduled delay's end, -1: none
+        self.departed: dict[str, tuple[str | None, np.ndarray]] = {}  # since the last Install: (instance, units)
+        self.computing: str | None = None  # the member asked to compute
+        self.prepared = False  # it called Prepare (stop setting ShouldComputeAssignment)
+        self.last_computing: str | None = None
+        self.mismatches: dict[str, int] = {}  # member -> CONFIG_MISMATCH installs since it was chosen
+        self.excluded: set[str] = set()  # members passed over after a lease expired or two mismatches
+        self.joins = 0  # arrival counter
+        self._negotiated: tuple[str | None, int, int, int] | None = None  # cache of negotiated()
+        self.history: deque[Rebalance] = deque(maxlen=config.group_rebalance_history_size)
+        self.dead = False
+        self.member_timers = MemberTimers(timers, self.on_member_timer)
+        self._loaded: list[R.Record] = []
+        self.init_core(timers.heap, timers.clock.now_ms, config.group_connect_session_timeout_ms,
+                       config.group_connect_heartbeat_interval_ms, wire.ConnectGroupHeartbeatResponse)
+
+    # ---- what the router, the offsets and the store ask of any group --------------------------------------------
+
+    @property
+    def state_name(self) -> str:
+        if self.dead:
+            return "Dead"
+        if not self.members:
+            return "Empty"
+        if self.group_epoch > self.assignment_epoch:
+            return "Assigning"
+        for m in self.members.values():
+            if m.state != STABLE or m.member_epoch != self.assignment_epoch:
+                return "Reconciling"
+        return "Stable"
+
+    @property
+    def is_dead(self) -> bool:
+        return self.dead
+
+    def is_empty(self) -> bool:
+        return not self.members
+
+    def listed(self) -> wire.ListGroupsResponseListedGroup:
+        return wire.ListGroupsResponseListedGroup(group_id=self.group_id, protocol_type=CONNECT_PROTOCOL_TYPE,
+                                                  group_state=self.state_name, group_type=self.GROUP_TYPE)
+
+    def described(self, version: int) -> wire.DescribeGroupsResponseDescribedGroup:
+        # DescribeGroups is the classic API: a connect group is answered as Kafka answers any non-classic group.
+        return wire.DescribeGroupsResponseDescribedGroup(
+            error_code=E.GROUP_ID_NOT_FOUND if version >= 6 else E.NONE, group_id=self.group_id, group_state="Dead",
+            error_message=f"Group {self.group_id} is not a classic group." if version >= 6 else None)
+
+    def validate_offset_commit(self, member_id: str, instance_id: str | None, member_epoch: int,
+                               version: int = 9) -> int:
+        return E.GROUP_ID_NOT_FOUND  # workers commit no group offsets (D20)
+
+    def validate_offset_fetch(self, member_id: str | None, member_epoch: int) -> int:
+        return E.GROUP_ID_NOT_FOUND
+
+    def validate_offset_delete(self) -> int:
+        return E.GROUP_ID_NOT_FOUND
+
+    def validate_delete(self) -> int:
+        if self.dead:
+            return E.GROUP_ID_NOT_FOUND
+        return E.NONE if not self.members else E.NON_EMPTY_GROUP
+
+    def subscribed_topics(self) -> set[str]:
+        return set()
+
+    # classic APIs addressed to a connect group: its members are not classic members
+    def join(self, req, version: int, client_id: str, client_host: str):
+        return Reply(wire.JoinGroupResponse(error_code=E.INCONSISTENT_GROUP_PROTOCOL, member_id=req.member_id,
+                                            generation_id=-1, protocol_name="" if version < 7 else None))
+
+    def sync(self, req, version: int):
+        return Reply(wire.SyncGroupResponse(error_code=E.UNKNOWN_MEMBER_ID))
+
+    def heartbeat(self, member_id: str, instance_id: str | None, generation: int) -> int:
+        return E.UNKNOWN_MEMBER_ID
+
+    def leave(self, members: list) -> tuple[int, list[int]]:
+        """LeaveGroup from an admin (kcoord remove-members, Kafka's admin client): each named worker is fenced."""
+        results = []
+        for member_id, iid, reason in members:
+            if member_id == "":
+                mid = self.static.get(iid) if iid is not None else None
+                m = self.members.get(mid) if mid is not None else None
+            else:
+                m = self.members.get(member_id)
+                if m is not None and iid is not None and m.instance_id != iid:
+                    results.append(E.FENCED_INSTANCE_ID)
+                    continue
+            if m is None:
+                results.append(E.UNKNOWN_MEMBER_ID)
+                continue
+            self.fence(m, f"member {m.member_id} was removed by an admin" + (f": {reason}" if reason else ""))
+            results.append(E.NONE)
+        return E.NONE, results
+
+    # ---- ConnectGroupHeartbeat -----------------------------------------------------------------------------------
+
+    @staticmethod
+    def fail(error: int, message: str) -> wire.ConnectGroupHeartbeatResponse:
+        return wire.ConnectGroupHeartbeatResponse(error_code=error, error_message=message)
+
+    def connect_heartbeat(self, req: wire.ConnectGroupHeartbeatRequest, client_id: str, client_host: str) \
+            -> wire.ConnectGroupHeartbeatResponse:
+        """One heartbeat (the request passed validate_heartbeat and quick_heartbeat did not answer it): leave, or
+        find (or make) the worker, apply what changed, bump the group epoch if an assignment input moved, make sure
+        a worker is computing if one is owed, reconcile, re-arm the session, answer."""
+        epoch = req.member_epoch
+        if epoch == LEAVE_EPOCH or epoch == TEMPORARY_LEAVE_EPOCH:
+            return self.connect_leave(req)
+        member_id = req.member_id
+        new = False
+        m = None
+        if req.instance_id is None:
+            m = self.members.get(member_id)
+            if m is None and epoch != JOIN_EPOCH:
+                return self.fail(E.UNKNOWN_MEMBER_ID, f"Member {member_id} is not a member of group {self.group_id}.")
+        else:
+            holder_id = self.static.get(req.instance_id)
+            holder = self.members.get(holder_id) if holder_id is not None else None
+            if epoch != JOIN_EPOCH:
+                if holder is None:
+                    return self.fail(E.UNKNOWN_MEMBER_ID, f"Instance id {req.instance_id} is unknown.")
+                if holder.member_id != member_id:
+                    return self.fail(E.FENCED_INSTANCE_ID, f"Static member {member_id} with instance id "
+                                     f"{req.instance_id} was fenced by member {holder.member_id}.")
+                m = holder
+            elif holder is None:
+                m = self.members.get(member_id)
+            elif holder.member_id == member_id:
+                m = holder
+            elif holder.member_epoch != TEMPORARY_LEAVE_EPOCH:
+                return self.fail(E.UNRELEASED_INSTANCE_ID, f"Static member {holder.member_id} with instance id "
+                                 f"{req.instance_id} is not released yet.")
+            else:
+                problem = self._negotiation_problem(req.client_assignors, exclude=holder.member_id)
+                if problem is not None:
+                    return self.fail(E.UNSUPPORTED_ASSIGNOR, problem)
+                m = self.replace_static_member(holder, member_id)
+        if m is None:
+            if len(self.members) >= self.config.group_connect_max_size:
+                return self.fail(E.GROUP_MAX_SIZE_REACHED, "The connect group has reached its maximum capacity of "
+                                 f"{self.config.group_connect_max_size} members.")
+            m, new = ConnectMember(member_id), True
+        elif epoch != JOIN_EPOCH and epoch != m.member_epoch:
+            if not (epoch == m.previous_member_epoch and req.connectors_and_tasks is not None and
+                    np.isin(self.units.lookup(req.connectors_and_tasks), m.assigned, assume_unique=True).all()):
+                return self.fail(E.FENCED_MEMBER_EPOCH, f"The member epoch {epoch} is fenced; the member is at epoch "
+                                 f"{m.member_epoch}.")
+        if req.client_assignors is not None:
+            problem = self._negotiation_problem(req.client_assignors, exclude=m.member_id)
+            if problem is not None:
+                return self.fail(E.UNSUPPORTED_ASSIGNOR, problem)
+        # Epoch 0 from a known member is a rejoin (KAFKA-19233): it is answered in full, its units as they are.
+        reason = self.update_member(m, req, client_id, client_host, new)
+        if reason is not None:
+            self.bump(reason)
+        self.owe_computation()
+        before, delivered = m.assigned, m.delivered
+        if not (m.state == STABLE and m.member_epoch == self.assignment_epoch):
+            self.reconcile(m, req.connectors_and_tasks)
+        self.arm_session(m)
+        full = epoch == JOIN_EPOCH or (req.rebalance_timeout_ms != -1 and req.client_assignors is not None and
+                                       req.connectors_and_tasks is not None)
+        return self.response(m, full or m.assigned is not before or m.delivered is not delivered)
+
+    def reconcile_heartbeat(self, m: ConnectMember, req: wire.ConnectGroupHeartbeatRequest) \
+            -> wire.ConnectGroupHeartbeatResponse:
+        """quick_heartbeat's way out for a member with a step to make."""
+        before, delivered = m.assigned, m.delivered
+        self.reconcile(m, req.connectors_and_tasks)
+        return self.response(m, m.assigned is not before or m.delivered is not delivered)
+
+    def response(self, m: ConnectMember, with_assignment: bool) -> wire.ConnectGroupHeartbeatResponse:
+        assignment = None
+        if with_assignment:
+            version, metadata = m.delivered if m.delivered is not None else (-1, b"")
+            assignment = wire.ConnectGroupHeartbeatResponseAssignment(
+                error=0, connectors_and_tasks=self.units.to_wire(
+                    m.assigned, wire.ConnectGroupHeartbeatResponseConnectorsAndTasks,
+                    wire.ConnectGroupHeartbeatResponseConnectorTasks), version=version, metadata=metadata)
+        return wire.ConnectGroupHeartbeatResponse(
+            member_id=m.member_id, member_epoch=m.member_epoch, heartbeat_interval_ms=self.heartbeat_interval_ms,
+            should_compute_assignment=self.computing == m.member_id and not self.prepared,
+            assignor_version=self.negotiated()[1], assignment=assignment)
+
+    def update_member(self, m: ConnectMember, req: wire.ConnectGroupHeartbeatRequest, client_id: str,
+                      client_host: str, new: bool) -> str | None:
+        """Apply the request's non-null fields and stage the member's metadata if it changed. Returns the reason
+        the group epoch must move (an assignment input changed, D7), or None."""
+        changed = new or m.client_id != client_id or m.client_host != client_host
+        m.client_id, m.client_host = client_id, client_host
+        reason = None
+        if new:
+            self._negotiated = None
+            self.members[m.member_id] = m
+            m.session_key = self.member_timers.key(m.member_id, SESSION)
+            self.joins += 1
+            m.joined = self.joins
+            reason = f"member {m.member_id} joined"
+        if req.instance_id is not None and m.instance_id != req.instance_id:
+            m.instance_id, changed = req.instance_id, True
+            self.static[req.instance_id] = m.member_id
+        if req.rebalance_timeout_ms != -1 and m.rebalance_timeout_ms != req.rebalance_timeout_ms:
+            m.rebalance_timeout_ms, changed = req.rebalance_timeout_ms, True
+        if req.client_assignors is not None:
+            assignors = tuple(_assignor_tuple(a) for a in req.client_assignors)
+            if assignors != m.assignors:
+                old_ranges = [(a[0], a[1], a[2]) for a in m.assignors]
+                selected = self.negotiated()[0]
+                old_sel = next((a for a in m.assignors if a[0] == selected), None)
+                m.assignors, changed = assignors, True
+                self._negotiated = None
+                new_sel = next((a for a in assignors if a[0] == selected), None)
+                if reason is None:
+                    if old_ranges != [(a[0], a[1], a[2]) for a in assignors]:
+                        reason = f"member {m.member_id} changed its assignors"
+                    elif old_sel != new_sel:
+                        reason = f"member {m.member_id} updated its assignor's reason or metadata"
+        if changed:
+            self.stage_member_metadata(m)
+        return reason
+
+    # ---- the assignor and the version range (D9, D18) -------------------------------------------------------
+
+    def _selected_name(self, members: Iterable[ConnectMember]) -> str | None:
+        """The first assignor of the longest-standing member's list that every member supports."""
+        members = list(members)
+        if not members:
+            return None
+        eldest = min(members, key=lambda x: x.joined)
+        for a in eldest.assignors:
+            if all(any(b[0] == a[0] for b in x.assignors) for x in members):
+                return a[0]
+        return None
+
+    def negotiated(self) -> tuple[str | None, int, int, int]:
+        """(assignor name, V, lo, hi): the selected assignor and its version V, the highest of the intersection
+        [lo, hi] of every member's range; V is -1 when there is no member or no common assignor."""
+        if self._negotiated is not None:
+            return self._negotiated
+        name = self._selected_name(self.members.values())
+        if name is None:
+            return None, -1, -1, -1
+        lo, hi = -(2**15), 2**15
+        for x in self.members.values():
+            a = next(b for b in x.assignors if b[0] == name)
+            lo, hi = max(lo, a[1]), min(hi, a[2])
+        self._negotiated = (name, hi if lo <= hi else -1, lo, hi)
+        return self._negotiated
+
+    def _negotiation_problem(self, assignors, exclude: str) -> str | None:
+        """Why a worker with these ClientAssignors cannot be in this group (None if it can): no assignor in common
+        with the others, or a range that misses the intersection of theirs (UNSUPPORTED_ASSIGNOR)."""
+        others = [x for x in self.members.values() if x.member_id != exclude]
+        if not others:
+            return None
+        if assignors is None:
+            return None
+        mine = {a.name: a for a in assignors}
+        eldest = min(others, key=lambda x: x.joined)
+        for cand in eldest.assignors:
+            name = cand[0]
+            if name not in mine or not all(any(b[0] == name for b in x.assignors) for x in others):
+                continue
+            lo = max(next(b for b in x.assignors if b[0] == name)[1] for x in others)
+            hi = min(next(b for b in x.assignors if b[0] == name)[2] for x in others)
+            a = mine[name]
+            if max(lo, a.minimum_version) <= min(hi, a.maximum_version):
+                return None
+            return f"Assignor {name} versions [{a.minimum_version}, {a.maximum_version}] do not overlap the " \
+                   f"group's [{lo}, {hi}]."
+        names = ", ".join(a[0] for a in eldest.assignors)
+        return f"None of the ClientAssignors is supported by every member of the group (the group uses: {names})."
+
+    def select(self) -> ConnectMember | None:
+        """The worker to compute (D9): among members whose range contains V, one whose range covers every other
+        member's; else the one with the highest maximum; ties go to the last worker that computed, then to the
+        longest-standing. Members passed over (a lease expired, two mismatches) are chosen only if nobody else is
+        left."""
+        name, v, _, _ = self.negotiated()
+        if name is None or v < 0:
+            return None
+        ranges = {}
+        for x in self.members.values():
+            if x.member_epoch == TEMPORARY_LEAVE_EPOCH:
+                continue
+            a = next(b for b in x.assignors if b[0] == name)
+            ranges[x.member_id] = (a[1], a[2])
+        if not ranges:
+            return None
+        union = (min(r[0] for r in ranges.values()), max(r[1] for r in ranges.values()))
+        pool = [mid for mid in ranges if mid not in self.excluded] or list(ranges)
+        if self.excluded and len(pool) == len(ranges):
+            self.excluded.clear()
+
+        def rank(mid: str) -> tuple:
+            lo, hi = ranges[mid]
+            return (not (lo <= union[0] and hi >= union[1]), -hi, mid != self.last_computing,
+                    self.members[mid].joined)
+        return self.members[min(pool, key=rank)]
+
+    def owe_computation(self) -> None:
+        """If the group epoch is past the assignment epoch and no worker is computing, choose one and start its
+        lease (its rebalance timeout)."""
+        if self.group_epoch <= self.assignment_epoch or (self.computing is not None and
+                                                           self.computing in self.members):
+            return
+        m = self.select()
+        self.computing, self.prepared = (m.member_id, False) if m is not None else (None, False)
+        if m is not None:
+            self.last_computing = m.member_id
+            self.member_timers.arm(GROUP_TIMER, COMPUTE, max(m.rebalance_timeout_ms, 0))
+        else:
+            self.member_timers.cancel(GROUP_TIMER, COMPUTE)
+
+    def _rotate(self, reason: str) -> None:
+        """The computing worker is passed over (lease expired, mismatches) or gone: pick another at once."""
+        if self.computing is not None:
+            self.excluded.add(self.computing)
+        self.computing, self.prepared = None, False
+        self.mismatches.clear()
+        self.owe_computation()
+
+    # ---- Prepare / Install --------------------------------------------------------------------------------------
+
+    def _compute_member(self, member_id: str, member_epoch: int) -> tuple[ConnectMember | None, int, str]:
+        m = self.members.get(member_id)
+        if m is None:
+            return None, E.UNKNOWN_MEMBER_ID, f"Member {member_id} is not a member of group {self.group_id}."
+        if member_epoch != m.member_epoch:
+            return None, E.STALE_MEMBER_EPOCH, f"The member epoch {member_epoch} is stale; the member is at epoch " \
+                                               f"{m.member_epoch}."
+        if self.computing != member_id:
+            return None, E.UNKNOWN_MEMBER_ID, f"Member {member_id} was not asked to compute the assignment."
+        return m, E.NONE, ""
+
+    def prepare(self, req: wire.ConnectGroupPrepareAssignmentRequest) -> wire.ConnectGroupPrepareAssignmentResponse:
+        m, error, message = self._compute_member(req.member_id, req.member_epoch)
+        if m is None:
+            return wire.ConnectGroupPrepareAssignmentResponse(error_code=error, error_message=message)
+        self.prepared = True
+        name, v, _, _ = self.negotiated()
+        units = self.units
+        cat, tasks = wire.ConnectGroupPrepareAssignmentResponseConnectorsAndTasks, \
+            wire.ConnectGroupPrepareAssignmentResponseConnectorTasks
+        members = []
+        for x in self.members.values():
+            a = next(b for b in x.assignors if b[0] == name)
+            tv, tm = self.target_meta.get(x.member_id, (-1, b""))
+            members.append(wire.ConnectGroupPrepareAssignmentResponseMember(
+                member_id=x.member_id, member_epoch=x.member_epoch, instance_id=x.instance_id, minimum_version=a[1],
+                maximum_version=a[2], reason=a[3], metadata=a[5],
+                target=units.to_wire(self.target.get(x.member_id), cat, tasks), target_version=tv,
+                target_metadata=tm))
+        departed = [wire.ConnectGroupPrepareAssignmentResponseDepartedMember(
+            member_id=mid, instance_id=iid, target=units.to_wire(ids, cat, tasks))
+            for mid, (iid, ids) in self.departed.items()]
+        return wire.ConnectGroupPrepareAssignmentResponse(
+            group_epoch=self.group_epoch, assignor_name=name or "", assignor_version=v,
+            assignor_state=self.assignor_state, delay_remaining_ms=self.delay_remaining_ms(), members=members,
+            departed_members=departed)
+
+    def delay_remaining_ms(self) -> int:
+        if self.delay_deadline_ms < 0:
+            return -1
+        return int(min(max(self.delay_deadline_ms - self.timers.clock.wall_ms(), 0), 2**31 - 1))
+
+    def install(self, req: wire.ConnectGroupInstallAssignmentRequest) -> wire.ConnectGroupInstallAssignmentResponse:
+        def fail(error: int, message: str) -> wire.ConnectGroupInstallAssignmentResponse:
+            return wire.ConnectGroupInstallAssignmentResponse(error_code=error, error_message=message)
+
+        m, error, message = self._compute_member(req.member_id, req.member_epoch)
+        if m is None:
+            return fail(error, message)
+        if req.group_epoch != self.group_epoch:
+            return fail(E.REBALANCE_IN_PROGRESS, f"The assignment was computed for group epoch {req.group_epoch}; "
+                        f"the group is at epoch {self.group_epoch}.")
+        if req.error == CONFIG_MISMATCH:
+            # The worker's config is behind: keep the current target, ask again at its next heartbeat, and after a
+            # second mismatch ask another worker (D12).
+            self.mismatches[m.member_id] = self.mismatches.get(m.member_id, 0) + 1
+            self.prepared = False
+            if self.mismatches[m.member_id] >= 2:
+                self._rotate("config mismatch")
+            return fail(E.NONE, None)
+        if req.error != 0:
+            return fail(E.INVALID_REQUEST, f"Error {req.error} is not a known Install error (0, or 1 CONFIG_MISMATCH).")
+        if req.assignment_delay_ms < 0:
+            return fail(E.INVALID_REQUEST, "AssignmentDelayMs can't be negative.")
+        rows: dict[str, int] = {}
+        for i, x in enumerate(req.members):
+            if x.member_id not in self.members:
+                return fail(E.INVALID_REQUEST, f"Member {x.member_id} is not a member of group {self.group_id}.")
+            if x.member_id in rows:
+                return fail(E.INVALID_REQUEST, f"Member {x.member_id} is listed twice.")
+            rows[x.member_id] = i
+        units = self.units
+        mark = units.mark()
+        try:
+            per = [units.intern(x.connectors_and_tasks) for x in req.members]
+        except ValueError as e:
+            units.rollback(mark)
+            return fail(E.INVALID_REQUEST, f"Invalid unit: {e}.")
+        lens = np.fromiter((len(p) for p in per), dtype=np.int64, count=len(per))
+        flat = np.fromiter((u for p in per for u in p), dtype=np.int32, count=int(lens.sum())) if per else _NONE
+        if flat.shape[0] and np.bincount(flat).max() > 1:
+            twice = int(np.flatnonzero(np.bincount(flat) > 1)[0])
+            owner_rows = np.repeat(np.arange(len(per)), lens)[flat == twice]
+            names = units.to_dict(np.array([twice], dtype=np.int32))
+            units.rollback(mark)
+            return fail(E.INVALID_REQUEST, f"Unit {names} is assigned to more than one member "
+                        f"({', '.join(req.members[int(r)].member_id for r in owner_rows[:2])}).")
+        # Valid: from here on nothing fails. The unit table grows, the target is replaced.
+        grown = len(units) > mark[1]
+        if grown:
+            self.epochs.grow(np.array([0, len(units)], dtype=np.int64))
+        ids = list(self.members)
+        indptr = np.zeros(len(ids) + 1, dtype=np.int64)
+        sorted_rows = []
+        for i, mid in enumerate(ids):
+            r = rows.get(mid)
+            row = np.sort(np.asarray(per[r], dtype=np.int32)) if r is not None and per[r] else _NONE
+            sorted_rows.append(row)
+            indptr[i + 1] = indptr[i] + row.shape[0]
+        new_flat = np.concatenate(sorted_rows).astype(np.int32, copy=False) if sorted_rows else _NONE
+        old_indptr, old = self.target.rows_for(ids)
+        self.target.set(ids, indptr, new_flat)
+        meta = {x.member_id: (x.version, bytes(x.metadata)) for x in req.members}
+        changed = csr_changed(old_indptr, old, indptr, new_flat)
+        store = self.store
+        if store.persistent and grown:
+            store.stage(R.connect_units_key(self.group_id), R.connect_value(units.record()))
+        for i, mid in enumerate(ids):
+            mv = meta.get(mid, (-1, b""))
+            if changed[i] or self.target_meta.get(mid) != mv:
+                self.target_meta[mid] = mv
+                self.stage_target_member(mid, new_flat[indptr[i]:indptr[i + 1]], mv)
+        self.assignment_epoch = self.group_epoch
+        self.assignor_name, v = self.negotiated()[:2]
+        self.assignor_version = v
+        self.assignor_state = bytes(req.assignor_state) if req.assignor_state is not None else None
+        self.departed.clear()
+        delay = min(req.assignment_delay_ms, self.config.group_connect_max_assignment_delay_ms)
+        if delay > 0:
+            self.delay_deadline_ms = self.timers.clock.wall_ms() + delay
+            self.member_timers.arm(GROUP_TIMER, DELAY, delay)
+        else:
+            self.delay_deadline_ms = -1
+            self.member_timers.cancel(GROUP_TIMER, DELAY)
+        self.computing, self.prepared = None, False
+        self.mismatches.clear()
+        self.excluded.clear()
+        self.member_timers.cancel(GROUP_TIMER, COMPUTE)
+        self.stage_target_metadata()
+        self.stage_group()
+        return fail(E.NONE, None)
+
+    # ---- membership changes ---------------------------------------------------------------------------------
+
+    def replace_static_member(self, old: ConnectMember, member_id: str) -> ConnectMember:
+        """A static worker back under a new member id after its -2: it takes over the old one's units, target and
+        epoch 0 without a group epoch bump (as a KIP-848 static member does)."""
+        m = old.copy_as(member_id)
+        m.member_epoch = m.previous_member_epoch = 0
+        target = self.target.get(old.member_id)
+        self.target.rename(old.member_id, member_id)
+        if old.member_id in self.target_meta:
+            self.target_meta[member_id] = self.target_meta.pop(old.member_id)
+        if self.computing == old.member_id:
+            self.computing, self.prepared = member_id, False
+        self.remove_member(old, reason=None, departed=False)
+        self.members[member_id] = m
+        self._negotiated = None
+        self.static[m.instance_id] = member_id
+        m.session_key = self.member_timers.key(member_id, SESSION)
+        self._hold(m)
+        self.stage_member_metadata(m)
+        self.stage_target_member(member_id, target, self.target_meta.get(member_id, (-1, b"")))
+        self.stage_current_assignment(m)
+        return m
+
+    def connect_leave(self, req: wire.ConnectGroupHeartbeatRequest) -> wire.ConnectGroupHeartbeatResponse:
+        epoch = req.member_epoch
+        if req.instance_id is not None:
+            holder_id = self.static.get(req.instance_id)
+            if holder_id is None:
+                return self.fail(E.UNKNOWN_MEMBER_ID, f"Instance id {req.instance_id} is unknown.")
+            if holder_id != req.member_id:
+                return self.fail(E.FENCED_INSTANCE_ID, f"Static member {req.member_id} with instance id "
+                                 f"{req.instance_id} was fenced by member {holder_id}.")
+        m = self.members.get(req.member_id)
+        if m is None:
+            return self.fail(E.UNKNOWN_MEMBER_ID, f"Member {req.member_id} is not a member of group {self.group_id}.")
+        if epoch == TEMPORARY_LEAVE_EPOCH:
+            # away for now: it keeps its units and target; no bump, no computation (D4)
+            self._release(m)
+            m.previous_member_epoch, m.member_epoch = m.member_epoch, TEMPORARY_LEAVE_EPOCH
+            m.pending = _NONE
+            self._hold(m)
+            m.rebalance_armed_epoch = -1
+            self.member_timers.cancel(m.member_id, REBALANCE)
+            self.stage_current_assignment(m)
+            if self.computing == m.member_id:
+                self._rotate("the computing worker left for now")
+        else:
+            self.fence(m, f"member {m.member_id} left the group")
+        return wire.ConnectGroupHeartbeatResponse(member_id=req.member_id, member_epoch=epoch,
+                                                  heartbeat_interval_ms=self.heartbeat_interval_ms)
+
+    def fence(self, m: ConnectMember, reason: str) -> None:
+        self.remove_member(m, reason=reason, departed=True)
+
+    def remove_member(self, m: ConnectMember, *, reason: str | None, departed: bool) -> None:
+        """A worker leaves, is fenced or is replaced: tombstones (current assignment, target, metadata), its units
+        freed, its timers gone; its target is remembered as departed (the next Prepare reports it) and, unless it is
+        being replaced, the group epoch is bumped."""
+        self._release(m)
+        store = self.store
+        if store.persistent:
+            store.stage(R.connect_current_assignment_key(self.group_id, m.member_id), None)
+            store.stage(R.connect_target_member_key(self.group_id, m.member_id), None)
+            store.stage(R.connect_member_key(self.group_id, m.member_id), None)
+        if departed:
+            held = self.target.get(m.member_id)
+            if held.shape[0]:
+                self.departed[m.member_id] = (m.instance_id, held)
+        del self.members[m.member_id]
+        self._negotiated = None
+        self.target.pop(m.member_id)
+        self.target_meta.pop(m.member_id, None)
+        self.excluded.discard(m.member_id)
+        self.mismatches.pop(m.member_id, None)
+        if m.instance_id is not None and self.static.get(m.instance_id) == m.member_id:
+            del self.static[m.instance_id]
+        for kind in (SESSION, REBALANCE):
+            self.member_timers.release(m.member_id, kind)
+        if reason is not None:
+            self.bump(reason)
+            if self.computing == m.member_id:
+                self.computing = None
+                self.owe_computation()
+        if not self.members:
+            self.member_timers.cancel(GROUP_TIMER, COMPUTE)
+            self.computing = None
+
+    def bump(self, reason: str) -> None:
+        self.group_epoch += 1
+        self.history.append(Rebalance(self.group_epoch, self.timers.clock.wall_ms(), reason))
+        self.stage_group()
+
+    # ---- reconciliation -----------------------------------------------------------------------------------------
+
+    def reconcile(self, m: ConnectMember, owned) -> None:
+        """One compiled CurrentAssignmentBuilder step over the unit epoch table (_assign.step, shared with consumer
+        groups); the assignment's Version and Metadata are the target's once the member reaches its epoch."""
+        ids = None if owned is None else self.units.lookup(owned)
+        target = self.target
+        r = _assign.step(self.epochs, m.state, m.member_epoch, m.previous_member_epoch, self.assignment_epoch,
+                         m.assigned, m.pending, target.indptr, target.flat, target.row.get(m.member_id, -1),
+                         _ONE_TOPIC, ids, None, False)
+        if not r.changed or r.error:
+            return
+        m.state, m.member_epoch, m.previous_member_epoch = r.state, r.member_epoch, r.previous_member_epoch
+        m.assigned, m.pending = r.assigned, r.pending_revocation
+        if m.member_epoch == self.assignment_epoch:
+            meta = self.target_meta.get(m.member_id, (-1, b""))
+            if m.delivered != meta:
+                m.delivered = meta
+        self.stage_current_assignment(m)
+        if m.state == UNREVOKED:
+            m.rebalance_armed_epoch = m.member_epoch
+            self.member_timers.arm(m.member_id, REBALANCE, max(m.rebalance_timeout_ms, 0))
+        elif m.rebalance_armed_epoch != -1:
+            m.rebalance_armed_epoch = -1
+            self.member_timers.cancel(m.member_id, REBALANCE)
+
+    def _release(self, m: ConnectMember) -> None:
+        if m.assigned.shape[0]:
+            self.epochs.remove(m.assigned, m.member_epoch)
+        if m.pending.shape[0]:
+            self.epochs.remove(m.pending, m.member_epoch)
+
+    def _hold(self, m: ConnectMember) -> None:
+        if m.assigned.shape[0]:
+            self.epochs.add(m.assigned, m.member_epoch)
+        if m.pending.shape[0]:
+            self.epochs.add(m.pending, m.member_epoch)
+
+    # ---- timers -------------------------------------------------------------------------------------------------
+
+    def arm_session(self, m: ConnectMember) -> None:
+        self.timers.heap.schedule(m.session_key, self.timers.clock.now_ms() +
+                                  self.config.group_connect_session_timeout_ms)
+
+    def on_member_timer(self, member_id: str, kind: str) -> None:
+        if member_id == GROUP_TIMER:
+            if kind == COMPUTE and self.computing is not None and self.group_epoch > self.assignment_epoch:
+                self._rotate("the compute lease expired")  # the slow worker is not fenced (D8)
+            elif kind == DELAY:
+                self.delay_deadline_ms = -1
+                self.bump("the scheduled rebalance delay ended")
+                self.owe_computation()
+            return
+        m = self.members.get(member_id)
+        if m is None:
+            return
+        if kind == SESSION:
+            self.fence(m, f"member {member_id} was fenced: its session timed out")
+        elif m.state == UNREVOKED and m.member_epoch == m.rebalance_armed_epoch:
+            self.fence(m, f"member {member_id} was fenced: it did not revoke its units within its rebalance "
+                          "timeout")
+
+    # ---- records ------------------------------------------------------------------------------------------------
+
+    def stage_group(self) -> None:
+        if self.store.persistent:
+            self.store.stage(R.connect_group_key(self.group_id), R.connect_value(wire.ConnectGroupMetadataValue(
+                epoch=self.group_epoch, assignor_state=self.assignor_state, delay_deadline_ms=self.delay_deadline_ms,
+                departed_members=[wire.ConnectGroupMetadataValueDepartedMember(
+                    member_id=mid, instance_id=iid, units=ids.tolist()) for mid, (iid, ids) in self.departed.items()])))
+
+    def stage_member_metadata(self, m: ConnectMember) -> None:
+        if self.store.persistent:
+            self.store.stage(R.connect_member_key(self.group_id, m.member_id), R.connect_value(
+                wire.ConnectGroupMemberMetadataValue(
+                    instance_id=m.instance_id, client_id=m.client_id, client_host=m.client_host,
+                    rebalance_timeout_ms=m.rebalance_timeout_ms, joined=m.joined, client_assignors=[
+                        wire.ConnectGroupMemberMetadataValueAssignor(
+                            name=a[0], minimum_version=a[1], maximum_version=a[2], reason=a[3], version=a[4],
+                            metadata=a[5]) for a in m.assignors])))
+
+    def stage_target_member(self, member_id: str, ids: np.ndarray, meta: tuple[int, bytes]) -> None:
+        if self.store.persistent:
+            self.store.stage(R.connect_target_member_key(self.group_id, member_id), R.connect_value(
+                wire.ConnectGroupTargetAssignmentMemberValue(units=ids.tolist(), version=meta[0], metadata=meta[1])))
+
+    def stage_target_metadata(self) -> None:
+        if self.store.persistent:
+            self.store.stage(R.connect_target_metadata_key(self.group_id), R.connect_value(
+                wire.ConnectGroupTargetAssignmentMetadataValue(
+                    assignment_epoch=self.assignment_epoch, assignor_name=self.assignor_name,
+                    assignor_version=self.assignor_version)))
+
+    def stage_current_assignment(self, m: ConnectMember) -> None:
+        if self.store.persistent:
+            self.store.stage(R.connect_current_assignment_key(self.group_id, m.member_id), R.connect_value(
+                wire.ConnectGroupCurrentMemberAssignmentValue(
+                    member_epoch=m.member_epoch, previous_member_epoch=m.previous_member_epoch, state=m.state,
+                    assigned=m.assigned.tolist(), pending_revocation=m.pending.tolist())))
+
+    def record_keys(self) -> Iterable[bytes]:
+        g = self.group_id
+        keys = [R.connect_current_assignment_key(g, mid) for mid in self.members]
+        keys += [R.connect_target_member_key(g, mid) for mid in self.target]
+        keys.append(R.connect_target_metadata_key(g))
+        keys += [R.connect_member_key(g, mid) for mid in self.members]
+        keys += [R.connect_units_key(g), R.connect_group_key(g)]
+        return keys
+
+    def replay(self, record: R.Record) -> None:
+        self._loaded.append(record)
+
+    def on_loaded(self) -> None:
+        """Rebuild the group from its records: the unit table first (every other record names unit ids), then the
+        members, their targets and current assignments; check every id against the table and every unit against
+        the epoch table (a unit held twice is refused); arm the timers, including the scheduled delay."""
+        records, self._loaded = self._loaded, []
+        targets: dict[str, wire.ConnectGroupTargetAssignmentMemberValue] = {}
+        current: dict[str, wire.ConnectGroupCurrentMemberAssignmentValue] = {}
+        group = None
+        for rec in records:
+            v = rec.value
+            if rec.type == R.CONNECT_GROUP_UNITS:
+                self.units.restore(v)
+            elif rec.type == R.CONNECT_GROUP_METADATA:
+                group = v
+            elif rec.type == R.CONNECT_GROUP_TARGET_ASSIGNMENT_METADATA:
+                self.assignment_epoch, self.assignor_name = v.assignment_epoch, v.assignor_name
+                self.assignor_version = v.assignor_version
+            elif rec.type == R.CONNECT_GROUP_MEMBER_METADATA:
+                m = ConnectMember(rec.key.member_id)
+                m.instance_id, m.client_id, m.client_host = v.instance_id, v.client_id, v.client_host
+                m.rebalance_timeout_ms, m.joined = v.rebalance_timeout_ms, v.joined
+                m.assignors = tuple(_assignor_tuple(a) for a in v.client_assignors)
+                self.members[m.member_id] = m
+                self.joins = max(self.joins, m.joined)
+            elif rec.type == R.CONNECT_GROUP_TARGET_ASSIGNMENT_MEMBER:
+                targets[rec.key.member_id] = v
+            elif rec.type == R.CONNECT_GROUP_CURRENT_MEMBER_ASSIGNMENT:
+                current[rec.key.member_id] = v
+        self._negotiated = None
+        n = len(self.units)
+        self.epochs.grow(np.array([0, n], dtype=np.int64))
+
+        def ids_of(lst: list[int], what: str) -> np.ndarray:
+            a = np.asarray(lst, dtype=np.int32)
+            if a.shape[0] and (a.min() < 0 or a.max() >= n):
+                raise ValueError(f"{what} names a unit outside the unit table")
+            return np.unique(a) if a.shape[0] else _NONE
+
+        if group is not None:
+            self.group_epoch = group.epoch
+            self.assignor_state = group.assignor_state
+            self.delay_deadline_ms = group.delay_deadline_ms
+            self.departed = {d.member_id: (d.instance_id, ids_of(d.units, f"departed member {d.member_id}"))
+                             for d in group.departed_members}
+        elif self.members:
+            raise ValueError("members without the group record")
+        self.target.load({mid: ids_of(t.units, f"the target of {mid}") for mid, t in targets.items()
+                          if mid in self.members})
+        self.target_meta = {mid: (t.version, bytes(t.metadata)) for mid, t in targets.items() if mid in self.members}
+        for m in self.members.values():
+            if m.instance_id is not None:
+                self.static[m.instance_id] = m.member_id
+            a = current.get(m.member_id)
+            if a is not None:
+                m.member_epoch, m.previous_member_epoch, m.state = a.member_epoch, a.previous_member_epoch, a.state
+                m.assigned = ids_of(a.assigned, f"the assignment of {m.member_id}")
+                m.pending = ids_of(a.pending_revocation, f"the pending revocation of {m.member_id}")
+                if m.member_epoch == self.assignment_epoch:
+                    m.delivered = self.target_meta.get(m.member_id, (-1, b""))
+                self._hold(m)  # PartitionEpochError (a ValueError) if two members hold one unit
+            m.session_key = self.member_timers.arm(m.member_id, SESSION, self.config.group_connect_session_timeout_ms)
+            if m.state == UNREVOKED:
+                m.rebalance_armed_epoch = m.member_epoch
+                self.member_timers.arm(m.member_id, REBALANCE, max(m.rebalance_timeout_ms, 0))
+        if self.delay_deadline_ms >= 0:
+            self.member_timers.arm(GROUP_TIMER, DELAY, max(self.delay_remaining_ms(), 0))
+        self.owe_computation()
+
+    def unload(self) -> None:
+        self.member_timers.clear()
+        self.dead = True
+
+    # ---- ConnectGroupDescribe -----------------------------------------------------------------------------------
+
+    def connect_described(self) -> wire.ConnectGroupDescribeResponseDescribedGroup:
+        cat, tasks = wire.ConnectGroupDescribeResponseConnectorsAndTasks, wire.ConnectGroupDescribeResponseConnectorTasks
+        units = self.units
+        name, v, _, _ = self.negotiated()
+        members = []
+        for m in self.members.values():
+            a = next((b for b in m.assignors if b[0] == name), None)
+            members.append(wire.ConnectGroupDescribeResponseMember(
+                member_id=m.member_id, instance_id=m.instance_id, member_epoch=m.member_epoch,
+                state=MEMBER_STATES.get(m.state, str(m.state)), client_id=m.client_id, client_host=m.client_host,
+                minimum_version=a[1] if a else -1, maximum_version=a[2] if a else -1,
+                assignment=units.to_wire(m.assigned, cat, tasks),
+                target_assignment=units.to_wire(self.target.get(m.member_id), cat, tasks),
+                pending_revocation=units.to_wire(m.pending, cat, tasks)))
+        lease = -1
+        if self.computing is not None and self.member_timers.is_armed(GROUP_TIMER, COMPUTE):
+            k = self.member_timers.key(GROUP_TIMER, COMPUTE)
+            lease = max(int(self.timers.heap.deadline_of(k) - self.timers.clock.now_ms()), 0)
+        return wire.ConnectGroupDescribeResponseDescribedGroup(
+            unknown_tags=[(KCOORD_DESCRIBE_TAG, json.dumps(self.describe_extension(), separators=(",", ":")).encode())],
+            error_code=E.NONE, group_id=self.group_id, group_state=self.state_name, group_epoch=self.group_epoch,
+            assignment_epoch=self.assignment_epoch, assignor_name=name, assignor_version=v,
+            computing_member_id=self.computing, compute_remaining_ms=lease,
+            delay_remaining_ms=self.delay_remaining_ms(), members=members,
+            history=[wire.ConnectGroupDescribeResponseRebalance(group_epoch=h.group_epoch, timestamp_ms=h.time_ms,
+                                                                reason=h.reason) for h in self.history])
+
+    def describe_extension(self) -> dict:
+        """What `kcoord describe` shows beyond ConnectGroupDescribe: the installed assignor and version, and the
+        departed workers whose units wait for the next computation."""
+        return {"installed_assignor": self.assignor_name, "installed_version": self.assignor_version,
+                "departed": {mid: {"instance_id": iid, **self.units.to_dict(ids)}
+                             for mid, (iid, ids) in self.departed.items()}}
