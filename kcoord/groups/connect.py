@@ -73,14 +73,8 @@ def validate_heartbeat(req: wire.ConnectGroupHeartbeatRequest) -> tuple[int, str
         return E.INVALID_REQUEST, "InstanceId can't be null when MemberEpoch is -2."
     if req.server_assignor is not None:
         return E.INVALID_REQUEST, "Connect groups require ClientAssignors; ServerAssignor must be null."
-    if epoch == JOIN_EPOCH:
-        if req.rebalance_timeout_ms <= 0:
-            return E.INVALID_REQUEST, "RebalanceTimeoutMs must be provided in first request."
-        if not req.client_assignors:
-            return E.INVALID_REQUEST, "ClientAssignors must be provided in first request."
-        cat = req.connectors_and_tasks
-        if cat is not None and (cat.connectors or cat.tasks):
-            return E.INVALID_REQUEST, "ConnectorsAndTasks must be empty when (re-)joining."
+    if epoch == JOIN_EPOCH and req.client_assignors is not None and not req.client_assignors:
+        return E.INVALID_REQUEST, "ClientAssignors can't be empty."
     if req.client_assignors is not None:
         names = set()
         for a in req.client_assignors:
@@ -97,6 +91,20 @@ def validate_heartbeat(req: wire.ConnectGroupHeartbeatRequest) -> tuple[int, str
             if not a.minimum_version <= a.version <= a.maximum_version:
                 return E.INVALID_REQUEST, f"Assignor {a.name}: Version must lie within [MinimumVersion, " \
                                           "MaximumVersion]."
+    return None
+
+
+def join_problem(req: wire.ConnectGroupHeartbeatRequest) -> str | None:
+    """What a (re-)join must carry. Checked for a worker the group does not know, and for a known worker whose
+    epoch is past 0 (a rejoin): a worker that joined before any target was installed is still at epoch 0, and its
+    regular heartbeats say so."""
+    if req.rebalance_timeout_ms <= 0:
+        return "RebalanceTimeoutMs must be provided in first request."
+    if not req.client_assignors:
+        return "ClientAssignors must be provided in first request."
+    cat = req.connectors_and_tasks
+    if cat is not None and (cat.connectors or cat.tasks):
+        return "ConnectorsAndTasks must be empty when (re-)joining."
     return None
 
 
@@ -434,10 +442,16 @@ class ConnectGroup(ConnectGroupCore):
                 return self.fail(E.UNRELEASED_INSTANCE_ID, f"Static member {holder.member_id} with instance id "
                                  f"{req.instance_id} is not released yet.")
             else:
+                problem = join_problem(req)
+                if problem is not None:
+                    return self.fail(E.INVALID_REQUEST, problem)
                 problem = self._negotiation_problem(req.client_assignors, exclude=holder.member_id)
                 if problem is not None:
                     return self.fail(E.UNSUPPORTED_ASSIGNOR, problem)
                 m = self.replace_static_member(holder, member_id)
+        if (m is None or (epoch == JOIN_EPOCH and m.member_epoch != JOIN_EPOCH)) and \
+                (problem := join_problem(req)) is not None:
+            return self.fail(E.INVALID_REQUEST, problem)
         if m is None:
             if len(self.members) >= self.config.group_connect_max_size:
                 return self.fail(E.GROUP_MAX_SIZE_REACHED, "The connect group has reached its maximum capacity of "
@@ -836,11 +850,11 @@ class ConnectGroup(ConnectGroupCore):
             del self.static[m.instance_id]
         for kind in (SESSION, REBALANCE):
             self.member_timers.release(m.member_id, kind)
+        if self.computing == m.member_id:
+            self.computing, self.prepared = None, False
         if reason is not None:
             self.bump(reason)
-            if self.computing == m.member_id:
-                self.computing = None
-                self.owe_computation()
+            self.owe_computation()  # the computing worker went, or this departure calls for a computation
         if not self.members:
             self.member_timers.cancel(GROUP_TIMER, COMPUTE)
             self.computing = None
