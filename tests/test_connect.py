@@ -564,6 +564,19 @@ def test_connect_replay_roundtrip() -> None:
         h.restarted()
 
 
+def test_connect_record_types_are_private_and_distinct() -> None:
+    types = ConnectGroup.RECORD_TYPES
+    assert len(set(types)) == len(types) == 6
+    assert R.KCOORD_TOPIC not in types and min(types) > R.KCOORD_TOPIC > max(R.CONSUMER_RECORDS)
+    for t in types:  # every key decodes back to its own type
+        key = {R.CONNECT_GROUP_METADATA: R.connect_group_key("g"), R.CONNECT_GROUP_UNITS: R.connect_units_key("g"),
+               R.CONNECT_GROUP_MEMBER_METADATA: R.connect_member_key("g", "m"),
+               R.CONNECT_GROUP_TARGET_ASSIGNMENT_METADATA: R.connect_target_metadata_key("g"),
+               R.CONNECT_GROUP_TARGET_ASSIGNMENT_MEMBER: R.connect_target_member_key("g", "m"),
+               R.CONNECT_GROUP_CURRENT_MEMBER_ASSIGNMENT: R.connect_current_assignment_key("g", "m")}[t]
+        assert R.record_type(key) == t
+
+
 def test_connect_replay_refuses_a_unit_held_twice() -> None:
     h = H()
     two_workers(h)

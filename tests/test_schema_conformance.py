@@ -7,6 +7,9 @@ later (DescribeGroups v6, OffsetCommit/OffsetFetch v10, Metadata v13, and Produc
 are checked the same way against Kafka's own JSON files as bundled by kafka-python 3.0.12. ConsumerGroupDescribe v1
 (Kafka 4.0), which neither set has, is checked against the shared v0 schema with Kafka's v1 change applied to it
 (LATER below: the change as apache/kafka#17958 describes it, the field's place as franz-go's definition has it).
+
+kcoord's own messages (connect groups, kcoord.protocol.KCOORD_OWN) have no Kafka schema: they are checked instead
+to share neither a name nor an API key with any Kafka message (test_kcoord_own_messages_collide_with_nothing).
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from kcoord.protocol import BY_NAME, MESSAGES
+from kcoord.protocol import BY_NAME, KCOORD_OWN, MESSAGES
 from kcoord.protocol.dsl import INT_TYPES, Field, Message, Versions
 
 MISSING = object()
@@ -177,7 +180,32 @@ def compare(msg: Message, label: str, schema: dict, versions: range) -> None:
         assert msg.is_flexible(v) == (v in flex), f"{msg.name} v{v}: flexible differs from {label}"
 
 
-@pytest.mark.parametrize("msg", MESSAGES, ids=[m.name for m in MESSAGES])
+KAFKA_MESSAGES = [m for m in MESSAGES if m.name not in KCOORD_OWN]
+OWN_MESSAGES = [m for m in MESSAGES if m.name in KCOORD_OWN]
+# Kafka's API keys beyond the schema copies: trunk reaches 92 (DeleteShareGroupOffsets) and a KIP-1312 PR claims 94
+# (connect-groups.md D1); anything below 1000 is left to Kafka.
+KAFKA_KEY_RANGE = range(0, 1000)
+
+
+def test_kcoord_own_messages_collide_with_nothing(schemas_dir: Path) -> None:
+    assert {m.name for m in OWN_MESSAGES} == set(KCOORD_OWN) and len(OWN_MESSAGES) >= 20
+    kafka_names, kafka_keys = set(), set()
+    for root in (schemas_dir, kafka_python_schemas()):
+        for p in root.glob("*.json"):
+            schema = load(p)
+            kafka_names.add(schema["name"])
+            if "apiKey" in schema:
+                kafka_keys.add(schema["apiKey"])
+    assert kafka_keys and max(kafka_keys) < 1000
+    for msg in OWN_MESSAGES:
+        assert msg.name not in kafka_names, f"{msg.name} is a Kafka message name"
+        if msg.kind in ("request", "response"):
+            assert msg.api_key not in kafka_keys and msg.api_key not in KAFKA_KEY_RANGE, msg.name
+    # and the comparison below does not skip any message that is Kafka's
+    assert not [m for m in KAFKA_MESSAGES if m.name.startswith("Connect")]
+
+
+@pytest.mark.parametrize("msg", KAFKA_MESSAGES, ids=[m.name for m in KAFKA_MESSAGES])
 def test_definition_matches_kafka_schema(msg: Message, schemas_dir: Path) -> None:
     found = sources(msg, schemas_dir)
     assert found, f"no official schema for {msg.name}"

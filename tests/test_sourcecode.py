@@ -22,16 +22,17 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("kcoord",),  # the package face: re-exports, loaded on first use
     ("kcoord.cli",),
     ("kcoord.plan_cli",),
+    ("kcoord.connect",),  # the connect worker client: a client of the server, above the codec and its assignor
     ("kcoord.server",),
     ("kcoord.broker",),
     ("kcoord.coordinator",),
     ("kcoord.groups.migration",),  # converts a group of one type into the other: above both
-    ("kcoord.offsets", "kcoord.groups.classic", "kcoord.groups.consumer"),
+    ("kcoord.offsets", "kcoord.groups.classic", "kcoord.groups.consumer", "kcoord.groups.connect"),
     ("kcoord.groups", "kcoord.groups.base", "kcoord.groups.modern"),
     ("kcoord.store",),
     ("kcoord.records", "kcoord.topics", "kcoord.timers", "kcoord.config", "kcoord.client", "kcoord.spark",
      "kcoord.tables"),
-    ("kcoord.assignors",),
+    ("kcoord.assignors", "kcoord.connect_assignor"),
     ("kcoord.wire", "kcoord.errors", "kcoord.reply"),
     ("kcoord.protocol", "kcoord._core"),  # the message definitions and the compiled core: import nothing above
 )
