@@ -285,9 +285,11 @@ def test_connect_install_validation() -> None:
     h.prepare(w)
     before = (len(h.records.data), g.assignment_epoch, len(g.units))
     twice = h.install(w, {"w1": {"t": {"a": [0, 1]}}, "w2": {"t": {"a": [1]}}})
-    assert twice.error_code == E.INVALID_REQUEST and "more than one member" in twice.error_message
+    assert twice.error_code == E.INVALID_REQUEST and "assigned more than once (w1, w2)" in twice.error_message
     unknown = h.install(w, {"w1": {"c": ["a"]}, "ghost": {"c": ["b"]}})
     assert unknown.error_code == E.INVALID_REQUEST and "ghost" in unknown.error_message
+    same = h.install(w, {"w1": {"t": {"a": [3, 3]}}})  # one member given a task twice
+    assert same.error_code == E.INVALID_REQUEST and "assigned more than once (w1)" in same.error_message
     m = W.ConnectGroupInstallAssignmentRequestMember(
         member_id="w1", connectors_and_tasks=W.ConnectGroupInstallAssignmentRequestConnectorsAndTasks(
             connectors=[], tasks=[]), version=2, metadata=b"")

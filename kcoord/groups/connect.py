@@ -38,7 +38,7 @@ from ..reply import Reply
 from ..timers import Timers
 from ..topics import TopicCatalogue
 from .base import KCOORD_DESCRIBE_TAG, MemberTimers, RecordSink
-from .modern import TargetAssignment, csr_changed
+from .modern import TargetAssignment, csr_changed, csr_take
 
 STABLE = _assign.STABLE
 UNREVOKED = _assign.UNREVOKED_PARTITIONS
@@ -118,6 +118,7 @@ class UnitTable:
         self.conn_index: dict[str, int] = {}
         self.conn_unit: list[int] = []  # connector index -> unit id of the connector itself (-1 until met)
         self.task_units: list[dict[int, int]] = []  # connector index -> {task: unit id}
+        self.tasks_by_name: dict[str, dict[int, int]] = {}  # connector name -> the same dict
         self.unit_conn: list[int] = []
         self.unit_task: list[int] = []
         self._conn = np.zeros(0, dtype=np.int32)  # unit_conn / unit_task as arrays, rebuilt when the table grows
@@ -133,6 +134,7 @@ class UnitTable:
             self.connectors.append(name)
             self.conn_unit.append(-1)
             self.task_units.append({})
+            self.tasks_by_name[name] = self.task_units[c]
         return c
 
     def _new(self, c: int, task: int) -> int:
@@ -141,31 +143,45 @@ class UnitTable:
         self.unit_task.append(task)
         return u
 
-    def intern(self, cat) -> list[int]:
-        """The ids of a ConnectorsAndTasks, made where new (in the order listed; duplicates kept, for the caller
-        to find)."""
-        out: list[int] = []
+    def intern(self, cat, out: list[int]) -> None:
+        """Append the ids of a ConnectorsAndTasks to `out`, made where new (in the order listed; duplicates kept,
+        for the caller to find). The common case, units the table knows, is one dict lookup per task entry and one
+        per task."""
+        append, extend = out.append, out.extend
         for name in cat.connectors:
             c = self._connector(name)
             u = self.conn_unit[c]
             if u < 0:
                 u = self.conn_unit[c] = self._new(c, -1)
-            out.append(u)
+            append(u)
+        by_name = self.tasks_by_name
         for t in cat.tasks:
-            c = self._connector(t.connector)
-            tasks = self.task_units[c]
-            get = tasks.get
-            ids = [get(x, -1) for x in t.task_ids]
-            if -1 in ids:
-                for i, x in enumerate(t.task_ids):
-                    if ids[i] == -1:
-                        if x < 0:
-                            raise ValueError(f"task {x} of connector {t.connector!r} is negative")
-                        u = tasks.get(x)
-                        if u is None:
-                            u = tasks[x] = self._new(c, x)
-                        ids[i] = u
-            out.extend(ids)
+            d = by_name.get(t.connector)
+            ids = t.task_ids
+            if d is not None:
+                if len(ids) == 1:
+                    u = d.get(ids[0])
+                    if u is not None:
+                        append(u)
+                        continue
+                else:
+                    got = list(map(d.get, ids))
+                    if None not in got:
+                        extend(got)
+                        continue
+            extend(self._intern_tasks(t.connector, ids))
+
+    def _intern_tasks(self, connector: str, task_ids: list[int]) -> list[int]:
+        c = self._connector(connector)
+        tasks = self.task_units[c]
+        out = []
+        for x in task_ids:
+            u = tasks.get(x)
+            if u is None:
+                if x < 0:
+                    raise ValueError(f"task {x} of connector {connector!r} is negative")
+                u = tasks[x] = self._new(c, x)
+            out.append(u)
         return out
 
     def lookup(self, cat) -> np.ndarray:
@@ -200,7 +216,7 @@ class UnitTable:
                 del self.task_units[c][task]
         del self.unit_conn[n_units:], self.unit_task[n_units:]
         for name in self.connectors[n_conn:]:
-            del self.conn_index[name]
+            del self.conn_index[name], self.tasks_by_name[name]
         del self.connectors[n_conn:], self.conn_unit[n_conn:], self.task_units[n_conn:]
 
     def arrays(self) -> tuple[np.ndarray, np.ndarray]:
@@ -713,32 +729,40 @@ class ConnectGroup(ConnectGroupCore):
         units = self.units
         mark = units.mark()
         try:
-            per = [units.intern(x.connectors_and_tasks) for x in req.members]
+            all_units: list[int] = []
+            lens_list = []
+            for x in req.members:
+                n = len(all_units)
+                units.intern(x.connectors_and_tasks, all_units)
+                lens_list.append(len(all_units) - n)
         except ValueError as e:
             units.rollback(mark)
             return fail(E.INVALID_REQUEST, f"Invalid unit: {e}.")
-        lens = np.fromiter((len(p) for p in per), dtype=np.int64, count=len(per))
-        flat = np.fromiter((u for p in per for u in p), dtype=np.int32, count=int(lens.sum())) if per else _NONE
-        if flat.shape[0] and np.bincount(flat).max() > 1:
-            twice = int(np.flatnonzero(np.bincount(flat) > 1)[0])
-            owner_rows = np.repeat(np.arange(len(per)), lens)[flat == twice]
+        lens = np.array(lens_list, dtype=np.int64)
+        flat = np.array(all_units, dtype=np.int32) if all_units else _NONE
+        row_of = np.repeat(np.arange(lens.shape[0], dtype=np.int64), lens)
+        order = np.lexsort((flat, row_of))  # each member's units ascending, members in request order
+        flat = flat[order]
+        dup = np.flatnonzero((flat[1:] == flat[:-1]) & (row_of[1:] == row_of[:-1]))  # twice for one member
+        counts = np.bincount(flat) if flat.shape[0] else flat
+        if dup.shape[0] or (counts.shape[0] and counts.max() > 1):
+            twice = int(flat[dup[0]]) if dup.shape[0] else int(np.flatnonzero(counts > 1)[0])
+            owner_rows = np.unique(row_of[flat == twice])
             names = units.to_dict(np.array([twice], dtype=np.int32))
             units.rollback(mark)
-            return fail(E.INVALID_REQUEST, f"Unit {names} is assigned to more than one member "
+            return fail(E.INVALID_REQUEST, f"Unit {names} is assigned more than once "
                         f"({', '.join(req.members[int(r)].member_id for r in owner_rows[:2])}).")
         # Valid: from here on nothing fails. The unit table grows, the target is replaced.
         grown = len(units) > mark[1]
         if grown:
             self.epochs.grow(np.array([0, len(units)], dtype=np.int64))
+        listed_indptr = np.zeros(lens.shape[0] + 1, dtype=np.int64)
+        np.cumsum(lens, out=listed_indptr[1:])
         ids = list(self.members)
-        indptr = np.zeros(len(ids) + 1, dtype=np.int64)
-        sorted_rows = []
-        for i, mid in enumerate(ids):
-            r = rows.get(mid)
-            row = np.sort(np.asarray(per[r], dtype=np.int32)) if r is not None and per[r] else _NONE
-            sorted_rows.append(row)
-            indptr[i + 1] = indptr[i] + row.shape[0]
-        new_flat = np.concatenate(sorted_rows).astype(np.int32, copy=False) if sorted_rows else _NONE
+        get = rows.get
+        indptr, new_flat = csr_take(listed_indptr, flat, np.fromiter((get(m, -1) for m in ids), dtype=np.int64,
+                                                                     count=len(ids)))
+        new_flat = new_flat.astype(np.int32, copy=False)
         old_indptr, old = self.target.rows_for(ids)
         self.target.set(ids, indptr, new_flat)
         meta = {x.member_id: (x.version, bytes(x.metadata)) for x in req.members}
