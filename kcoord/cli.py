@@ -139,12 +139,57 @@ def describe_consumer_group(client: Client, group: str) -> dict | None:
             "assignment_epoch": g.assignment_epoch, "assignor": g.assignor_name, "members": members}
 
 
+def _units(c) -> dict:
+    return {"connectors": list(c.connectors), "tasks": {t.connector: sorted(t.task_ids) for t in c.tasks}}
+
+
+def connect_describe_key(client: Client) -> int | None:
+    """ConnectGroupDescribe's API key as the server advertises it (its private block may be moved), or None when
+    the server does not serve connect groups."""
+    keys = [k.api_key for k in client.request(wire.ApiVersionsRequest(), 0).api_keys if k.api_key >= 1000]
+    return min(keys) + 3 if len(keys) >= 4 else None
+
+
+def describe_connect_group(client: Client, group: str) -> dict | None:
+    """A connect group as ConnectGroupDescribe gives it (None if the group is not one, or the server has none)."""
+    key = connect_describe_key(client)
+    if key is None:
+        return None
+    body = wire.ConnectGroupDescribeRequest(group_ids=[group], include_authorized_operations=False)
+    if key == wire.ConnectGroupDescribeRequest.API_KEY:
+        g = client.request(body, 0).groups[0]
+    else:  # the block is moved: the codec encodes at its own key, the frame carries the server's
+        client.correlation_id += 1
+        frame = bytearray(wire.encode_request(body.API_KEY, 0, client.correlation_id, client.client_id, body))
+        frame[4:6] = key.to_bytes(2, "big")
+        client.sock.sendall(frame)
+        g = client.receive(body.API_KEY, 0, client.correlation_id).groups[0]
+    if g.error_code == E.GROUP_ID_NOT_FOUND:
+        return None
+    if g.error_code:
+        raise KafkaError(f"ConnectGroupDescribe {group}: {E.name(g.error_code)}")
+    members = [{"member_id": m.member_id, "group_instance_id": m.instance_id, "client_id": m.client_id,
+                "host": m.client_host, "versions": [m.minimum_version, m.maximum_version],
+                "member_epoch": m.member_epoch, "state": m.state, "assignment": _units(m.assignment),
+                "target_assignment": _units(m.target_assignment), "pending_revocation": _units(m.pending_revocation)}
+               for m in g.members]
+    return {"group": g.group_id, "type": "connect", "state": g.group_state, "group_epoch": g.group_epoch,
+            "assignment_epoch": g.assignment_epoch, "assignor": g.assignor_name, "assignor_version": g.assignor_version,
+            "computing_member_id": g.computing_member_id, "compute_remaining_ms": g.compute_remaining_ms,
+            "delay_remaining_ms": g.delay_remaining_ms, "members": members,
+            "history": [{"group_epoch": h.group_epoch, "time_ms": h.timestamp_ms, "reason": h.reason}
+                        for h in g.history]}
+
+
 def describe_group(client: Client, group: str) -> dict:
-    """A group as `kcoord describe` shows it: a consumer group through ConsumerGroupDescribe, a classic group
-    through DescribeGroups."""
+    """A group as `kcoord describe` shows it: a consumer group through ConsumerGroupDescribe, a connect group
+    through ConnectGroupDescribe, a classic group through DescribeGroups."""
     consumer = describe_consumer_group(client, group)
     if consumer is not None:
         return consumer
+    connect = describe_connect_group(client, group)
+    if connect is not None:
+        return connect
     resp = client.request(wire.DescribeGroupsRequest(groups=[group]), 5)
     g = resp.groups[0]
     if g.error_code:
@@ -160,6 +205,28 @@ def describe_group(client: Client, group: str) -> dict:
     return {"group": g.group_id, "type": "classic", "state": g.group_state, "protocol_type": g.protocol_type,
             "protocol": ext.get("protocol") or g.protocol_data or None, "generation": ext.get("generation"),
             "leader": ext.get("leader"), "members": members, "history": ext.get("history", [])}
+
+
+def _ranges(ids: list[int]) -> str:
+    out, i = [], 0
+    while i < len(ids):
+        j = i
+        while j + 1 < len(ids) and ids[j + 1] == ids[j] + 1:
+            j += 1
+        out.append(str(ids[i]) if i == j else f"{ids[i]}-{ids[j]}")
+        i = j + 1
+    return ",".join(out)
+
+
+def _fmt_units(u: dict) -> str:
+    """Connectors, then each connector's tasks as ranges: "a b | a:0-3 b:0,2"."""
+    tasks = " ".join(f"{c}:{_ranges(ts)}" for c, ts in sorted(u["tasks"].items()) if ts)
+    conns = " ".join(sorted(u["connectors"]))
+    return " | ".join(x for x in (conns, tasks) if x) or "-"
+
+
+def _ms(v: int) -> str:
+    return "-" if v < 0 else f"{v / 1000:.1f}s"
 
 
 def _fmt_assignment(a) -> str:
@@ -187,6 +254,23 @@ def _describe(args) -> int:
                       _fmt_assignment(m["assignment"]), _fmt_assignment(m["target_assignment"]),
                       _fmt_assignment(m["pending_revocation"])] for m in d["members"]])
               if d["members"] else "(no members)")
+        return 0
+    if d["type"] == "connect":
+        print(f"GROUP {d['group']}  type connect  state {d['state']}  group epoch {d['group_epoch']}  "
+              f"assignment epoch {d['assignment_epoch']}  assignor {d['assignor'] or '-'} v{d['assignor_version']}\n"
+              f"computing {d['computing_member_id'] or '-'} (lease {_ms(d['compute_remaining_ms'])})  "
+              f"scheduled delay {_ms(d['delay_remaining_ms'])}\n")
+        print(table(["MEMBER-ID", "INSTANCE-ID", "CLIENT-ID", "HOST", "VERSIONS", "EPOCH", "STATE", "ASSIGNMENT",
+                     "TARGET", "PENDING-REVOCATION"],
+                    [[m["member_id"], m["group_instance_id"], m["client_id"], m["host"],
+                      "{}-{}".format(*m["versions"]), m["member_epoch"], m["state"], _fmt_units(m["assignment"]),
+                      _fmt_units(m["target_assignment"]), _fmt_units(m["pending_revocation"])] for m in d["members"]])
+              if d["members"] else "(no members)")
+        if d["history"]:
+            print("\nREBALANCE HISTORY (newest last)")
+            print(table(["TIME", "EPOCH", "REASON"], [
+                [datetime.datetime.fromtimestamp(h["time_ms"] / 1000, datetime.UTC).strftime("%H:%M:%S.%f")[:-3],
+                 h["group_epoch"], h["reason"]] for h in d["history"]]))
         return 0
     print(f"GROUP {d['group']}  type classic  state {d['state']}  generation {d['generation']}  protocol "
           f"{d['protocol_type'] or '-'}/{d['protocol'] or '-'}  leader {d['leader'] or '-'}\n")
@@ -307,7 +391,7 @@ def main(argv: list[str] | None = None) -> int:
 
     gp = group_cmd("groups", "list groups with their type and state", _groups)
     gp.add_argument("--state", action="append", help="only groups in this state (repeatable)")
-    gp.add_argument("--type", action="append", choices=("classic", "consumer"),
+    gp.add_argument("--type", action="append", choices=("classic", "consumer", "connect"),
                     help="only groups of this type (repeatable)")
     group_cmd("describe", "describe a group: members, assignments, rebalance history", _describe).add_argument(
         "group")
