@@ -637,3 +637,103 @@ def test_connect_offline_migration() -> None:
     assert type(h2.c.groups["g"]).__name__ == "ClassicGroup" and h2.c.groups["g"].is_empty()
     assert h2.join("w1").error_code == E.NONE
     assert isinstance(h2.c.groups["g"], ConnectGroup)
+
+
+# ---- a random model: joins, leaves, computations, delays, silence ------------------------------------------------
+
+@pytest.mark.parametrize("seed", range(6))
+def test_connect_random_model_one_computer_and_no_unit_held_twice(seed: int) -> None:
+    """Workers join, leave, go silent, come back; whoever is asked computes a random complete assignment over a
+    changing unit set (sometimes with a delay, sometimes a config mismatch); everyone reports what it owns. At every
+    step: no unit is held by two workers, at most one worker is told to compute, and that worker is a member; at
+    the end, with everyone heartbeating, the group settles on the last installed target."""
+    import random
+
+    rnd = random.Random(seed)
+    h = H(group_connect_min_session_timeout_ms=1_000, group_connect_session_timeout_ms=3_000,
+          group_connect_min_heartbeat_interval_ms=100, group_connect_heartbeat_interval_ms=500)
+    owned: dict[str, dict] = {}
+    silent: set[str] = set()
+    n = 0
+    for _ in range(250):
+        g = h.c.groups.get("g")
+        action = rnd.random()
+        if action < 0.12 or not owned:
+            n += 1
+            mid = f"w{n}"
+            if h.join(mid, rebalance=2_000).error_code == E.NONE:
+                owned[mid] = {}
+        elif action < 0.18:
+            mid = rnd.choice(sorted(owned))
+            h.hb(mid, -1)
+            del owned[mid]
+            silent.discard(mid)
+        elif action < 0.22:
+            silent.add(rnd.choice(sorted(owned)))
+        elif action < 0.40 and g is not None and g.computing is not None:
+            w = g.computing
+            if h.prepare(w).error_code == E.NONE:
+                units = [("c", f"k{i}") for i in range(rnd.randint(0, 6))] + \
+                        [(f"k{i}", t) for i in range(rnd.randint(0, 6)) for t in range(rnd.randint(0, 4))]
+                rnd.shuffle(units)
+                members = sorted(g.members)
+                targets: dict[str, dict] = {m: {} for m in members if rnd.random() < 0.9}
+                for u in units:
+                    if not targets or rnd.random() < 0.1:
+                        continue  # held back
+                    t = targets[rnd.choice(sorted(targets))]
+                    if u[0] == "c":
+                        t.setdefault("c", []).append(u[1])
+                    else:
+                        t.setdefault("t", {}).setdefault(u[0], []).append(u[1])
+                r = h.install(w, targets, error=1 if rnd.random() < 0.1 else 0,
+                              delay=rnd.choice([0, 0, 0, 1_500]))
+                assert r.error_code == E.NONE, r
+        else:
+            h.advance(rnd.choice([10, 100, 400, 1_000]))
+        told = set()
+        for mid in sorted(owned):
+            if mid in silent:
+                continue
+            r = h.hb(mid, owned=owned[mid])
+            if r.error_code in (E.UNKNOWN_MEMBER_ID, E.FENCED_MEMBER_EPOCH):  # fenced while silent or slow
+                owned[mid] = {}
+                r = h.join(mid, rebalance=2_000)
+            assert r.error_code == E.NONE, (mid, r)
+            if r.should_compute_assignment:
+                told.add(mid)
+            if r.assignment is not None:
+                new = plain(r.assignment.connectors_and_tasks)
+                assert units_of(new) <= units_of(owned[mid]) or units_of(owned[mid]) <= units_of(new)
+                owned[mid] = new
+        g = h.c.groups.get("g")
+        if g is not None:
+            holders(g)
+            assert len(told) <= 1 and (not told or told == {g.computing})
+            assert g.computing is None or g.computing in g.members
+        if silent and rnd.random() < 0.04:
+            silent.pop()
+    # Everyone speaks; whoever is asked installs the last target again as it is; the group settles there.
+    g = h.group()
+    silent.clear()
+    for _ in range(30):
+        for mid in sorted(owned):
+            r = h.hb(mid, owned=owned[mid])
+            if r.error_code:
+                owned[mid] = {}
+                r = h.join(mid, rebalance=2_000)
+            if r.assignment is not None:
+                owned[mid] = plain(r.assignment.connectors_and_tasks)
+        if g.computing is not None and h.prepare(g.computing).error_code == E.NONE:
+            h.install(g.computing, {m: {} for m in g.members})
+        h.advance(100)
+        if g.state_name == "Stable":
+            break
+    assert g.state_name in ("Stable", "Empty")
+    assert all(plain_ids(h, m) == owned[m.member_id] for m in g.members.values())
+
+
+def plain_ids(h: H, m) -> dict:
+    g = h.group()
+    return plain(g.units.to_wire(m.assigned, W.ConnectGroupHeartbeatResponseConnectorsAndTasks,
+                                 W.ConnectGroupHeartbeatResponseConnectorTasks))
