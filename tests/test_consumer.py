@@ -174,7 +174,7 @@ def test_consumer_protocol_off_answers_unsupported_version_and_is_not_advertised
     h = H(group_coordinator_rebalance_protocols="classic")
     assert h.join("a").error_code == E.UNSUPPORTED_VERSION
     assert {68, 69} <= h.c.hidden_apis
-    assert not H().c.hidden_apis
+    assert not {68, 69} & H().c.hidden_apis
 
 
 # ---- epochs and reconciliation (§9.6-15) -------------------------------------------------------------------------
