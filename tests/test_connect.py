@@ -737,3 +737,94 @@ def plain_ids(h: H, m) -> dict:
     g = h.group()
     return plain(g.units.to_wire(m.assigned, W.ConnectGroupHeartbeatResponseConnectorsAndTasks,
                                  W.ConnectGroupHeartbeatResponseConnectorTasks))
+
+
+# ---- the scheduled delay end to end: the coordinator and the shipped assignor ------------------------------------
+
+def compute_with_assignor(h: H, assignor, units: dict[str, int]) -> int:
+    """What kcoord.connect's worker does when asked: Prepare, run the assignor, Install. Returns the delay."""
+    from kcoord.connect_assignor import AssignmentInput, DepartedInput, MemberInput, WorkerMetadata
+
+    g = h.group()
+    w = g.computing
+    p = h.prepare(w)
+    assert p.error_code == E.NONE, p
+    out = assignor.assign(AssignmentInput(
+        computing_member_id=w, version=p.assignor_version, now_ms=h.clock.wall_ms(), units=units,
+        members=[MemberInput(m.member_id, m.instance_id, m.metadata, m.target, m.target_metadata) for m in p.members],
+        departed=[DepartedInput(d.member_id, d.instance_id, d.target) for d in p.departed_members],
+        state=p.assignor_state, delay_remaining_ms=p.delay_remaining_ms))
+    assert out.error == 0 and WorkerMetadata.decode(p.members[0].metadata).url.startswith("http://")
+    targets = {m.member_id: {"c": m.connectors, "t": {t.connector: t.task_ids for t in m.tasks}}
+               for m in out.members}
+    r = h.install(w, targets, group_epoch=p.group_epoch, delay=out.delay_ms, state=out.state,
+                  meta={m.member_id: m.metadata for m in out.members})
+    assert r.error_code == E.NONE, r
+    return out.delay_ms
+
+
+def test_connect_scheduled_delay_with_the_shipped_assignor() -> None:
+    """Connect's scheduled rebalance delay, kept across computations by the coordinator: a worker that departs and
+    returns (same instance id, new process) inside the delay gets its own units back and nothing else moves; one
+    that does not return has its units moved only once the delay ends."""
+    from kcoord.connect_assignor import IncrementalCooperativeAssignor, WorkerMetadata
+
+    delay = 60_000
+    ica = IncrementalCooperativeAssignor(scheduled_rebalance_max_delay_ms=delay)
+    units = {f"c{i}": 4 for i in range(6)}
+    h = H()
+    for i in (1, 2, 3):
+        h.hb(f"w{i}", 0, owned={}, iid=f"i{i}", rebalance=REBALANCE, assignors=[
+            assignor(metadata=WorkerMetadata(url=f"http://w{i}", config_offset=5).encode(), name=ica.name)])
+    g = h.group()
+    owned: dict[str, dict] = {m: {} for m in ("w1", "w2", "w3")}
+    compute_with_assignor(h, ica, units)
+    settle(h, owned)
+    assert sum(len(units_of(u)) for u in owned.values()) == 30
+    first = dict(owned)
+
+    def live(*names: str) -> None:
+        for _ in range(3):
+            for mid in names:
+                r = h.hb(mid, owned=owned[mid])
+                assert r.error_code == E.NONE, r
+                if r.assignment is not None:
+                    owned[mid] = plain(r.assignment.connectors_and_tasks)
+            if g.computing is not None:
+                compute_with_assignor(h, ica, units)
+
+    # w2's process dies: its session ends, it is fenced, its units are held back
+    for _ in range(10):
+        live("w1", "w3")
+        h.advance(INTERVAL)
+    assert "w2" not in g.members and g.delay_remaining_ms() > 0
+    live("w1", "w3")
+    assert owned["w1"] == first["w1"] and owned["w3"] == first["w3"]  # nobody took w2's units
+    # it comes back as a new process with the same instance id, inside the delay
+    owned["w2b"] = {}
+    r = h.hb("w2b", 0, owned={}, iid="i2", rebalance=REBALANCE, assignors=[
+        assignor(metadata=WorkerMetadata(url="http://w2", config_offset=5).encode(), name=ica.name)])
+    assert r.error_code == E.NONE
+    del owned["w2"]
+    for _ in range(3):
+        live("w1", "w3", "w2b")
+    assert owned["w2b"] == first["w2"] and owned["w1"] == first["w1"] and owned["w3"] == first["w3"]
+    # now w3 dies for good: its units stay unassigned until the delay ends, then move to the others
+    for _ in range(10):
+        live("w1", "w2b")
+        h.advance(INTERVAL)
+    assert "w3" not in g.members
+    held_back = units_of(first["w3"])
+    waited = 0
+    while g.delay_remaining_ms() > INTERVAL:
+        live("w1", "w2b")
+        assert not held_back & (units_of(owned["w1"]) | units_of(owned["w2b"]))  # not before the delay ends
+        h.advance(INTERVAL)
+        waited += INTERVAL
+    assert waited >= delay - 10 * INTERVAL - INTERVAL
+    h.advance(2 * INTERVAL)
+    for _ in range(3):
+        live("w1", "w2b")
+    assert held_back <= units_of(owned["w1"]) | units_of(owned["w2b"])
+    assert sorted(len(units_of(u)) for u in (owned["w1"], owned["w2b"])) == [15, 15]
+    holders(g)
