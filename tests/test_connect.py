@@ -341,6 +341,19 @@ def test_connect_compute_lease_expires() -> None:
     assert h.prepare(slow).error_code == E.UNKNOWN_MEMBER_ID
 
 
+def test_connect_epoch_moves_during_a_computation_asks_again() -> None:
+    h = H()
+    h.join("w1")
+    p = h.prepare("w1")
+    h.join("w2")  # the group moves while w1 computes
+    assert h.install("w1", {"w1": {"c": ["a"]}}, group_epoch=p.group_epoch).error_code == E.REBALANCE_IN_PROGRESS
+    r = h.hb("w1")
+    assert r.should_compute_assignment is True  # asked again at once, not after the lease
+    p = h.prepare("w1")
+    assert p.group_epoch == 2 and sorted(m.member_id for m in p.members) == ["w1", "w2"]
+    assert h.install("w1", {"w1": {"c": ["a"]}, "w2": {"c": ["b"]}}, group_epoch=2).error_code == E.NONE
+
+
 def test_connect_chosen_worker_leaves() -> None:
     h = H()
     h.join("w1")

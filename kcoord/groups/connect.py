@@ -884,9 +884,15 @@ class ConnectGroup(ConnectGroupCore):
             self.computing = None
 
     def bump(self, reason: str) -> None:
+        """Move the group epoch. A computation under way is now for an old epoch (its Install would get
+        REBALANCE_IN_PROGRESS): the computing worker is asked again, with a fresh lease."""
         self.group_epoch += 1
         self.history.append(Rebalance(self.group_epoch, self.timers.clock.wall_ms(), reason))
         self.stage_group()
+        m = self.members.get(self.computing) if self.computing is not None else None
+        if m is not None and self.prepared:
+            self.prepared = False
+            self.member_timers.arm(GROUP_TIMER, COMPUTE, max(m.rebalance_timeout_ms, 0))
 
     # ---- reconciliation -----------------------------------------------------------------------------------------
 
