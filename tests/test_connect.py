@@ -367,6 +367,53 @@ def test_connect_chosen_worker_leaves() -> None:
     assert h.hb(other).should_compute_assignment is True
 
 
+def test_connect_chosen_worker_leaves_mid_compute() -> None:
+    h = H()
+    h.join("w1")
+    h.join("w2")
+    g = h.group()
+    chosen = g.computing
+    other = "w2" if chosen == "w1" else "w1"
+    p = h.prepare(chosen)
+    assert p.error_code == E.NONE
+    chosen_epoch = h.epoch[chosen]
+    assert h.hb(chosen, -1).error_code == E.NONE  # gone after its Prepare, before its Install
+    assert g.computing == other and h.hb(other).should_compute_assignment is True
+    late = h.install(chosen, {other: {"c": ["a"]}}, group_epoch=p.group_epoch, epoch=chosen_epoch)
+    assert late.error_code == E.UNKNOWN_MEMBER_ID and g.assignment_epoch == 0
+
+
+def test_connect_install_after_the_worker_moved_on_while_computing() -> None:
+    h = H()
+    owned = two_workers(h)
+    g = h.group()
+    h.hb("w1", owned=owned["w1"], assignors=[assignor(reason=1)])
+    h.compute(g.computing, {"w1": owned["w1"], "w2": owned["w2"]})  # target epoch 3: both still at 2
+    h.hb("w2", owned=owned["w2"], assignors=[assignor(reason=2)])  # epoch 4 owed
+    w = g.computing
+    p = h.prepare(w)
+    before = h.epoch[w]
+    h.hb(w, owned=owned[w])  # its heartbeat moves it to epoch 3 while it computes
+    assert h.epoch[w] == before + 1
+    # the Install built before that heartbeat's answer carries the previous epoch: accepted
+    assert h.install(w, {"w1": owned["w1"], "w2": owned["w2"]}, group_epoch=p.group_epoch,
+                     epoch=before).error_code == E.NONE
+    assert g.assignment_epoch == p.group_epoch == 4
+
+
+def test_connect_stale_install_asks_again() -> None:
+    h = H()
+    owned = two_workers(h)
+    g = h.group()
+    h.hb("w1", owned=owned["w1"], assignors=[assignor(reason=1)])
+    w = g.computing
+    p = h.prepare(w)
+    stale = g.members[w].previous_member_epoch + 1  # neither its epoch nor its previous one
+    assert stale != h.epoch[w]
+    assert h.install(w, {}, group_epoch=p.group_epoch, epoch=stale).error_code == E.STALE_MEMBER_EPOCH
+    assert h.hb(w, owned=owned[w]).should_compute_assignment is True  # not left waiting for the lease
+
+
 def test_connect_config_mismatch() -> None:
     h = H()
     h.join("w1")

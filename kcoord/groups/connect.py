@@ -655,11 +655,17 @@ class ConnectGroup(ConnectGroupCore):
 
     # ---- Prepare / Install --------------------------------------------------------------------------------------
 
-    def _compute_member(self, member_id: str, member_epoch: int) -> tuple[ConnectMember | None, int, str]:
+    def _compute_member(self, member_id: str, member_epoch: int, install: bool = False) \
+            -> tuple[ConnectMember | None, int, str]:
+        """The computing worker, checked: a member (else UNKNOWN_MEMBER_ID), at its epoch (else STALE_MEMBER_EPOCH;
+        an Install may also carry the previous epoch: the worker's own heartbeats move it on while it computes),
+        the one asked (else UNKNOWN_MEMBER_ID)."""
         m = self.members.get(member_id)
         if m is None:
             return None, E.UNKNOWN_MEMBER_ID, f"Member {member_id} is not a member of group {self.group_id}."
-        if member_epoch != m.member_epoch:
+        if member_epoch != m.member_epoch and not (install and member_epoch == m.previous_member_epoch):
+            if install and self.computing == member_id:
+                self.prepared = False  # its computation is lost: ask again at its next heartbeat
             return None, E.STALE_MEMBER_EPOCH, f"The member epoch {member_epoch} is stale; the member is at epoch " \
                                                f"{m.member_epoch}."
         if self.computing != member_id:
@@ -701,7 +707,7 @@ class ConnectGroup(ConnectGroupCore):
         def fail(error: int, message: str) -> wire.ConnectGroupInstallAssignmentResponse:
             return wire.ConnectGroupInstallAssignmentResponse(error_code=error, error_message=message)
 
-        m, error, message = self._compute_member(req.member_id, req.member_epoch)
+        m, error, message = self._compute_member(req.member_id, req.member_epoch, install=True)
         if m is None:
             return fail(error, message)
         if req.group_epoch != self.group_epoch:
