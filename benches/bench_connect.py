@@ -8,6 +8,7 @@ Run: `python -m pytest benches/bench_connect.py -s`.
 
 from __future__ import annotations
 
+import itertools
 import statistics
 import time
 from typing import Any
@@ -24,6 +25,7 @@ from kcoord.timers import ManualClock
 W = wire
 WORKERS, CONNECTORS, TASKS = 1_000, 1_000, 100  # 100,000 tasks (and 1,000 connectors)
 HB, PREPARE, INSTALL = 1000, 1001, 1002
+ROUNDS = itertools.count(1)  # every computation requested in the module changes worker-0000's Reason
 
 
 def assignor(reason: int = 0) -> W.ConnectGroupHeartbeatRequestAssignor:
@@ -126,13 +128,12 @@ def test_install_1000_workers_100000_tasks(benchmark: Any, group, shape: str) ->
     c, g = group
     assignments = [install_members(s, spread=shape == "spread") for s in (1, 2)]
     frames = []
-    state = {"round": 0}
 
     def setup():
-        state["round"] += 1
-        w, me, ge = request_compute(c, g, state["round"] % 100)
+        n = next(ROUNDS)
+        w, me, ge = request_compute(c, g, n % 100)
         body = W.ConnectGroupInstallAssignmentRequest(group_id="bench", member_id=w, member_epoch=me, group_epoch=ge,
-                                                      error=0, members=assignments[state["round"] % 2])
+                                                      error=0, members=assignments[n % 2])
         frame = wire.encode_request(INSTALL, 0, 1, "bench", body)[4:]
         frames.append(len(frame))
         return (wire.decode_request(frame)[1],), {}

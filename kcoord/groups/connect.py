@@ -32,7 +32,7 @@ from .. import records as R
 from .. import wire
 from .._core import _assign
 from .._core._assign import PartitionEpochs
-from .._core._members import EMPTY_IDS, ConnectGroupCore, ConnectMember
+from .._core._members import EMPTY_IDS, ConnectGroupCore, ConnectMember, intern_known_tasks
 from ..config import GroupConfig
 from ..reply import Reply
 from ..timers import Timers
@@ -145,8 +145,7 @@ class UnitTable:
 
     def intern(self, cat, out: list[int]) -> None:
         """Append the ids of a ConnectorsAndTasks to `out`, made where new (in the order listed; duplicates kept,
-        for the caller to find). The common case, units the table knows, is one dict lookup per task entry and one
-        per task."""
+        for the caller to find). The common case, units the table knows, is compiled (intern_known_tasks)."""
         append, extend = out.append, out.extend
         for name in cat.connectors:
             c = self._connector(name)
@@ -154,22 +153,13 @@ class UnitTable:
             if u < 0:
                 u = self.conn_unit[c] = self._new(c, -1)
             append(u)
-        by_name = self.tasks_by_name
-        for t in cat.tasks:
-            d = by_name.get(t.connector)
-            ids = t.task_ids
-            if d is not None:
-                if len(ids) == 1:
-                    u = d.get(ids[0])
-                    if u is not None:
-                        append(u)
-                        continue
-                else:
-                    got = list(map(d.get, ids))
-                    if None not in got:
-                        extend(got)
-                        continue
-            extend(self._intern_tasks(t.connector, ids))
+        tasks = cat.tasks if type(cat.tasks) is list else list(cat.tasks)
+        i, n = 0, len(tasks)
+        while i < n:
+            i = intern_known_tasks(tasks, i, self.tasks_by_name, out)  # compiled: stops at a unit not met yet
+            if i < n:
+                extend(self._intern_tasks(tasks[i].connector, tasks[i].task_ids))
+                i += 1
 
     def _intern_tasks(self, connector: str, task_ids: list[int]) -> list[int]:
         c = self._connector(connector)

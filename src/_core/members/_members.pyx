@@ -630,3 +630,36 @@ cdef class ConnectGroupCore:
                                               assignor_version=self.assignor_version)
             m.quiet_epoch = epoch
         return m.quiet_response
+
+
+def intern_known_tasks(list entries, Py_ssize_t start, dict by_name, list out):
+    """Connect groups' unit interning, the common case compiled: append to `out` the unit ids of entries[start:]
+    (each with .connector and .task_ids), looked up in by_name (connector -> {task: unit id}), until an entry names
+    a unit the table does not have yet. Returns that entry's index (its ids are not appended), or len(entries)."""
+    cdef Py_ssize_t i, j, n = len(entries), mark, m
+    cdef object t, d, ids, u
+    cdef list ids_list
+    for i in range(start, n):
+        t = entries[i]
+        d = by_name.get(t.connector)
+        if d is None:
+            return i
+        ids = t.task_ids
+        mark = len(out)
+        if type(ids) is list:
+            ids_list = <list>ids
+            m = len(ids_list)
+            for j in range(m):
+                u = (<dict>d).get(ids_list[j])
+                if u is None:
+                    del out[mark:]
+                    return i
+                out.append(u)
+        else:
+            for x in ids:
+                u = (<dict>d).get(x)
+                if u is None:
+                    del out[mark:]
+                    return i
+                out.append(u)
+    return n
