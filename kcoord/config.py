@@ -42,7 +42,7 @@ class GroupConfig:
     # Online migration of non-empty groups between the protocols (Kafka's ConsumerGroupMigrationPolicy); an empty
     # group is always replaced by the other type, whatever this says.
     group_consumer_migration_policy: str = "bidirectional"
-    # Connect groups (kcoord's own type, README "Connect protocol"): on when the rebalance protocols list "connect".
+    # Connect groups (kcoord's own type, README "Connect groups"): on when the rebalance protocols list "connect".
     # Names follow the consumer group's; bounds as Kafka's group.consumer.* (45 s sessions: a departed worker's units
     # wait for the assignor's scheduled delay anyway).
     group_connect_session_timeout_ms: int = 45_000
