@@ -38,7 +38,7 @@ from ..reply import Reply
 from ..timers import Timers
 from ..topics import TopicCatalogue
 from .base import KCOORD_DESCRIBE_TAG, MemberTimers, RecordSink
-from .modern import TargetAssignment, csr_changed, csr_take
+from .modern import ModernGroup, TargetAssignment, csr_changed, csr_take
 
 STABLE = _assign.STABLE
 UNREVOKED = _assign.UNREVOKED_PARTITIONS
@@ -291,8 +291,9 @@ def _assignor_tuple(a) -> tuple:
     return a.name, a.minimum_version, a.maximum_version, a.reason, a.version, bytes(a.metadata)
 
 
-class ConnectGroup(ConnectGroupCore):
+class ConnectGroup(ModernGroup, ConnectGroupCore):
     GROUP_TYPE = "connect"
+    PROTOCOL_TYPE = CONNECT_PROTOCOL_TYPE
     RECORD_TYPES = (R.CONNECT_GROUP_METADATA, R.CONNECT_GROUP_UNITS, R.CONNECT_GROUP_MEMBER_METADATA,
                     R.CONNECT_GROUP_TARGET_ASSIGNMENT_METADATA, R.CONNECT_GROUP_TARGET_ASSIGNMENT_MEMBER,
                     R.CONNECT_GROUP_CURRENT_MEMBER_ASSIGNMENT)
@@ -308,7 +309,7 @@ class ConnectGroup(ConnectGroupCore):
         self.members: dict[str, ConnectMember] = {}
         self.static: dict[str, str] = {}
         self.units = UnitTable()
-        self.epochs = PartitionEpochs(np.zeros(2, dtype=np.int64))
+        self.unit_epochs = PartitionEpochs(np.zeros(2, dtype=np.int64))  # one "topic" holding every unit id
         self.target = TargetAssignment()
         self.target_meta: dict[str, tuple[int, bytes]] = {}  # member -> (version, metadata) of its target
         self.assignor_name: str | None = None  # the assignor the installed target was computed with
@@ -331,36 +332,6 @@ class ConnectGroup(ConnectGroupCore):
 
     # ---- what the router, the offsets and the store ask of any group --------------------------------------------
 
-    @property
-    def state_name(self) -> str:
-        if self.dead:
-            return "Dead"
-        if not self.members:
-            return "Empty"
-        if self.group_epoch > self.assignment_epoch:
-            return "Assigning"
-        for m in self.members.values():
-            if m.state != STABLE or m.member_epoch != self.assignment_epoch:
-                return "Reconciling"
-        return "Stable"
-
-    @property
-    def is_dead(self) -> bool:
-        return self.dead
-
-    def is_empty(self) -> bool:
-        return not self.members
-
-    def listed(self) -> wire.ListGroupsResponseListedGroup:
-        return wire.ListGroupsResponseListedGroup(group_id=self.group_id, protocol_type=CONNECT_PROTOCOL_TYPE,
-                                                  group_state=self.state_name, group_type=self.GROUP_TYPE)
-
-    def described(self, version: int) -> wire.DescribeGroupsResponseDescribedGroup:
-        # DescribeGroups is the classic API: a connect group is answered as Kafka answers any non-classic group.
-        return wire.DescribeGroupsResponseDescribedGroup(
-            error_code=E.GROUP_ID_NOT_FOUND if version >= 6 else E.NONE, group_id=self.group_id, group_state="Dead",
-            error_message=f"Group {self.group_id} is not a classic group." if version >= 6 else None)
-
     def validate_offset_commit(self, member_id: str, instance_id: str | None, member_epoch: int,
                                version: int = 9) -> int:
         return E.GROUP_ID_NOT_FOUND  # workers commit no group offsets (D20)
@@ -370,11 +341,6 @@ class ConnectGroup(ConnectGroupCore):
 
     def validate_offset_delete(self) -> int:
         return E.GROUP_ID_NOT_FOUND
-
-    def validate_delete(self) -> int:
-        if self.dead:
-            return E.GROUP_ID_NOT_FOUND
-        return E.NONE if not self.members else E.NON_EMPTY_GROUP
 
     def subscribed_topics(self) -> set[str]:
         return set()
@@ -751,7 +717,7 @@ class ConnectGroup(ConnectGroupCore):
         # Valid: from here on nothing fails. The unit table grows, the target is replaced.
         grown = len(units) > mark[1]
         if grown:
-            self.epochs.grow(np.array([0, len(units)], dtype=np.int64))
+            self.unit_epochs.grow(np.array([0, len(units)], dtype=np.int64))
         listed_indptr = np.zeros(lens.shape[0] + 1, dtype=np.int64)
         np.cumsum(lens, out=listed_indptr[1:])
         ids = list(self.members)
@@ -897,7 +863,7 @@ class ConnectGroup(ConnectGroupCore):
         groups); the assignment's Version and Metadata are the target's once the member reaches its epoch."""
         ids = None if owned is None else self.units.lookup(owned)
         target = self.target
-        r = _assign.step(self.epochs, m.state, m.member_epoch, m.previous_member_epoch, self.assignment_epoch,
+        r = _assign.step(self.unit_epochs, m.state, m.member_epoch, m.previous_member_epoch, self.assignment_epoch,
                          m.assigned, m.pending, target.indptr, target.flat, target.row.get(m.member_id, -1),
                          _ONE_TOPIC, ids, None, False)
         if not r.changed or r.error:
@@ -915,18 +881,6 @@ class ConnectGroup(ConnectGroupCore):
         elif m.rebalance_armed_epoch != -1:
             m.rebalance_armed_epoch = -1
             self.member_timers.cancel(m.member_id, REBALANCE)
-
-    def _release(self, m: ConnectMember) -> None:
-        if m.assigned.shape[0]:
-            self.epochs.remove(m.assigned, m.member_epoch)
-        if m.pending.shape[0]:
-            self.epochs.remove(m.pending, m.member_epoch)
-
-    def _hold(self, m: ConnectMember) -> None:
-        if m.assigned.shape[0]:
-            self.epochs.add(m.assigned, m.member_epoch)
-        if m.pending.shape[0]:
-            self.epochs.add(m.pending, m.member_epoch)
 
     # ---- timers -------------------------------------------------------------------------------------------------
 
@@ -1032,7 +986,7 @@ class ConnectGroup(ConnectGroupCore):
                 current[rec.key.member_id] = v
         self._negotiated = None
         n = len(self.units)
-        self.epochs.grow(np.array([0, n], dtype=np.int64))
+        self.unit_epochs.grow(np.array([0, n], dtype=np.int64))
 
         def ids_of(lst: list[int], what: str) -> np.ndarray:
             a = np.asarray(lst, dtype=np.int32)

@@ -45,7 +45,7 @@ from ..reply import Reply
 from ..timers import Timers
 from ..topics import TopicCatalogue
 from .base import KCOORD_DESCRIBE_TAG, MemberTimers, RecordSink
-from .modern import TargetAssignment, csr_changed
+from .modern import ModernGroup, TargetAssignment, csr_changed
 
 STABLE = _assign.STABLE
 UNREVOKED_PARTITIONS = _assign.UNREVOKED_PARTITIONS
@@ -236,8 +236,9 @@ class TopicSpace:
                 for t, ps in self.split(ids)]
 
 
-class ConsumerGroup(ConsumerGroupCore):
+class ConsumerGroup(ModernGroup, ConsumerGroupCore):
     GROUP_TYPE = "consumer"
+    PROTOCOL_TYPE = CONSUMER_PROTOCOL_TYPE
     RECORD_TYPES = (R.CONSUMER_GROUP_METADATA, R.CONSUMER_GROUP_PARTITION_METADATA, R.CONSUMER_GROUP_MEMBER_METADATA,
                     R.CONSUMER_GROUP_TARGET_ASSIGNMENT_METADATA, R.CONSUMER_GROUP_TARGET_ASSIGNMENT_MEMBER,
                     R.CONSUMER_GROUP_CURRENT_MEMBER_ASSIGNMENT)
@@ -272,36 +273,6 @@ class ConsumerGroup(ConsumerGroupCore):
 
     # ---- what the router, the offsets and the store ask of any group --------------------------------------------
 
-    @property
-    def state_name(self) -> str:
-        if self.dead:
-            return "Dead"
-        if not self.members:
-            return "Empty"
-        if self.group_epoch > self.assignment_epoch:
-            return "Assigning"
-        for m in self.members.values():
-            if m.state != STABLE or m.member_epoch != self.assignment_epoch:
-                return "Reconciling"
-        return "Stable"
-
-    @property
-    def is_dead(self) -> bool:
-        return self.dead
-
-    def is_empty(self) -> bool:
-        return not self.members
-
-    def listed(self) -> wire.ListGroupsResponseListedGroup:
-        return wire.ListGroupsResponseListedGroup(group_id=self.group_id, protocol_type="consumer",
-                                                  group_state=self.state_name, group_type=self.GROUP_TYPE)
-
-    def described(self, version: int) -> wire.DescribeGroupsResponseDescribedGroup:
-        # DescribeGroups is the classic API: Kafka answers a consumer group as not found (GROUP_ID_NOT_FOUND from v6).
-        return wire.DescribeGroupsResponseDescribedGroup(
-            error_code=E.GROUP_ID_NOT_FOUND if version >= 6 else E.NONE, group_id=self.group_id, group_state="Dead",
-            error_message=f"Group {self.group_id} is not a classic group." if version >= 6 else None)
-
     def validate_offset_commit(self, member_id: str, instance_id: str | None, member_epoch: int,
                                version: int = 9) -> int:
         """Kafka's ConsumerGroup.validateOffsetCommit: an epoch below zero (an admin, a simple consumer) only for
@@ -330,13 +301,12 @@ class ConsumerGroup(ConsumerGroupCore):
     def validate_offset_delete(self) -> int:
         return E.GROUP_ID_NOT_FOUND if self.dead else E.NONE
 
-    def validate_delete(self) -> int:
-        if self.dead:
-            return E.GROUP_ID_NOT_FOUND
-        return E.NONE if not self.members else E.NON_EMPTY_GROUP
-
     def subscribed_topics(self) -> set[str]:
         return set(self.subscribers)
+
+    @property
+    def unit_epochs(self) -> PartitionEpochs:
+        return self.space.epochs
 
     # ---- classic members inside a consumer group (KIP-848 online migration) ----------------------------------------
     # A classic-protocol member (JoinGroup / SyncGroup / Heartbeat / LeaveGroup) is a member like any other: its
@@ -914,20 +884,6 @@ class ConsumerGroup(ConsumerGroupCore):
         elif m.rebalance_armed_epoch != -1:
             m.rebalance_armed_epoch = -1
             self.member_timers.cancel(m.member_id, REBALANCE)
-
-    def _release(self, m: ConsumerMember) -> None:
-        epochs = self.space.epochs
-        if m.assigned.shape[0]:
-            epochs.remove(m.assigned, m.member_epoch)
-        if m.pending.shape[0]:
-            epochs.remove(m.pending, m.member_epoch)
-
-    def _hold(self, m: ConsumerMember) -> None:
-        epochs = self.space.epochs
-        if m.assigned.shape[0]:
-            epochs.add(m.assigned, m.member_epoch)
-        if m.pending.shape[0]:
-            epochs.add(m.pending, m.member_epoch)
 
     # ---- timers ---------------------------------------------------------------------------------------------------
 

@@ -8,6 +8,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from .. import errors as E
+from .. import wire
+from .._core import _assign
 from .._core._members import EMPTY_IDS
 
 _NONE = EMPTY_IDS
@@ -41,6 +44,66 @@ def csr_changed(a_indptr: np.ndarray, a: np.ndarray, b_indptr: np.ndarray, b: np
         if differ.any():
             changed[same[np.unique(np.repeat(np.arange(same.shape[0]), lens)[differ])]] = True
     return changed
+
+
+class ModernGroup:
+    """What a consumer group and a connect group answer alike: their state as Kafka names it (from the group and
+    assignment epochs and the members' reconciliation states), the listed and classic-described forms, deletion, and
+    moving a member's units in and out of the epoch table (`unit_epochs`). A plain mixin beside the compiled core
+    (ConsumerGroupCore, ConnectGroupCore), which holds `members`, `group_epoch` and `assignment_epoch`."""
+
+    PROTOCOL_TYPE: str  # the protocol type ListGroups reports
+
+    @property
+    def state_name(self) -> str:
+        if self.dead:
+            return "Dead"
+        if not self.members:
+            return "Empty"
+        if self.group_epoch > self.assignment_epoch:
+            return "Assigning"
+        for m in self.members.values():
+            if m.state != _assign.STABLE or m.member_epoch != self.assignment_epoch:
+                return "Reconciling"
+        return "Stable"
+
+    @property
+    def is_dead(self) -> bool:
+        return self.dead
+
+    def is_empty(self) -> bool:
+        return not self.members
+
+    def listed(self) -> wire.ListGroupsResponseListedGroup:
+        return wire.ListGroupsResponseListedGroup(group_id=self.group_id, protocol_type=self.PROTOCOL_TYPE,
+                                                  group_state=self.state_name, group_type=self.GROUP_TYPE)
+
+    def described(self, version: int) -> wire.DescribeGroupsResponseDescribedGroup:
+        # DescribeGroups is the classic API: Kafka answers any other group as not found (GROUP_ID_NOT_FOUND from v6).
+        return wire.DescribeGroupsResponseDescribedGroup(
+            error_code=E.GROUP_ID_NOT_FOUND if version >= 6 else E.NONE, group_id=self.group_id, group_state="Dead",
+            error_message=f"Group {self.group_id} is not a classic group." if version >= 6 else None)
+
+    def validate_delete(self) -> int:
+        if self.dead:
+            return E.GROUP_ID_NOT_FOUND
+        return E.NONE if not self.members else E.NON_EMPTY_GROUP
+
+    def _release(self, m) -> None:
+        """Free the member's units (assigned and pending revocation) in the epoch table."""
+        epochs = self.unit_epochs
+        if m.assigned.shape[0]:
+            epochs.remove(m.assigned, m.member_epoch)
+        if m.pending.shape[0]:
+            epochs.remove(m.pending, m.member_epoch)
+
+    def _hold(self, m) -> None:
+        """Record the member's units at its epoch in the epoch table."""
+        epochs = self.unit_epochs
+        if m.assigned.shape[0]:
+            epochs.add(m.assigned, m.member_epoch)
+        if m.pending.shape[0]:
+            epochs.add(m.pending, m.member_epoch)
 
 
 class TargetAssignment:
