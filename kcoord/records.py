@@ -96,8 +96,10 @@ def offset_value(offset: int, leader_epoch: int, metadata: str | None, timestamp
 CONSUMER_VALUE_VERSION = 0
 
 
-def _key(rtype: int, cls, **fields) -> bytes:
-    return _I16.pack(rtype) + cls(**fields).encode(rtype)
+def _key(rtype: int, cls, schema_version: int | None = None, **fields) -> bytes:
+    """The record type, then the key struct (Kafka's keys are written at the version that is their type; kcoord's
+    own connect keys at version 0)."""
+    return _I16.pack(rtype) + cls(**fields).encode(rtype if schema_version is None else schema_version)
 
 
 def _value(value) -> bytes:
@@ -152,36 +154,32 @@ CONSUMER_RECORDS = {
 
 # ---- connect groups: keys and values are version 0 structs after the int16 record type / value version ------
 
-def _connect_key(rtype: int, cls, **fields) -> bytes:
-    return _I16.pack(rtype) + cls(**fields).encode(0)
-
-
 def connect_group_key(group_id: str) -> bytes:
-    return _connect_key(CONNECT_GROUP_METADATA, wire.ConnectGroupMetadataKey, group_id=group_id)
+    return _key(CONNECT_GROUP_METADATA, wire.ConnectGroupMetadataKey, 0, group_id=group_id)
 
 
 def connect_units_key(group_id: str) -> bytes:
-    return _connect_key(CONNECT_GROUP_UNITS, wire.ConnectGroupUnitsKey, group_id=group_id)
+    return _key(CONNECT_GROUP_UNITS, wire.ConnectGroupUnitsKey, 0, group_id=group_id)
 
 
 def connect_member_key(group_id: str, member_id: str) -> bytes:
-    return _connect_key(CONNECT_GROUP_MEMBER_METADATA, wire.ConnectGroupMemberMetadataKey, group_id=group_id,
-                        member_id=member_id)
+    return _key(CONNECT_GROUP_MEMBER_METADATA, wire.ConnectGroupMemberMetadataKey, 0, group_id=group_id,
+                member_id=member_id)
 
 
 def connect_target_metadata_key(group_id: str) -> bytes:
-    return _connect_key(CONNECT_GROUP_TARGET_ASSIGNMENT_METADATA, wire.ConnectGroupTargetAssignmentMetadataKey,
-                        group_id=group_id)
+    return _key(CONNECT_GROUP_TARGET_ASSIGNMENT_METADATA, wire.ConnectGroupTargetAssignmentMetadataKey, 0,
+                group_id=group_id)
 
 
 def connect_target_member_key(group_id: str, member_id: str) -> bytes:
-    return _connect_key(CONNECT_GROUP_TARGET_ASSIGNMENT_MEMBER, wire.ConnectGroupTargetAssignmentMemberKey,
-                        group_id=group_id, member_id=member_id)
+    return _key(CONNECT_GROUP_TARGET_ASSIGNMENT_MEMBER, wire.ConnectGroupTargetAssignmentMemberKey, 0,
+                group_id=group_id, member_id=member_id)
 
 
 def connect_current_assignment_key(group_id: str, member_id: str) -> bytes:
-    return _connect_key(CONNECT_GROUP_CURRENT_MEMBER_ASSIGNMENT, wire.ConnectGroupCurrentMemberAssignmentKey,
-                        group_id=group_id, member_id=member_id)
+    return _key(CONNECT_GROUP_CURRENT_MEMBER_ASSIGNMENT, wire.ConnectGroupCurrentMemberAssignmentKey, 0,
+                group_id=group_id, member_id=member_id)
 
 
 connect_value = _value  # version 0, as the consumer group values
