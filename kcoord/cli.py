@@ -155,15 +155,8 @@ def describe_connect_group(client: Client, group: str) -> dict | None:
     key = connect_describe_key(client)
     if key is None:
         return None
-    body = wire.ConnectGroupDescribeRequest(group_ids=[group], include_authorized_operations=False)
-    if key == wire.ConnectGroupDescribeRequest.API_KEY:
-        g = client.request(body, 0).groups[0]
-    else:  # the block is moved: the codec encodes at its own key, the frame carries the server's
-        client.correlation_id += 1
-        frame = bytearray(wire.encode_request(body.API_KEY, 0, client.correlation_id, client.client_id, body))
-        frame[4:6] = key.to_bytes(2, "big")
-        client.sock.sendall(frame)
-        g = client.receive(body.API_KEY, 0, client.correlation_id).groups[0]
+    g = client.request(wire.ConnectGroupDescribeRequest(group_ids=[group], include_authorized_operations=False), 0,
+                       api_key=key).groups[0]
     if g.error_code == E.GROUP_ID_NOT_FOUND:
         return None
     if g.error_code:

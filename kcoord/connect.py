@@ -53,6 +53,7 @@ from typing import Any, NamedTuple
 
 from . import errors as E
 from . import wire
+from .client import encode_request_at
 from .connect_assignor import (
     AssignmentInput,
     AssignmentMetadata,
@@ -154,9 +155,7 @@ class _Connection:
                 raise ConnectionLost("the connection is closed")
             self.correlation_id += 1
             corr, key = self.correlation_id, type(body).API_KEY
-            frame = wire.encode_request(key, 0, corr, self.client_id, body)
-            if self.key_shift:  # the codec knows the default keys; the header carries the server's
-                frame = frame[:4] + struct.pack(">h", key + self.key_shift) + frame[6:]
+            frame = encode_request_at(key + self.key_shift, 0, corr, self.client_id, body)
             try:
                 async with asyncio.timeout(timeout):
                     self.writer.write(frame)

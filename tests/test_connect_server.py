@@ -32,13 +32,8 @@ def advertised(port: int) -> dict[int, tuple[int, int]]:
 
 
 def moved_call(c: Client, key: int, body):
-    """Send `body` under API key `key` (the connect block moved by group.connect.api.key.base): the codec encodes
-    it at its own key, the frame's key is patched."""
-    c.correlation_id += 1
-    frame = bytearray(wire.encode_request(type(body).API_KEY, 0, c.correlation_id, c.client_id, body))
-    frame[4:6] = key.to_bytes(2, "big")
-    c.sock.sendall(frame)
-    return c.receive(type(body).API_KEY, 0, c.correlation_id)
+    """Send `body` under API key `key` (the connect block moved by group.connect.api.key.base)."""
+    return c.request(body, 0, api_key=key)
 
 
 def join(c: Client, mid: str, group: str = "g", key: int = HB) -> W.ConnectGroupHeartbeatResponse:
