@@ -38,7 +38,7 @@ from ..reply import Reply
 from ..timers import Timers
 from ..topics import TopicCatalogue
 from .base import KCOORD_DESCRIBE_TAG, MemberTimers, RecordSink
-from .modern import ModernGroup, TargetAssignment, csr_changed, csr_take
+from .modern import REBALANCE, ModernGroup, TargetAssignment, csr_changed, csr_take
 
 STABLE = _assign.STABLE
 UNREVOKED = _assign.UNREVOKED_PARTITIONS
@@ -48,7 +48,7 @@ JOIN_EPOCH, LEAVE_EPOCH, TEMPORARY_LEAVE_EPOCH = 0, -1, -2
 CONNECT_PROTOCOL_TYPE = "connect"
 CONFIG_MISMATCH = 1  # Install's Error: the computing worker's config is behind another worker's (D12)
 # timer kinds: a member's session and revocation deadline; the group's compute lease and scheduled delay
-SESSION, REBALANCE, COMPUTE, DELAY = "session", "rebalance", "compute", "delay"
+SESSION, COMPUTE, DELAY = "session", "compute", "delay"  # and REBALANCE (groups.modern)
 GROUP_TIMER = ""  # the member id the group's own timers are filed under
 _ONE_TOPIC = np.zeros(1, dtype=np.int32)  # every unit lies in "topic" 0 of the epoch table
 _NONE = EMPTY_IDS
@@ -795,13 +795,7 @@ class ConnectGroup(ModernGroup, ConnectGroupCore):
             return self.fail(E.UNKNOWN_MEMBER_ID, f"Member {req.member_id} is not a member of group {self.group_id}.")
         if epoch == TEMPORARY_LEAVE_EPOCH:
             # away for now: it keeps its units and target; no bump, no computation (D4)
-            self._release(m)
-            m.previous_member_epoch, m.member_epoch = m.member_epoch, TEMPORARY_LEAVE_EPOCH
-            m.pending = _NONE
-            self._hold(m)
-            m.rebalance_armed_epoch = -1
-            self.member_timers.cancel(m.member_id, REBALANCE)
-            self.stage_current_assignment(m)
+            self.leave_for_now(m)
             if self.computing == m.member_id:
                 self._rotate("the computing worker left for now")
         else:

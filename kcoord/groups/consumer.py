@@ -45,7 +45,7 @@ from ..reply import Reply
 from ..timers import Timers
 from ..topics import TopicCatalogue
 from .base import KCOORD_DESCRIBE_TAG, MemberTimers, RecordSink
-from .modern import ModernGroup, TargetAssignment, csr_changed
+from .modern import REBALANCE, ModernGroup, TargetAssignment, csr_changed
 
 STABLE = _assign.STABLE
 UNREVOKED_PARTITIONS = _assign.UNREVOKED_PARTITIONS
@@ -57,7 +57,7 @@ JOIN_EPOCH, LEAVE_EPOCH, TEMPORARY_LEAVE_EPOCH = 0, -1, -2
 # ConsumerGroupDescribe v1 MemberType: 0 a classic-protocol member (KIP-848 migration), 1 a consumer-protocol one
 CLASSIC_MEMBER_TYPE, CONSUMER_MEMBER_TYPE = 0, 1
 # member timer kinds: the session; the revocation deadline; a classic member's rejoin and sync deadlines
-SESSION, REBALANCE, JOIN, SYNC = "session", "rebalance", "join", "sync"
+SESSION, JOIN, SYNC = "session", "join", "sync"  # and REBALANCE (groups.modern)
 CONSUMER_PROTOCOL_TYPE = "consumer"  # the classic protocol type of consumers
 SERVER_ASSIGNORS = ("uniform", "range")
 
@@ -683,13 +683,7 @@ class ConsumerGroup(ModernGroup, ConsumerGroupCore):
             return self.fail(E.UNKNOWN_MEMBER_ID, f"Member {req.member_id} is not a member of group {self.group_id}.")
         if epoch == TEMPORARY_LEAVE_EPOCH:
             # A static member leaves for now: it keeps its partitions and target, its session keeps running.
-            self._release(m)
-            m.previous_member_epoch, m.member_epoch = m.member_epoch, TEMPORARY_LEAVE_EPOCH
-            m.pending = _NONE
-            self._hold(m)
-            m.rebalance_armed_epoch = -1
-            self.member_timers.cancel(m.member_id, REBALANCE)
-            self.stage_current_assignment(m)
+            self.leave_for_now(m)
         else:
             self.fence(m)
         return self.response(member_id=req.member_id, epoch=epoch)

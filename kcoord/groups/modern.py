@@ -46,6 +46,10 @@ def csr_changed(a_indptr: np.ndarray, a: np.ndarray, b_indptr: np.ndarray, b: np
     return changed
 
 
+TEMPORARY_LEAVE_EPOCH = -2  # a static member away for now (KIP-848)
+REBALANCE = "rebalance"  # the member timer kind of the revocation deadline
+
+
 class ModernGroup:
     """What a consumer group and a connect group answer alike: their state as Kafka names it (from the group and
     assignment epochs and the members' reconciliation states), the listed and classic-described forms, deletion, and
@@ -88,6 +92,17 @@ class ModernGroup:
         if self.dead:
             return E.GROUP_ID_NOT_FOUND
         return E.NONE if not self.members else E.NON_EMPTY_GROUP
+
+    def leave_for_now(self, m) -> None:
+        """A static member's -2: it keeps its assigned units (now held at epoch -2) and its target, gives up what it
+        was revoking, and its revocation deadline goes; its session keeps running (no epoch bump)."""
+        self._release(m)
+        m.previous_member_epoch, m.member_epoch = m.member_epoch, TEMPORARY_LEAVE_EPOCH
+        m.pending = EMPTY_IDS
+        self._hold(m)
+        m.rebalance_armed_epoch = -1
+        self.member_timers.cancel(m.member_id, REBALANCE)
+        self.stage_current_assignment(m)
 
     def _release(self, m) -> None:
         """Free the member's units (assigned and pending revocation) in the epoch table."""
