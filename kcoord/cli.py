@@ -26,7 +26,7 @@ from .assignors import AssignmentError, decode_assignment
 from .client import Client, KafkaError
 from .groups.base import KCOORD_DESCRIBE_TAG
 from .server import ServerConfig, run
-from .store import StoreError, check_store
+from .store import StoreError, accept_store, check_store
 from .tables import table
 from .topics import TopicError, parse_topic_spec
 
@@ -95,6 +95,19 @@ def _store_check(args) -> int:
         for p in report.problems:
             print(f"problem: {p}")
     return 0 if report.ok else 1
+
+
+def _store_accept(args) -> int:
+    try:
+        accepted = accept_store(args.dir)
+    except StoreError as e:
+        print(f"kcoord store accept: {e}", file=sys.stderr)
+        return 1
+    if not accepted:
+        print(f"{args.dir}: nothing to accept; the store holds every acknowledged commit")
+    for text in accepted:
+        print(f"accepted: {text}")
+    return 0
 
 
 # ---- group commands -----------------------------------------------------------------------------------
@@ -403,6 +416,10 @@ def main(argv: list[str] | None = None) -> int:
     sc.add_argument("dir", help="the --data-dir of a kcoord server")
     sc.add_argument("--json", action="store_true")
     sc.set_defaults(func=_store_check)
+    sx = st.add_parser("accept", help="take a store refused for missing acknowledged commits as it now is "
+                                      "(read `kcoord store check` first: what it lost stays lost)")
+    sx.add_argument("dir", help="the --data-dir of a stopped kcoord server")
+    sx.set_defaults(func=_store_accept)
     from .plan_cli import add_plan_parser  # `kcoord plan`; PySpark is imported only when it runs
     add_plan_parser(sub)
     args = ap.parse_args(argv)

@@ -14,6 +14,15 @@ Layers:
   gives them back for replay (the coordinator dispatches each by its record type).
 - `check_store` reads a data directory end to end and names every problem it finds (`kcoord store check`).
 
+What a rollback would show: every commit also writes, in the same transaction, the store's state (a commit
+sequence number, the record count and the sum of the records' CRC32s; the `state` row of `meta`), and after it
+commits, that sequence number goes into a small file beside the database (`kcoord.seq`, the commit witness). A
+store that opens at an older sequence than its witness lost acknowledged commits (a damaged, truncated or missing
+write-ahead log: SQLite silently stops reading a WAL at its first bad frame), and one whose records do not add up
+to its own count and sum lost or gained records: either is refused, before anything is served, by `kcoord serve`
+and by `kcoord store check`, and `kcoord store accept` is the operator's explicit way past it. The README lists
+which damage is detected and which cannot be.
+
 Why SQLite: it is in the standard library, needs no server, survives SIGKILL and power loss with its WAL (each
 commit's frames are checksummed and fsynced before `commit` returns, with `store.fsync=always`), and a compacted
 key/value table is exactly a table with a primary key. A hand-written log would need its own compaction, torn-write
@@ -25,10 +34,14 @@ from __future__ import annotations
 
 import fcntl
 import os
+import shutil
 import sqlite3
+import struct
+import tempfile
 import time
 import zlib
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol
 
@@ -39,6 +52,7 @@ if TYPE_CHECKING:
 
 STORE_FILE = "kcoord.db"
 LOCK_FILE = "kcoord.lock"
+WITNESS_FILE = "kcoord.seq"  # the last commit's sequence number, written after each commit (see the docstring)
 STORE_MAGIC = "kcoord-store"
 STORE_FORMAT = 1
 FSYNC_POLICIES = ("always", "off")
@@ -95,6 +109,93 @@ def record_crc(key: bytes, value: bytes) -> int:
     return zlib.crc32(value, zlib.crc32(key))
 
 
+# The commit witness: magic, sequence number, CRC32 of both; one pwrite of 20 bytes at offset 0 per commit.
+WITNESS = struct.Struct(">8sQI")
+WITNESS_MAGIC = b"kcoordsq"
+
+
+def encode_witness(seq: int) -> bytes:
+    head = struct.pack(">8sQ", WITNESS_MAGIC, seq)
+    return head + struct.pack(">I", zlib.crc32(head))
+
+
+def read_witness(data_dir: str) -> int | None:
+    """The sequence number in the commit witness; None if there is none. A StoreError if it is damaged."""
+    path = os.path.join(data_dir, WITNESS_FILE)
+    try:
+        with open(path, "rb") as fh:
+            data = fh.read(WITNESS.size + 1)
+    except FileNotFoundError:
+        return None
+    except OSError as e:
+        raise StoreError(f"{path}: cannot read: {e.strerror}") from None
+    if len(data) != WITNESS.size:
+        raise StoreError(f"{path} is damaged: {len(data)} bytes, not {WITNESS.size}")
+    magic, seq, crc = WITNESS.unpack(data)
+    if magic != WITNESS_MAGIC or zlib.crc32(data[:16]) != crc:
+        raise StoreError(f"{path} is damaged: its checksum does not match")
+    return seq
+
+
+@dataclass
+class StoreState:
+    """The `state` row: what the last commit left (sequence number, record count, sum of the records' CRCs)."""
+    seq: int
+    count: int
+    crc_sum: int
+
+    def text(self) -> str:
+        return f"{self.seq} {self.count} {self.crc_sum}"
+
+    @classmethod
+    def parse(cls, path: str, text: str | None) -> StoreState | None:
+        if text is None:
+            return None  # a store written before the state row existed: nothing to compare with yet
+        try:
+            seq, count, crc_sum = (int(x) for x in text.split())
+        except ValueError:
+            raise StoreError(f"{path} is damaged: its state row reads {text[:80]!r}") from None
+        return cls(seq, count, crc_sum)
+
+
+def _read_state(db: sqlite3.Connection, path: str) -> StoreState | None:
+    row = db.execute("SELECT value FROM meta WHERE name = 'state'").fetchone()
+    return StoreState.parse(path, row[0] if row else None)
+
+
+def _actual(db: sqlite3.Connection) -> tuple[int, int]:
+    count, total = db.execute("SELECT count(*), coalesce(sum(crc), 0) FROM records").fetchone()
+    return count, total
+
+
+def _audit(db: sqlite3.Connection, path: str, data_dir: str) -> list[str]:
+    """What the store's own state row and the commit witness say is missing; [] when the records present provably
+    hold every acknowledged commit."""
+    problems = []
+    state = _read_state(db, path)
+    witness_path = os.path.join(data_dir, WITNESS_FILE)
+    try:
+        witness = read_witness(data_dir)
+    except StoreError as e:
+        return [str(e)]
+    if state is None:
+        if witness is not None:
+            problems.append(f"{path} has no state row but {witness_path} says commit {witness} was acknowledged: "
+                            f"the database is older than its commit witness")
+        return problems
+    if witness is None and state.seq > 0:
+        problems.append(f"{witness_path} is missing: nothing shows whether commits after {state.seq} were lost")
+    elif witness is not None and witness > state.seq:
+        problems.append(f"{path} holds commit {state.seq} but commit {witness} was acknowledged: "
+                        f"{witness - state.seq} acknowledged commit(s) are missing (a damaged, truncated or "
+                        f"deleted write-ahead log {os.path.basename(path)}-wal?)")
+    count, crc_sum = _actual(db)
+    if (count, crc_sum) != (state.count, state.crc_sum):
+        problems.append(f"{path} holds {count} records (CRC sum {crc_sum}) but its last commit left "
+                        f"{state.count} (CRC sum {state.crc_sum}): records were lost or added outside kcoord")
+    return problems
+
+
 class SqliteRecords:
     """The embedded store: one SQLite database in WAL mode in the data directory.
 
@@ -111,31 +212,71 @@ class SqliteRecords:
         self.path = os.path.join(data_dir, STORE_FILE)
         self.fsync = fsync
         self.commits = 0
-        os.makedirs(data_dir, exist_ok=True)
+        self.db = None
+        _make_dir(data_dir)
         self._lock = _lock_dir(data_dir)
+        self._witness = -1
         try:
             if not os.path.exists(self.path):
                 if not create:
                     raise StoreError(f"{self.path} does not exist")
                 _refuse_orphans(self.path)
                 _create(self.path)
+            # Judge the store from a read-only connection first: closing a read-write one would checkpoint and
+            # delete the write-ahead log, and with it the evidence of what is wrong with it.
+            probe = _open(self.path, readonly=True)
+            try:
+                _verify(probe, self.path, full=False)
+                problems = _audit(probe, self.path, data_dir)
+            finally:
+                probe.close()
+            if problems:
+                raise StoreError("; ".join(problems))
             self.db = _open(self.path, readonly=False)
             _verify(self.db, self.path, full=False)
             self.db.execute(f"PRAGMA synchronous={'FULL' if fsync == 'always' else 'NORMAL'}")
+            self.state = _read_state(self.db, self.path)
+            if self.state is None:  # written by a kcoord before the state row: start keeping it now
+                count, crc_sum = _actual(self.db)
+                self.state = StoreState(0, count, crc_sum)
+                self.db.execute("INSERT INTO meta VALUES ('state', ?)", (self.state.text(),))
+            self._witness = os.open(os.path.join(data_dir, WITNESS_FILE), os.O_RDWR | os.O_CREAT, 0o644)
+            self._write_witness()
         except BaseException:
+            if self.db is not None:
+                self.db.close()
+                self.db = None
+            if self._witness >= 0:
+                os.close(self._witness)
             os.close(self._lock)
             raise
 
+    def _write_witness(self) -> None:
+        try:
+            os.pwrite(self._witness, encode_witness(self.state.seq), 0)
+        except OSError as e:
+            raise StoreError(f"{os.path.join(self.data_dir, WITNESS_FILE)}: write failed: {e.strerror}") from None
+
     def put(self, batch: dict[bytes, bytes | None]) -> None:
         puts = [(k, v, record_crc(k, v)) for k, v in batch.items() if v is not None]
-        dels = [(k,) for k, v in batch.items() if v is None]
+        keys = list(batch)
         db = self.db
+        st = self.state
+        count, crc_sum = st.count, st.crc_sum
         try:
             db.execute("BEGIN IMMEDIATE")
+            for i in range(0, len(keys), 500):  # what each key held before: the count and sum move by it
+                chunk = keys[i:i + 500]
+                for (old_crc,) in db.execute(f"DELETE FROM records WHERE key IN ({','.join('?' * len(chunk))}) "
+                                             f"RETURNING crc", chunk).fetchall():
+                    count -= 1
+                    crc_sum -= old_crc
             if puts:
-                db.executemany("INSERT OR REPLACE INTO records (key, value, crc) VALUES (?, ?, ?)", puts)
-            if dels:
-                db.executemany("DELETE FROM records WHERE key = ?", dels)
+                db.executemany("INSERT INTO records (key, value, crc) VALUES (?, ?, ?)", puts)
+                count += len(puts)
+                crc_sum += sum(p[2] for p in puts)
+            new = StoreState(st.seq + 1, count, crc_sum)
+            db.execute("UPDATE meta SET value = ? WHERE name = 'state'", (new.text(),))
             db.execute("COMMIT")
         except sqlite3.Error as e:
             if db.in_transaction:
@@ -144,6 +285,8 @@ class SqliteRecords:
                 except sqlite3.Error:
                     pass
             raise StoreError(f"{self.path}: write failed: {e}") from e
+        self.state = new
+        self._write_witness()
         self.commits += 1
 
     def scan(self) -> Iterator[tuple[bytes, bytes]]:
@@ -167,11 +310,30 @@ class SqliteRecords:
             pass
         self.db.close()
         self.db = None
+        try:
+            os.fsync(self._witness)  # every commit's own fsync covers the WAL; the witness is flushed here
+        except OSError:
+            pass
+        os.close(self._witness)
         os.close(self._lock)
 
 
+def _make_dir(data_dir: str) -> None:
+    if os.path.exists(data_dir) and not os.path.isdir(data_dir):
+        raise StoreError(f"data dir {data_dir} is not a directory")
+    try:
+        os.makedirs(data_dir, exist_ok=True)
+    except OSError as e:
+        raise StoreError(f"data dir {data_dir} cannot be created: {e.strerror}") from None
+    if not os.access(data_dir, os.W_OK | os.X_OK):
+        raise StoreError(f"data dir {data_dir} is not writable")
+
+
 def _lock_dir(data_dir: str) -> int:
-    fd = os.open(os.path.join(data_dir, LOCK_FILE), os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fd = os.open(os.path.join(data_dir, LOCK_FILE), os.O_RDWR | os.O_CREAT, 0o644)
+    except OSError as e:
+        raise StoreError(f"data dir {data_dir}: cannot create its lock file: {e.strerror}") from None
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except OSError:
@@ -185,6 +347,10 @@ def _refuse_orphans(path: str) -> None:
     wal = path + "-wal"
     if os.path.exists(wal) and os.path.getsize(wal) > 0:
         raise StoreError(f"{path} is missing but its write-ahead log {wal} is not: refusing to start empty")
+    seq = read_witness(os.path.dirname(path) or ".")
+    if seq:
+        raise StoreError(f"{path} is missing but its commit witness says commit {seq} was acknowledged: "
+                         f"refusing to start empty")
 
 
 def _create(path: str) -> None:
@@ -198,7 +364,8 @@ def _create(path: str) -> None:
         db.execute("PRAGMA journal_mode=WAL")
         db.executescript(SCHEMA)
         db.executemany("INSERT INTO meta VALUES (?, ?)", [
-            ("magic", STORE_MAGIC), ("format", str(STORE_FORMAT)), ("created_ms", str(time.time_ns() // 10**6))])
+            ("magic", STORE_MAGIC), ("format", str(STORE_FORMAT)), ("created_ms", str(time.time_ns() // 10**6)),
+            ("state", StoreState(0, 0, 0).text())])
         db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
     finally:
         db.close()
@@ -339,9 +506,11 @@ class CheckReport:
     topics: int = 0
     records: int = 0
     bytes: int = 0
+    notes: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict:
-        return {"path": self.path, "ok": self.ok, "problems": self.problems, "records": self.records,
+        return {"path": self.path, "ok": self.ok, "problems": self.problems, "notes": self.notes,
+                "records": self.records,
                 "groups": self.groups, "members": self.members, "offsets": self.offsets, "topics": self.topics,
                 "bytes": self.bytes}
 
@@ -359,15 +528,57 @@ def check_store(data_dir: str, max_problems: int = 50) -> CheckReport:
 
     if not os.path.exists(path):
         problem(f"{path} does not exist")
+        try:
+            _refuse_orphans(path)
+        except StoreError as e:
+            problem(str(e))
         return report
     report.bytes = sum(os.path.getsize(p) for p in (path, path + "-wal") if os.path.exists(p))
+    with _readable_copy(data_dir) as (where, note):
+        if note:
+            report.notes.append(note)
+        try:
+            db = _open(os.path.join(where, STORE_FILE), readonly=True)
+        except StoreError as e:
+            problem(str(e))
+            return report
+        try:
+            _check_records(db, path, data_dir, report, problem)
+        finally:
+            db.close()
+    return report
+
+
+@contextmanager
+def _readable_copy(data_dir: str) -> Iterator[tuple[str, str]]:
+    """Where the store can be read without writing to the data directory: the directory itself when SQLite can
+    open it read-only there (it needs to create the shared-memory index beside a WAL), else a private copy of the
+    database and its WAL (a read-only filesystem or directory)."""
+    path = os.path.join(data_dir, STORE_FILE)
+    reason = ""
     try:
-        db = _open(path, readonly=True)
-    except StoreError as e:
-        problem(str(e))
-        return report
+        probe = _open(path, readonly=True)
+        try:
+            probe.execute("SELECT count(*) FROM sqlite_master").fetchone()
+        finally:
+            probe.close()
+    except (StoreError, sqlite3.Error) as e:
+        reason = str(e)
+    if not reason or os.access(data_dir, os.W_OK):  # writable: a problem shows when the store is read
+        yield data_dir, ""
+        return
+    with tempfile.TemporaryDirectory(prefix="kcoord-check-") as tmp:
+        for name in (STORE_FILE, STORE_FILE + "-wal", WITNESS_FILE):
+            if os.path.exists(os.path.join(data_dir, name)):
+                shutil.copyfile(os.path.join(data_dir, name), os.path.join(tmp, name))
+        yield tmp, f"{data_dir} is not writable ({reason}): checked a copy of the store"
+
+
+def _check_records(db: sqlite3.Connection, path: str, data_dir: str, report: CheckReport, problem) -> None:
     try:
         _verify(db, path, full=True)
+        for issue in _audit(db, path, data_dir):
+            problem(issue)
         for key, value, crc in db.execute("SELECT key, value, crc FROM records"):
             report.records += 1
             if record_crc(key, value) != crc:
@@ -392,6 +603,54 @@ def check_store(data_dir: str, max_problems: int = 50) -> CheckReport:
         problem(str(e))
     except sqlite3.Error as e:
         problem(f"{path} is damaged: {e}")
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# kcoord store accept
+
+
+def accept_store(data_dir: str) -> list[str]:
+    """Take the store as it now is: what `kcoord store accept` does after an operator has read `store check`.
+
+    The state row is set to the records present and the commit witness to the store's sequence number, so a
+    store refused for missing acknowledged commits, a missing or damaged witness, or records that do not add up
+    opens again with what it holds. It repairs nothing else: a record that fails its checksum, or a damaged
+    database file, is still refused. Returns what was accepted (empty when there was nothing to accept)."""
+    path = os.path.join(data_dir, STORE_FILE)
+    if not os.path.exists(path):
+        raise StoreError(f"{path} does not exist")
+    lock = _lock_dir(data_dir)
+    try:
+        probe = _open(path, readonly=True)
+        try:
+            _verify(probe, path, full=False)
+            accepted = _audit(probe, path, data_dir)
+        finally:
+            probe.close()
+        if not accepted:
+            return []
+        db = _open(path, readonly=False)
+        try:
+            state = _read_state(db, path) or StoreState(0, 0, 0)
+            try:
+                witness = read_witness(data_dir) or 0
+            except StoreError:
+                witness = 0
+            count, crc_sum = _actual(db)
+            new = StoreState(max(state.seq, witness) + 1, count, crc_sum)
+            db.execute("BEGIN IMMEDIATE")
+            db.execute("INSERT OR REPLACE INTO meta VALUES ('state', ?)", (new.text(),))
+            db.execute("COMMIT")
+        except sqlite3.Error as e:
+            raise StoreError(f"{path}: cannot write: {e}") from None
+        finally:
+            db.close()
+        fd = os.open(os.path.join(data_dir, WITNESS_FILE), os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            os.pwrite(fd, encode_witness(new.seq), 0)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        return accepted
     finally:
-        db.close()
-    return report
+        os.close(lock)

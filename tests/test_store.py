@@ -347,11 +347,19 @@ def damage_checksum(path) -> str:
     return "fails its checksum"
 
 
+def restate(db: sqlite3.Connection) -> None:
+    """Make the state row agree with the records, as if kcoord itself had written what a damage function wrote."""
+    seq = int(db.execute("SELECT value FROM meta WHERE name = 'state'").fetchone()[0].split()[0])
+    count, total = db.execute("SELECT count(*), sum(crc) FROM records").fetchone()
+    db.execute("UPDATE meta SET value = ? WHERE name = 'state'", (f"{seq} {count} {total}",))
+
+
 def damage_record_bytes(path) -> str:
     # bytes that pass their checksum but are not a record: something wrote them, not kcoord
     db = sqlite3.connect(path / STORE_FILE)
     key, bad = group_key("g"), b"\x00\x03\xff\xff"
     db.execute("UPDATE records SET value = ?, crc = ? WHERE key = ?", (bad, record_crc(key, bad), key))
+    restate(db)
     db.commit()
     db.close()
     return "cannot be read"
@@ -362,6 +370,7 @@ def damage_offset_bytes(path) -> str:
     db = sqlite3.connect(path / STORE_FILE)
     key, bad = offset_key("g", "orders", 5), offset_value(7, -1, "", 0)[:-3]
     db.execute("UPDATE records SET value = ?, crc = ? WHERE key = ?", (bad, record_crc(key, bad), key))
+    restate(db)
     db.commit()
     db.close()
     return "cannot be read"

@@ -40,7 +40,7 @@ def answers(data_dir: str) -> dict:
             "describe_groups": c.handle(15, 5, wire.DescribeGroupsRequest(groups=[*groups, "deleted"])).to_dict(),
             "offset_fetch": c.handle(9, 8, wire.OffsetFetchRequest(groups=[
                 wire.OffsetFetchRequestGroup(group_id=g, topics=None) for g in [*groups, "deleted"]])).to_dict(),
-            "store_check": {k: v for k, v in check_store(data_dir).to_dict().items() if k not in ("path", "bytes")},
+            "store_check": {k: v for k, v in check_store(data_dir).to_dict().items() if k not in ("path", "bytes", "notes")},
         })
     finally:
         store.close()

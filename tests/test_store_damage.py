@@ -1,0 +1,246 @@
+"""Damage to a data directory left by a real crash: refused, or served with every acknowledged offset.
+
+A real `kcoord serve` takes commit load from 12 static members and is SIGKILLed mid-load, so its write-ahead log
+holds acknowledged commits that are not in the database file yet. Each kind of damage is applied to a copy of that
+directory, which is then opened as the server opens it (the store, then the coordinator's replay) and checked by
+`kcoord store check`. The rule for every case: the store is refused, or what it serves holds every acknowledged
+offset at its acknowledged value or later (never missing, never older); and `store check` says ok only for a
+store that is served that way.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import shutil
+import signal
+import sqlite3
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from kcoord.coordinator import Coordinator
+from kcoord.store import STORE_FILE, WITNESS_FILE, GroupStore, SqliteRecords, StoreError, check_store
+
+from .servers import free_port
+from .test_store_server import Ledger, Worker, serve_dir
+
+WAL = STORE_FILE + "-wal"
+SHM = STORE_FILE + "-shm"
+WAL_HEADER, FRAME_HEADER, PAGE = 32, 24, 4096
+FRAME = FRAME_HEADER + PAGE
+
+
+@dataclass
+class Crashed:
+    data: Path
+    acked: dict[tuple[str, int], int]
+    sent: dict[tuple[str, int], int]
+
+
+@pytest.fixture(scope="module")
+def crashed(tmp_path_factory) -> Crashed:
+    """A data directory left by SIGKILL under commit load, with acknowledged commits still in its WAL."""
+    root = tmp_path_factory.mktemp("crashed")
+    data, log = root / "data", root / "server.log"
+    port = free_port()
+    proc = serve_dir(data, port, log, "group.initial.rebalance.delay.ms=300")
+    ledger = Ledger()
+    workers = [Worker(port, f"dmg-{n % 4}", f"inst-{n}", n, ledger, seed=n) for n in range(12)]
+    for w in workers:
+        w.start()
+    try:
+        while True:  # until enough is acknowledged; the workers' own pace, no sleep
+            with ledger.lock:
+                if ledger.acks >= 1500:
+                    break
+            workers[0].join(0.05)
+            assert proc.poll() is None, log.read_text()[-2000:]
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(10)
+        for w in workers:
+            w.join(20)
+    wal = data / WAL
+    assert wal.exists() and wal.stat().st_size > WAL_HEADER + 10 * FRAME, "the kill left no WAL to damage"
+    with ledger.lock:
+        return Crashed(data, dict(ledger.acked), dict(ledger.sent))
+
+
+def flip(path: Path, offset: int, n: int) -> None:
+    data = bytearray(path.read_bytes())
+    assert 0 <= offset and offset + n <= len(data), (path, offset, n, len(data))
+    for i in range(offset, offset + n):
+        data[i] ^= 0xA5
+    path.write_bytes(bytes(data))
+
+
+def truncate(path: Path, size: int) -> None:
+    with open(path, "r+b") as fh:
+        fh.truncate(size)
+
+
+def wal_frames(d: Path) -> int:
+    return (os.path.getsize(d / WAL) - WAL_HEADER) // FRAME
+
+
+# Each damage names what it does to the copy `d`; the fixture's real crash supplies the bytes.
+DAMAGE = {
+    "none": lambda d: None,
+    "wal_header_salts_8_bytes": lambda d: flip(d / WAL, 16, 8),
+    "wal_header_magic": lambda d: flip(d / WAL, 0, 4),
+    "wal_header_checksum": lambda d: flip(d / WAL, 24, 8),
+    "wal_40_bytes_in_the_middle": lambda d: flip(d / WAL, WAL_HEADER + (wal_frames(d) // 2) * FRAME + 100, 40),
+    "wal_40_bytes_in_the_first_frame": lambda d: flip(d / WAL, WAL_HEADER + FRAME_HEADER + 200, 40),
+    "wal_frame_header_of_the_last_frame": lambda d: flip(d / WAL, WAL_HEADER + (wal_frames(d) - 1) * FRAME, 8),
+    "wal_truncated_to_half": lambda d: truncate(d / WAL, os.path.getsize(d / WAL) // 2),
+    "wal_truncated_by_one_frame": lambda d: truncate(d / WAL, WAL_HEADER + (wal_frames(d) - 1) * FRAME),
+    "wal_truncated_inside_a_frame": lambda d: truncate(d / WAL, os.path.getsize(d / WAL) - 1000),
+    "wal_truncated_to_its_header": lambda d: truncate(d / WAL, WAL_HEADER),
+    "wal_emptied": lambda d: truncate(d / WAL, 0),
+    "wal_deleted": lambda d: (d / WAL).unlink(),
+    "wal_and_shm_deleted": lambda d: ((d / WAL).unlink(), (d / SHM).unlink(missing_ok=True)),
+    "shm_deleted": lambda d: (d / SHM).unlink(missing_ok=True),
+    "shm_zeroed": lambda d: (d / SHM).write_bytes(bytes(os.path.getsize(d / SHM))) if (d / SHM).exists() else None,
+    "db_header_8_bytes": lambda d: flip(d / STORE_FILE, 40, 8),
+    "db_first_page_tail": lambda d: flip(d / STORE_FILE, PAGE - 64, 40),
+    "db_truncated_to_half": lambda d: truncate(d / STORE_FILE, os.path.getsize(d / STORE_FILE) // 2),
+    "db_deleted_wal_left": lambda d: (d / STORE_FILE).unlink(),
+    "db_and_wal_deleted": lambda d: ((d / STORE_FILE).unlink(), (d / WAL).unlink()),
+    "witness_deleted": lambda d: (d / WITNESS_FILE).unlink(),
+    "witness_flipped": lambda d: flip(d / WITNESS_FILE, 10, 2),
+    "witness_truncated": lambda d: truncate(d / WITNESS_FILE, 7),
+}
+
+
+def random_damage(seed: int):
+    def damage(d: Path) -> None:
+        rng = random.Random(seed)
+        files = [STORE_FILE, WAL]  # the witness's own damage is the named cases above
+        for _ in range(rng.randint(1, 3)):
+            f = d / rng.choice(files)
+            size = f.stat().st_size
+            n = rng.choice([1, 8, 40, 200])
+            flip(f, rng.randrange(0, max(1, size - n)), min(n, size))
+    return damage
+
+
+for _seed in range(32):
+    DAMAGE[f"random_{_seed}"] = random_damage(_seed)
+
+
+def served_offsets(d: Path) -> dict[tuple[str, int], int]:
+    """Open the store as `kcoord serve` does and read back every committed offset; StoreError if refused."""
+    records = SqliteRecords(str(d))
+    try:
+        c = Coordinator(store=GroupStore(records))
+        c.load()
+        return {(gid, p): v[0] for gid in c.groups for (_, p), v in c.offsets.committed(gid).items()}
+    finally:
+        records.close()
+
+
+def missing_or_older(crashed: Crashed, served: dict[tuple[str, int], int]) -> list[str]:
+    return [f"{key}: acknowledged {acked}, served {served.get(key)}" for key, acked in sorted(crashed.acked.items())
+            if not acked <= served.get(key, -1) <= crashed.sent[key]]
+
+
+OUTCOMES: dict[str, tuple[str, str]] = {}
+
+
+@pytest.mark.parametrize("kind", list(DAMAGE))
+def test_damage_is_refused_or_every_acknowledged_offset_is_served(crashed, tmp_path, kind) -> None:
+    d = tmp_path / "data"
+    shutil.copytree(crashed.data, d)
+    DAMAGE[kind](d)
+    report = check_store(str(d))  # before the open: what an operator would run on the directory as it is
+    try:
+        served = served_offsets(d)
+    except StoreError as e:
+        assert not report.ok, f"{kind}: the server refuses ({e}) but store check says ok"
+        OUTCOMES[kind] = ("refused", str(e)[:160])
+        return
+    wrong = missing_or_older(crashed, served)
+    assert not wrong, f"{kind}: served a rollback: {wrong[:5]}"
+    assert report.ok, f"{kind}: served every acknowledged offset but store check says {report.problems}"
+    OUTCOMES[kind] = ("served", f"{len(crashed.acked)} acknowledged offsets all there")
+
+
+def test_damage_matrix_covers_both_outcomes(crashed) -> None:
+    # Runs after the matrix (file order): it must have refused the WAL's damage and served the undamaged copy.
+    assert OUTCOMES.get("none", ("",))[0] == "served"
+    for kind in ("wal_header_salts_8_bytes", "wal_40_bytes_in_the_middle", "wal_truncated_to_half", "wal_deleted",
+                 "db_deleted_wal_left", "witness_deleted"):
+        assert OUTCOMES.get(kind, ("",))[0] == "refused", (kind, OUTCOMES.get(kind))
+    width = max(map(len, OUTCOMES))
+    print("\ndamage matrix:")
+    for kind, (outcome, why) in OUTCOMES.items():
+        print(f"  {kind:<{width}}  {outcome:<8} {why}")
+
+
+# ---- the findings, over the real server -------------------------------------------------------------------
+
+def kcoord(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "kcoord.cli", *args], capture_output=True, text=True, timeout=60,
+                          check=False)
+
+
+def test_wal_header_damage_after_sigkill_is_refused_and_the_wal_is_kept(crashed, tmp_path) -> None:
+    # Found at a195b2b: `kcoord serve` started with 0 groups and its first clean stop deleted the WAL for good.
+    d = tmp_path / "data"
+    shutil.copytree(crashed.data, d)
+    flip(d / WAL, 16, 8)
+    before = (d / WAL).read_bytes()
+    r = kcoord("serve", "--port", str(free_port()), "--data-dir", str(d))
+    assert r.returncode == 1, r
+    assert "refusing to start" in r.stderr and "acknowledged" in r.stderr and WAL in r.stderr, r.stderr
+    assert (d / WAL).read_bytes() == before, "the refused start changed the write-ahead log"
+    check = kcoord("store", "check", str(d))
+    assert check.returncode == 1 and "DAMAGED" in check.stdout and "acknowledged" in check.stdout, check
+
+
+@pytest.mark.parametrize("how", ["flip_40_bytes_inside", "truncate"])
+def test_wal_damage_inside_or_truncation_is_not_an_offset_rollback(crashed, tmp_path, how) -> None:
+    # Found at a195b2b: offsets rolled back to older values while `store check` said "ok".
+    d = tmp_path / "data"
+    shutil.copytree(crashed.data, d)
+    if how == "truncate":
+        truncate(d / WAL, os.path.getsize(d / WAL) // 3)
+    else:
+        flip(d / WAL, WAL_HEADER + (wal_frames(d) // 3) * FRAME + 512, 40)
+    check = kcoord("store", "check", str(d), "--json")
+    assert check.returncode == 1 and '"ok": false' in check.stdout, check
+    with pytest.raises(StoreError, match="acknowledged commit"):
+        served_offsets(d)
+
+
+def test_store_accept_takes_a_rolled_back_store_as_it_is_and_only_that(crashed, tmp_path) -> None:
+    d = tmp_path / "data"
+    shutil.copytree(crashed.data, d)
+    truncate(d / WAL, os.path.getsize(d / WAL) // 2)
+    with pytest.raises(StoreError, match="acknowledged commit"):
+        served_offsets(d)
+    r = kcoord("store", "accept", str(d))
+    assert r.returncode == 0 and "accepted" in r.stdout and "acknowledged" in r.stdout, r
+    assert check_store(str(d)).ok
+    served = served_offsets(d)  # what the half WAL held: older than acknowledged, now by the operator's choice
+    assert served and missing_or_older(crashed, served), "the half WAL held everything: nothing was accepted"
+    again = kcoord("store", "accept", str(d))
+    assert again.returncode == 0 and "nothing to accept" in again.stdout, again
+
+
+def test_store_accept_does_not_pass_a_record_that_fails_its_checksum(crashed, tmp_path) -> None:
+    d = tmp_path / "data"
+    shutil.copytree(crashed.data, d)
+    served_offsets(d)  # a clean open and close: everything in the database file, none in the WAL
+    db = sqlite3.connect(d / STORE_FILE)
+    db.execute("UPDATE records SET crc = crc + 1 WHERE key = (SELECT min(key) FROM records)")
+    db.commit()
+    db.close()
+    assert kcoord("store", "accept", str(d)).returncode == 0
+    with pytest.raises(StoreError, match="fails its checksum"):
+        served_offsets(d)
+    assert not check_store(str(d)).ok
