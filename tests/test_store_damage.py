@@ -10,6 +10,7 @@ store that is served that way.
 
 from __future__ import annotations
 
+import json
 import os
 import random
 import shutil
@@ -244,3 +245,32 @@ def test_store_accept_does_not_pass_a_record_that_fails_its_checksum(crashed, tm
     with pytest.raises(StoreError, match="fails its checksum"):
         served_offsets(d)
     assert not check_store(str(d)).ok
+
+
+def read_only(d: Path, *args: str) -> subprocess.CompletedProcess:
+    """`kcoord ARGS` with `d` bind-mounted read-only (a private mount namespace: nothing outside the test sees it)."""
+    script = f'mount --bind "{d}" "{d}" && mount -o remount,bind,ro "{d}" && exec "$@"'
+    return subprocess.run(["unshare", "-rm", "sh", "-c", script, "sh", sys.executable, "-m", "kcoord.cli", *args],
+                          capture_output=True, text=True, timeout=60, check=False)
+
+
+@pytest.mark.parametrize("state", ["after_sigkill", "after_clean_stop"])
+def test_store_check_on_a_read_only_filesystem_reports_a_healthy_store_as_ok(crashed, tmp_path, state) -> None:
+    # Found at a195b2b: `store check` on a read-only filesystem reported a healthy store as DAMAGED.
+    d = tmp_path / "data"
+    shutil.copytree(crashed.data, d)
+    if state == "after_clean_stop":
+        served_offsets(d)
+        assert not (d / WAL).exists()
+    r = read_only(d, "store", "check", str(d), "--json")
+    assert r.returncode == 0, r
+    doc = json.loads(r.stdout)
+    assert doc["ok"] and doc["offsets"] == len(crashed.acked), doc
+    damaged = tmp_path / "damaged"
+    shutil.copytree(d, damaged)
+    truncate(damaged / STORE_FILE, os.path.getsize(damaged / STORE_FILE) // 2)
+    r = read_only(damaged, "store", "check", str(damaged), "--json")
+    assert r.returncode == 1 and not json.loads(r.stdout)["ok"], r
+    serve = read_only(d, "serve", "--port", str(free_port()), "--data-dir", str(d))
+    assert serve.returncode == 1 and "not writable" in serve.stderr and str(d) in serve.stderr, serve
+    assert "Traceback" not in serve.stderr and "cannot listen" not in serve.stderr, serve.stderr
