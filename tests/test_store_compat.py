@@ -10,7 +10,10 @@ from __future__ import annotations
 
 import json
 import shutil
+import sqlite3
 from pathlib import Path
+
+import pytest
 
 from kcoord import wire
 from kcoord.cli import main
@@ -77,3 +80,27 @@ def test_a_store_written_by_a195b2b_passes_store_check(tmp_path, capsys) -> None
     assert main(["store", "check", data, "--json"]) == 0
     report = json.loads(capsys.readouterr().out)
     assert report["ok"] and (report["groups"], report["offsets"], report["topics"]) == (3, 27, 2)
+
+
+def test_a_store_written_before_the_commit_witness_starts_keeping_it(tmp_path) -> None:
+    from kcoord.records import offset_key, offset_value
+    from kcoord.store import STORE_FILE, WITNESS_FILE, StoreError, read_witness
+
+    data = copy_fixture(tmp_path)
+    assert not (Path(data) / WITNESS_FILE).exists()
+    records = SqliteRecords(data)  # the first open: a state row from the records present, witness at 0
+    assert read_witness(data) == 0 and records.state.seq == 0 and records.state.count == 32
+    records.put({offset_key("simple", "orders", 0): offset_value(99, -1, "", 0)})
+    assert read_witness(data) == 1 == records.state.seq
+    records.close()
+    assert check_store(data).ok
+    # From now on a lost commit is caught: the database alone, without the commit just made, is a rollback.
+    db = sqlite3.connect(Path(data) / STORE_FILE)
+    row = db.execute("SELECT value FROM meta WHERE name = 'state'").fetchone()[0]
+    db.execute("UPDATE meta SET value = ? WHERE name = 'state'", ("0" + row[row.index(" "):],))
+    db.commit()
+    db.close()
+    report = check_store(data)
+    assert not report.ok and any("commit 1 was acknowledged" in p for p in report.problems), report.problems
+    with pytest.raises(StoreError, match="commit 1 was acknowledged"):
+        SqliteRecords(data)
