@@ -69,8 +69,33 @@ def test_partial_frame_buffer_grows_to_the_frame_only() -> None:
     reader = wire.FrameReader(max_frame_size=1 << 20, initial_size=64)
     reader.feed(struct.pack(">i", 100_000) + b"abc")
     view = reader.get_buffer(-1)
-    # room for the rest of this frame, not for the maximum frame size
-    assert 100_000 - 3 <= len(view) < 200_000
+    # room for more of this frame, neither the maximum frame size nor (yet) all the frame declares
+    assert 4096 <= len(view) < 100_000
+
+
+def test_a_declared_frame_costs_what_its_sender_sent_not_what_it_declared() -> None:
+    # Found at a195b2b: a peer declaring a 100 MB frame and sending 70 KB made the server allocate 100 MB.
+    reader = wire.FrameReader(max_frame_size=100 << 20)
+    sent = 4
+    reader.feed(struct.pack(">i", 100 << 20))
+    for chunk in range(70):
+        assert reader.feed(bytes(1000)) == []
+        sent += 1000
+        assert reader.capacity <= max(2 * sent, sent + 65536) + 4096, (chunk, reader.capacity)
+    assert reader.capacity < 256 * 1024
+
+
+def test_a_large_frame_arrives_whole_and_its_buffer_is_given_back() -> None:
+    payload = bytes(range(256)) * (12 << 12)  # 12 MiB
+    reader = wire.FrameReader(max_frame_size=100 << 20)
+    stream = frame(payload) + frame(b"after")
+    out = []
+    for pos in range(0, len(stream), 1 << 16):
+        out += reader.feed(stream[pos:pos + (1 << 16)])
+    assert out == [payload, b"after"]
+    assert reader.capacity >= len(payload)  # grown to hold it while it arrived
+    reader.get_buffer(-1)
+    assert reader.capacity <= 1 << 20  # and given back once it was consumed
 
 
 def test_request_header_versions() -> None:
@@ -132,3 +157,13 @@ def test_null_client_id() -> None:
 def test_encode_request_checks_body_type() -> None:
     with pytest.raises(TypeError):
         wire.encode_request(12, 0, 1, "c", wire.JoinGroupRequest())
+
+
+def test_bytes_after_a_request_body_are_ignored_as_kafka_ignores_them() -> None:
+    # librdkafka 2.x's AdminClient sends Metadata v13 with three bytes after the body; Kafka's broker never checks
+    # what remains after a request, so neither does kcoord (a truncated body is still an error).
+    req = wire.MetadataRequest(topics=None, allow_auto_topic_creation=False)
+    frame = wire.encode_request(3, 13, 7, "rdkafka", req)[4:]
+    assert wire.decode_request(frame + b"\x01\x00\x00") == wire.decode_request(frame)
+    with pytest.raises(wire.DecodeError):
+        wire.decode_request(frame[:-2])

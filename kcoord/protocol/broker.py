@@ -279,6 +279,28 @@ CREATE_TOPICS_RESPONSE = response(19, "CreateTopics", "0-7", "5+", [
 ])
 
 
+# Deletes topics (Kafka's admin deleteTopics); not in the shared schema set, checked against Kafka's JSON as
+# bundled by kafka-python. Versions 1-6, as Kafka 4 serves them (v0 is gone there too).
+DELETE_TOPICS_REQUEST = request(20, "DeleteTopics", "1-6", "4+", [
+    array("topics", "DeleteTopicState", "6+", [
+        f("name", "string", "6+", null="6+", default=None),
+        f("topic_id", "uuid", "6+"),
+    ]),
+    f("topic_names", "[]string", "1-5", ign=True),
+    f("timeout_ms", "int32"),
+])
+
+DELETE_TOPICS_RESPONSE = response(20, "DeleteTopics", "1-6", "4+", [
+    f("throttle_time_ms", "int32", "1+", ign=True),
+    array("responses", "DeletableTopicResult", "0+", [
+        f("name", "string", null="6+"),
+        f("topic_id", "uuid", "6+", ign=True),
+        f("error_code", "int16"),
+        f("error_message", "string", "5+", null="5+", ign=True, default=None),
+    ]),
+])
+
+
 # Grows a topic's partition count (Kafka's admin createPartitions); not in the shared schema set, checked
 # against Kafka's JSON as bundled by kafka-python.
 CREATE_PARTITIONS_REQUEST = request(37, "CreatePartitions", "0-3", "2+", [

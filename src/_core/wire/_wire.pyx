@@ -363,7 +363,8 @@ def decode_request(frame):
     """Decode a request frame (without its size prefix) into (RequestHeader, body), in one pass.
 
     Raises UnsupportedVersionError (carrying api_key, api_version and correlation_id, so the caller can
-    answer) for an API or version this codec does not implement, DecodeError for malformed bytes.
+    answer) for an API or version this codec does not implement, DecodeError for malformed bytes (a truncated
+    body; bytes after a whole body are not an error, as in Kafka).
     """
     cdef Py_buffer view
     cdef Cursor c
@@ -379,7 +380,9 @@ def decode_request(frame):
                 f"API {api_key} version {api_version} is not supported", api_key, api_version, correlation_id)
         c.p = <const unsigned char*>view.buf
         header = _run(&c, _DEC_RequestHeader[request_header_version(api_key, api_version)], 0)
-        body = _run(&c, _DEC_BY_KEY_REQ(api_key, api_version), 1)
+        # Bytes after the body are ignored, as Kafka's broker ignores them (it never checks what remains): the
+        # AdminClient of librdkafka 2.x sends Metadata v12-13 with three of them.
+        body = _run(&c, _DEC_BY_KEY_REQ(api_key, api_version), 0)
         return header, body
     finally:
         PyBuffer_Release(&view)
@@ -444,6 +447,10 @@ def decode_response(int api_key, int api_version, frame):
 # ---- framing ---------------------------------------------------------------------------------------------
 
 @cython.final
+cdef Py_ssize_t GROW_STEP = 65536  # a buffer grows by at least this much, or doubles, toward the declared size
+cdef Py_ssize_t SHRINK_ABOVE = 1 << 20  # an emptied buffer larger than this is replaced by a small one
+
+
 cdef class FrameReader:
     """Splits a byte stream into Kafka frames (4-byte big-endian size, then that many bytes).
 
@@ -453,7 +460,7 @@ cdef class FrameReader:
     """
 
     cdef bytearray buf
-    cdef Py_ssize_t start, end
+    cdef Py_ssize_t start, end, initial_size
     cdef readonly Py_ssize_t max_frame_size
     cdef readonly bint failed
 
@@ -461,8 +468,14 @@ cdef class FrameReader:
         if max_frame_size < 0:
             raise ValueError("max_frame_size must be >= 0")
         self.max_frame_size = max_frame_size
-        self.buf = bytearray(max(initial_size, 64))
+        self.initial_size = max(initial_size, 64)
+        self.buf = bytearray(self.initial_size)
         self.start = self.end = 0
+
+    @property
+    def capacity(self):
+        """The bytes the reader holds now (what a connection costs in buffer memory)."""
+        return len(self.buf)
 
     @property
     def pending(self):
@@ -484,16 +497,24 @@ cdef class FrameReader:
         return 4 + <Py_ssize_t>size
 
     def get_buffer(self, Py_ssize_t sizehint=-1):
-        """A writable view of the free space, made large enough for the frame in progress."""
+        """A writable view of the free space, grown toward the frame in progress as its bytes arrive.
+
+        The buffer grows to at most twice what has arrived (and at least by GROW_STEP), never straight to the
+        size the prefix declares: a peer that declares a large frame and sends little costs what it sent. Once
+        the frames in it are consumed, a buffer grown past SHRINK_ABOVE is given back."""
         cdef Py_ssize_t have = self.end - self.start
         cdef Py_ssize_t cap = len(self.buf)
         cdef Py_ssize_t need = max(self._want(), have + 4096)
         cdef bytearray nb
         if self.failed:
             raise FrameError("the stream already had a bad frame")
-        if need > cap or (self.start and cap - self.end < 4096):
+        need = min(need, max(2 * have, have + GROW_STEP))
+        if have == 0 and cap > SHRINK_ABOVE and need <= SHRINK_ABOVE:
+            self.buf = bytearray(max(need, self.initial_size))
+            self.start = self.end = 0
+        elif need > cap or (self.start and cap - self.end < 4096):
             # a fresh buffer: a view of the old one may still be held by the transport
-            nb = bytearray(max(need, cap if need <= cap else need))
+            nb = bytearray(max(need, cap))
             if have:
                 memcpy(PyByteArray_AS_STRING(nb), PyByteArray_AS_STRING(self.buf) + self.start, have)
             self.buf = nb

@@ -1924,6 +1924,162 @@ cdef class CreateTopicsResponse:
 @cython.final
 @cython.no_gc
 @cython.freelist(32)
+cdef class DeleteTopicsRequestDeleteTopicState:
+    cdef public object name
+    cdef public object topic_id
+    cdef public object unknown_tags
+    _FIELDS = ("name", "topic_id")
+
+    def __init__(self, *, name=None, topic_id=ZERO_UUID, unknown_tags=None):
+        self.name = name
+        self.topic_id = topic_id
+        self.unknown_tags = unknown_tags
+
+    def __eq__(self, other):
+        return msg_eq(self, other)
+
+    __hash__ = None
+
+    def __repr__(self):
+        return msg_repr(self)
+
+    def to_dict(self):
+        """A plain dict (nested structs as dicts) for JSON output and tests."""
+        return msg_to_dict(self)
+
+
+@cython.final
+@cython.no_gc
+@cython.freelist(32)
+cdef class DeleteTopicsRequest:
+    cdef public object topics
+    cdef public object topic_names
+    cdef public int32_t timeout_ms
+    cdef public object unknown_tags
+    _FIELDS = ("topics", "topic_names", "timeout_ms")
+    KIND = "request"
+    API_KEY = 20
+    MIN_VERSION = 1
+    MAX_VERSION = 6
+    FIRST_FLEXIBLE_VERSION = 4
+
+    def __init__(self, *, topics=_DEFAULT, topic_names=_DEFAULT, timeout_ms=0, unknown_tags=None):
+        self.topics = [] if topics is _DEFAULT else topics
+        self.topic_names = [] if topic_names is _DEFAULT else topic_names
+        self.timeout_ms = timeout_ms
+        self.unknown_tags = unknown_tags
+
+    def __eq__(self, other):
+        return msg_eq(self, other)
+
+    __hash__ = None
+
+    def __repr__(self):
+        return msg_repr(self)
+
+    def to_dict(self):
+        """A plain dict (nested structs as dicts) for JSON output and tests."""
+        return msg_to_dict(self)
+
+    @staticmethod
+    def decode(buf, int version):
+        """Decode a whole buffer holding one DeleteTopicsRequest of the given version."""
+        return decode_whole(buf, _dec_DeleteTopicsRequest(version))
+
+    @staticmethod
+    def decode_from(buf, int version, Py_ssize_t offset=0):
+        """Decode one message starting at offset; returns (message, offset after it)."""
+        return decode_prefix(buf, offset, _dec_DeleteTopicsRequest(version))
+
+    def encode(self, int version):
+        return encode_bytes(self, _enc_DeleteTopicsRequest(version), version)
+
+    def encode_into(self, WriteBuffer buf, int version):
+        encode_into_buffer(buf, self, _enc_DeleteTopicsRequest(version), version)
+
+
+@cython.final
+@cython.no_gc
+@cython.freelist(32)
+cdef class DeleteTopicsResponseDeletableTopicResult:
+    cdef public object name
+    cdef public object topic_id
+    cdef public int16_t error_code
+    cdef public object error_message
+    cdef public object unknown_tags
+    _FIELDS = ("name", "topic_id", "error_code", "error_message")
+
+    def __init__(self, *, name='', topic_id=ZERO_UUID, error_code=0, error_message=None, unknown_tags=None):
+        self.name = name
+        self.topic_id = topic_id
+        self.error_code = error_code
+        self.error_message = error_message
+        self.unknown_tags = unknown_tags
+
+    def __eq__(self, other):
+        return msg_eq(self, other)
+
+    __hash__ = None
+
+    def __repr__(self):
+        return msg_repr(self)
+
+    def to_dict(self):
+        """A plain dict (nested structs as dicts) for JSON output and tests."""
+        return msg_to_dict(self)
+
+
+@cython.final
+@cython.no_gc
+@cython.freelist(32)
+cdef class DeleteTopicsResponse:
+    cdef public int32_t throttle_time_ms
+    cdef public object responses
+    cdef public object unknown_tags
+    _FIELDS = ("throttle_time_ms", "responses")
+    KIND = "response"
+    API_KEY = 20
+    MIN_VERSION = 1
+    MAX_VERSION = 6
+    FIRST_FLEXIBLE_VERSION = 4
+
+    def __init__(self, *, throttle_time_ms=0, responses=_DEFAULT, unknown_tags=None):
+        self.throttle_time_ms = throttle_time_ms
+        self.responses = [] if responses is _DEFAULT else responses
+        self.unknown_tags = unknown_tags
+
+    def __eq__(self, other):
+        return msg_eq(self, other)
+
+    __hash__ = None
+
+    def __repr__(self):
+        return msg_repr(self)
+
+    def to_dict(self):
+        """A plain dict (nested structs as dicts) for JSON output and tests."""
+        return msg_to_dict(self)
+
+    @staticmethod
+    def decode(buf, int version):
+        """Decode a whole buffer holding one DeleteTopicsResponse of the given version."""
+        return decode_whole(buf, _dec_DeleteTopicsResponse(version))
+
+    @staticmethod
+    def decode_from(buf, int version, Py_ssize_t offset=0):
+        """Decode one message starting at offset; returns (message, offset after it)."""
+        return decode_prefix(buf, offset, _dec_DeleteTopicsResponse(version))
+
+    def encode(self, int version):
+        return encode_bytes(self, _enc_DeleteTopicsResponse(version), version)
+
+    def encode_into(self, WriteBuffer buf, int version):
+        encode_into_buffer(buf, self, _enc_DeleteTopicsResponse(version), version)
+
+
+@cython.final
+@cython.no_gc
+@cython.freelist(32)
 cdef class CreatePartitionsRequestCreatePartitionsAssignment:
     cdef public object broker_ids
     cdef public object unknown_tags
@@ -15316,6 +15472,508 @@ cdef int _e_CreateTopicsResponse_4(WBuf* w, object obj) except -1:
     return 0
 
 
+cdef object _d_DeleteTopicsRequest_0(Cursor* c):
+    cdef DeleteTopicsRequest o = DeleteTopicsRequest.__new__(DeleteTopicsRequest)
+    cdef Py_ssize_t n, i
+    cdef list lst
+    n = cap_count(c, not_null(c, rd_len32(c)), 2)
+    if n < 0:
+        o.topic_names = None
+    else:
+        lst = [None] * n
+        for i in range(n):
+            lst[i] = rd_string(c)
+            if c.bad:
+                break
+        o.topic_names = lst
+    o.timeout_ms = rd_int32(c)
+    o.topics = []
+    return o
+
+
+cdef int _e_DeleteTopicsRequest_0(WBuf* w, object obj) except -1:
+    cdef DeleteTopicsRequest o = <DeleteTopicsRequest>obj
+    cdef object items, x
+    if (o.topics is not None and len(o.topics) != 0):
+        absent_error("DeleteTopicsRequest", "topics")
+    items = o.topic_names
+    if items is None:
+        null_error("DeleteTopicsRequest", "topic_names")
+    else:
+        items = as_seq(items)
+        w_len(w, len(items), 4)
+        for x in items:
+            if x is None:
+                null_error("DeleteTopicsRequest", "topic_names")
+            w_str(w, x, 2)
+    w_int32(w, o.timeout_ms)
+    return 0
+
+
+cdef object _d_DeleteTopicsRequest_1(Cursor* c):
+    cdef DeleteTopicsRequest o = DeleteTopicsRequest.__new__(DeleteTopicsRequest)
+    cdef Py_ssize_t n, i
+    cdef list lst
+    cdef Py_ssize_t ntags, size
+    cdef uint32_t tag
+    cdef Cursor sub
+    cdef list unknown = None
+    n = cap_count(c, not_null(c, rd_ulen(c)), 1)
+    if n < 0:
+        o.topic_names = None
+    else:
+        lst = [None] * n
+        for i in range(n):
+            lst[i] = rd_cstring(c)
+            if c.bad:
+                break
+        o.topic_names = lst
+    o.timeout_ms = rd_int32(c)
+    o.topics = []
+    ntags = cap_count(c, rd_uvarint(c), 2)
+    for _ in range(ntags):
+        tag = rd_uvarint(c)
+        size = cap_count(c, rd_uvarint(c), 1)
+        if c.bad:
+            break
+        if unknown is None:
+            unknown = []
+        unknown.append((tag, PyBytes_FromStringAndSize(<const char*>c.p, size)))
+        c.p += size
+    o.unknown_tags = unknown
+    return o
+
+
+cdef int _e_DeleteTopicsRequest_1(WBuf* w, object obj) except -1:
+    cdef DeleteTopicsRequest o = <DeleteTopicsRequest>obj
+    cdef object items, x
+    if (o.topics is not None and len(o.topics) != 0):
+        absent_error("DeleteTopicsRequest", "topics")
+    items = o.topic_names
+    if items is None:
+        null_error("DeleteTopicsRequest", "topic_names")
+    else:
+        items = as_seq(items)
+        w_len(w, len(items), 0)
+        for x in items:
+            if x is None:
+                null_error("DeleteTopicsRequest", "topic_names")
+            w_str(w, x, 0)
+    w_int32(w, o.timeout_ms)
+    if o.unknown_tags:
+        w_tagged(w, sorted(o.unknown_tags))
+    else:
+        w_uvarint(w, 0)
+    return 0
+
+
+cdef object _d_DeleteTopicsRequestDeleteTopicState_0(Cursor* c):
+    cdef DeleteTopicsRequestDeleteTopicState o = DeleteTopicsRequestDeleteTopicState.__new__(DeleteTopicsRequestDeleteTopicState)
+    cdef Py_ssize_t ntags, size
+    cdef uint32_t tag
+    cdef Cursor sub
+    cdef list unknown = None
+    o.name = rd_cnstring(c)
+    o.topic_id = rd_uuid(c)
+    ntags = cap_count(c, rd_uvarint(c), 2)
+    for _ in range(ntags):
+        tag = rd_uvarint(c)
+        size = cap_count(c, rd_uvarint(c), 1)
+        if c.bad:
+            break
+        if unknown is None:
+            unknown = []
+        unknown.append((tag, PyBytes_FromStringAndSize(<const char*>c.p, size)))
+        c.p += size
+    o.unknown_tags = unknown
+    return o
+
+
+cdef int _e_DeleteTopicsRequestDeleteTopicState_0(WBuf* w, object obj) except -1:
+    cdef DeleteTopicsRequestDeleteTopicState o = <DeleteTopicsRequestDeleteTopicState>obj
+    w_str(w, o.name, 0)
+    if o.topic_id is None:
+        null_error("DeleteTopicsRequestDeleteTopicState", "topic_id")
+    w_uuid(w, o.topic_id)
+    if o.unknown_tags:
+        w_tagged(w, sorted(o.unknown_tags))
+    else:
+        w_uvarint(w, 0)
+    return 0
+
+
+cdef object _d_DeleteTopicsRequest_2(Cursor* c):
+    cdef DeleteTopicsRequest o = DeleteTopicsRequest.__new__(DeleteTopicsRequest)
+    cdef Py_ssize_t n, i
+    cdef list lst
+    cdef Py_ssize_t ntags, size
+    cdef uint32_t tag
+    cdef Cursor sub
+    cdef list unknown = None
+    n = cap_count(c, not_null(c, rd_ulen(c)), 18)
+    if n < 0:
+        o.topics = None
+    else:
+        lst = [None] * n
+        for i in range(n):
+            lst[i] = _d_DeleteTopicsRequestDeleteTopicState_0(c)
+            if c.bad:
+                break
+        o.topics = lst
+    o.timeout_ms = rd_int32(c)
+    o.topic_names = []
+    ntags = cap_count(c, rd_uvarint(c), 2)
+    for _ in range(ntags):
+        tag = rd_uvarint(c)
+        size = cap_count(c, rd_uvarint(c), 1)
+        if c.bad:
+            break
+        if unknown is None:
+            unknown = []
+        unknown.append((tag, PyBytes_FromStringAndSize(<const char*>c.p, size)))
+        c.p += size
+    o.unknown_tags = unknown
+    return o
+
+
+cdef int _e_DeleteTopicsRequest_2(WBuf* w, object obj) except -1:
+    cdef DeleteTopicsRequest o = <DeleteTopicsRequest>obj
+    cdef object items, x
+    items = o.topics
+    if items is None:
+        null_error("DeleteTopicsRequest", "topics")
+    else:
+        items = as_seq(items)
+        w_len(w, len(items), 0)
+        for x in items:
+            _e_DeleteTopicsRequestDeleteTopicState_0(w, <DeleteTopicsRequestDeleteTopicState?>x)
+    w_int32(w, o.timeout_ms)
+    if o.unknown_tags:
+        w_tagged(w, sorted(o.unknown_tags))
+    else:
+        w_uvarint(w, 0)
+    return 0
+
+
+cdef object _d_DeleteTopicsResponseDeletableTopicResult_0(Cursor* c):
+    cdef DeleteTopicsResponseDeletableTopicResult o = DeleteTopicsResponseDeletableTopicResult.__new__(DeleteTopicsResponseDeletableTopicResult)
+    o.name = rd_string(c)
+    o.error_code = rd_int16(c)
+    o.topic_id = ZERO_UUID
+    return o
+
+
+cdef int _e_DeleteTopicsResponseDeletableTopicResult_0(WBuf* w, object obj) except -1:
+    cdef DeleteTopicsResponseDeletableTopicResult o = <DeleteTopicsResponseDeletableTopicResult>obj
+    if o.name is None:
+        null_error("DeleteTopicsResponseDeletableTopicResult", "name")
+    w_str(w, o.name, 2)
+    w_int16(w, o.error_code)
+    return 0
+
+
+cdef object _d_DeleteTopicsResponse_0(Cursor* c):
+    cdef DeleteTopicsResponse o = DeleteTopicsResponse.__new__(DeleteTopicsResponse)
+    cdef Py_ssize_t n, i
+    cdef list lst
+    o.throttle_time_ms = rd_int32(c)
+    n = cap_count(c, not_null(c, rd_len32(c)), 4)
+    if n < 0:
+        o.responses = None
+    else:
+        lst = [None] * n
+        for i in range(n):
+            lst[i] = _d_DeleteTopicsResponseDeletableTopicResult_0(c)
+            if c.bad:
+                break
+        o.responses = lst
+    return o
+
+
+cdef int _e_DeleteTopicsResponse_0(WBuf* w, object obj) except -1:
+    cdef DeleteTopicsResponse o = <DeleteTopicsResponse>obj
+    cdef object items, x
+    w_int32(w, o.throttle_time_ms)
+    items = o.responses
+    if items is None:
+        null_error("DeleteTopicsResponse", "responses")
+    else:
+        items = as_seq(items)
+        w_len(w, len(items), 4)
+        for x in items:
+            _e_DeleteTopicsResponseDeletableTopicResult_0(w, <DeleteTopicsResponseDeletableTopicResult?>x)
+    return 0
+
+
+cdef object _d_DeleteTopicsResponseDeletableTopicResult_1(Cursor* c):
+    cdef DeleteTopicsResponseDeletableTopicResult o = DeleteTopicsResponseDeletableTopicResult.__new__(DeleteTopicsResponseDeletableTopicResult)
+    cdef Py_ssize_t ntags, size
+    cdef uint32_t tag
+    cdef Cursor sub
+    cdef list unknown = None
+    o.name = rd_cstring(c)
+    o.error_code = rd_int16(c)
+    o.topic_id = ZERO_UUID
+    ntags = cap_count(c, rd_uvarint(c), 2)
+    for _ in range(ntags):
+        tag = rd_uvarint(c)
+        size = cap_count(c, rd_uvarint(c), 1)
+        if c.bad:
+            break
+        if unknown is None:
+            unknown = []
+        unknown.append((tag, PyBytes_FromStringAndSize(<const char*>c.p, size)))
+        c.p += size
+    o.unknown_tags = unknown
+    return o
+
+
+cdef int _e_DeleteTopicsResponseDeletableTopicResult_1(WBuf* w, object obj) except -1:
+    cdef DeleteTopicsResponseDeletableTopicResult o = <DeleteTopicsResponseDeletableTopicResult>obj
+    if o.name is None:
+        null_error("DeleteTopicsResponseDeletableTopicResult", "name")
+    w_str(w, o.name, 0)
+    w_int16(w, o.error_code)
+    if o.unknown_tags:
+        w_tagged(w, sorted(o.unknown_tags))
+    else:
+        w_uvarint(w, 0)
+    return 0
+
+
+cdef object _d_DeleteTopicsResponse_1(Cursor* c):
+    cdef DeleteTopicsResponse o = DeleteTopicsResponse.__new__(DeleteTopicsResponse)
+    cdef Py_ssize_t n, i
+    cdef list lst
+    cdef Py_ssize_t ntags, size
+    cdef uint32_t tag
+    cdef Cursor sub
+    cdef list unknown = None
+    o.throttle_time_ms = rd_int32(c)
+    n = cap_count(c, not_null(c, rd_ulen(c)), 4)
+    if n < 0:
+        o.responses = None
+    else:
+        lst = [None] * n
+        for i in range(n):
+            lst[i] = _d_DeleteTopicsResponseDeletableTopicResult_1(c)
+            if c.bad:
+                break
+        o.responses = lst
+    ntags = cap_count(c, rd_uvarint(c), 2)
+    for _ in range(ntags):
+        tag = rd_uvarint(c)
+        size = cap_count(c, rd_uvarint(c), 1)
+        if c.bad:
+            break
+        if unknown is None:
+            unknown = []
+        unknown.append((tag, PyBytes_FromStringAndSize(<const char*>c.p, size)))
+        c.p += size
+    o.unknown_tags = unknown
+    return o
+
+
+cdef int _e_DeleteTopicsResponse_1(WBuf* w, object obj) except -1:
+    cdef DeleteTopicsResponse o = <DeleteTopicsResponse>obj
+    cdef object items, x
+    w_int32(w, o.throttle_time_ms)
+    items = o.responses
+    if items is None:
+        null_error("DeleteTopicsResponse", "responses")
+    else:
+        items = as_seq(items)
+        w_len(w, len(items), 0)
+        for x in items:
+            _e_DeleteTopicsResponseDeletableTopicResult_1(w, <DeleteTopicsResponseDeletableTopicResult?>x)
+    if o.unknown_tags:
+        w_tagged(w, sorted(o.unknown_tags))
+    else:
+        w_uvarint(w, 0)
+    return 0
+
+
+cdef object _d_DeleteTopicsResponseDeletableTopicResult_2(Cursor* c):
+    cdef DeleteTopicsResponseDeletableTopicResult o = DeleteTopicsResponseDeletableTopicResult.__new__(DeleteTopicsResponseDeletableTopicResult)
+    cdef Py_ssize_t ntags, size
+    cdef uint32_t tag
+    cdef Cursor sub
+    cdef list unknown = None
+    o.name = rd_cstring(c)
+    o.error_code = rd_int16(c)
+    o.error_message = rd_cnstring(c)
+    o.topic_id = ZERO_UUID
+    ntags = cap_count(c, rd_uvarint(c), 2)
+    for _ in range(ntags):
+        tag = rd_uvarint(c)
+        size = cap_count(c, rd_uvarint(c), 1)
+        if c.bad:
+            break
+        if unknown is None:
+            unknown = []
+        unknown.append((tag, PyBytes_FromStringAndSize(<const char*>c.p, size)))
+        c.p += size
+    o.unknown_tags = unknown
+    return o
+
+
+cdef int _e_DeleteTopicsResponseDeletableTopicResult_2(WBuf* w, object obj) except -1:
+    cdef DeleteTopicsResponseDeletableTopicResult o = <DeleteTopicsResponseDeletableTopicResult>obj
+    if o.name is None:
+        null_error("DeleteTopicsResponseDeletableTopicResult", "name")
+    w_str(w, o.name, 0)
+    w_int16(w, o.error_code)
+    w_str(w, o.error_message, 0)
+    if o.unknown_tags:
+        w_tagged(w, sorted(o.unknown_tags))
+    else:
+        w_uvarint(w, 0)
+    return 0
+
+
+cdef object _d_DeleteTopicsResponse_2(Cursor* c):
+    cdef DeleteTopicsResponse o = DeleteTopicsResponse.__new__(DeleteTopicsResponse)
+    cdef Py_ssize_t n, i
+    cdef list lst
+    cdef Py_ssize_t ntags, size
+    cdef uint32_t tag
+    cdef Cursor sub
+    cdef list unknown = None
+    o.throttle_time_ms = rd_int32(c)
+    n = cap_count(c, not_null(c, rd_ulen(c)), 5)
+    if n < 0:
+        o.responses = None
+    else:
+        lst = [None] * n
+        for i in range(n):
+            lst[i] = _d_DeleteTopicsResponseDeletableTopicResult_2(c)
+            if c.bad:
+                break
+        o.responses = lst
+    ntags = cap_count(c, rd_uvarint(c), 2)
+    for _ in range(ntags):
+        tag = rd_uvarint(c)
+        size = cap_count(c, rd_uvarint(c), 1)
+        if c.bad:
+            break
+        if unknown is None:
+            unknown = []
+        unknown.append((tag, PyBytes_FromStringAndSize(<const char*>c.p, size)))
+        c.p += size
+    o.unknown_tags = unknown
+    return o
+
+
+cdef int _e_DeleteTopicsResponse_2(WBuf* w, object obj) except -1:
+    cdef DeleteTopicsResponse o = <DeleteTopicsResponse>obj
+    cdef object items, x
+    w_int32(w, o.throttle_time_ms)
+    items = o.responses
+    if items is None:
+        null_error("DeleteTopicsResponse", "responses")
+    else:
+        items = as_seq(items)
+        w_len(w, len(items), 0)
+        for x in items:
+            _e_DeleteTopicsResponseDeletableTopicResult_2(w, <DeleteTopicsResponseDeletableTopicResult?>x)
+    if o.unknown_tags:
+        w_tagged(w, sorted(o.unknown_tags))
+    else:
+        w_uvarint(w, 0)
+    return 0
+
+
+cdef object _d_DeleteTopicsResponseDeletableTopicResult_3(Cursor* c):
+    cdef DeleteTopicsResponseDeletableTopicResult o = DeleteTopicsResponseDeletableTopicResult.__new__(DeleteTopicsResponseDeletableTopicResult)
+    cdef Py_ssize_t ntags, size
+    cdef uint32_t tag
+    cdef Cursor sub
+    cdef list unknown = None
+    o.name = rd_cnstring(c)
+    o.topic_id = rd_uuid(c)
+    o.error_code = rd_int16(c)
+    o.error_message = rd_cnstring(c)
+    ntags = cap_count(c, rd_uvarint(c), 2)
+    for _ in range(ntags):
+        tag = rd_uvarint(c)
+        size = cap_count(c, rd_uvarint(c), 1)
+        if c.bad:
+            break
+        if unknown is None:
+            unknown = []
+        unknown.append((tag, PyBytes_FromStringAndSize(<const char*>c.p, size)))
+        c.p += size
+    o.unknown_tags = unknown
+    return o
+
+
+cdef int _e_DeleteTopicsResponseDeletableTopicResult_3(WBuf* w, object obj) except -1:
+    cdef DeleteTopicsResponseDeletableTopicResult o = <DeleteTopicsResponseDeletableTopicResult>obj
+    w_str(w, o.name, 0)
+    if o.topic_id is None:
+        null_error("DeleteTopicsResponseDeletableTopicResult", "topic_id")
+    w_uuid(w, o.topic_id)
+    w_int16(w, o.error_code)
+    w_str(w, o.error_message, 0)
+    if o.unknown_tags:
+        w_tagged(w, sorted(o.unknown_tags))
+    else:
+        w_uvarint(w, 0)
+    return 0
+
+
+cdef object _d_DeleteTopicsResponse_3(Cursor* c):
+    cdef DeleteTopicsResponse o = DeleteTopicsResponse.__new__(DeleteTopicsResponse)
+    cdef Py_ssize_t n, i
+    cdef list lst
+    cdef Py_ssize_t ntags, size
+    cdef uint32_t tag
+    cdef Cursor sub
+    cdef list unknown = None
+    o.throttle_time_ms = rd_int32(c)
+    n = cap_count(c, not_null(c, rd_ulen(c)), 21)
+    if n < 0:
+        o.responses = None
+    else:
+        lst = [None] * n
+        for i in range(n):
+            lst[i] = _d_DeleteTopicsResponseDeletableTopicResult_3(c)
+            if c.bad:
+                break
+        o.responses = lst
+    ntags = cap_count(c, rd_uvarint(c), 2)
+    for _ in range(ntags):
+        tag = rd_uvarint(c)
+        size = cap_count(c, rd_uvarint(c), 1)
+        if c.bad:
+            break
+        if unknown is None:
+            unknown = []
+        unknown.append((tag, PyBytes_FromStringAndSize(<const char*>c.p, size)))
+        c.p += size
+    o.unknown_tags = unknown
+    return o
+
+
+cdef int _e_DeleteTopicsResponse_3(WBuf* w, object obj) except -1:
+    cdef DeleteTopicsResponse o = <DeleteTopicsResponse>obj
+    cdef object items, x
+    w_int32(w, o.throttle_time_ms)
+    items = o.responses
+    if items is None:
+        null_error("DeleteTopicsResponse", "responses")
+    else:
+        items = as_seq(items)
+        w_len(w, len(items), 0)
+        for x in items:
+            _e_DeleteTopicsResponseDeletableTopicResult_3(w, <DeleteTopicsResponseDeletableTopicResult?>x)
+    if o.unknown_tags:
+        w_tagged(w, sorted(o.unknown_tags))
+    else:
+        w_uvarint(w, 0)
+    return 0
+
+
 cdef object _d_CreatePartitionsRequestCreatePartitionsAssignment_0(Cursor* c):
     cdef CreatePartitionsRequestCreatePartitionsAssignment o = CreatePartitionsRequestCreatePartitionsAssignment.__new__(CreatePartitionsRequestCreatePartitionsAssignment)
     cdef Py_ssize_t n, i
@@ -26887,6 +27545,58 @@ cdef inline enc_fn _enc_CreateTopicsResponse(int v) except NULL:
     return _ENC_CreateTopicsResponse[v]
 
 
+cdef dec_fn _DEC_DeleteTopicsRequest[7]
+cdef enc_fn _ENC_DeleteTopicsRequest[7]
+_DEC_DeleteTopicsRequest[1] = _d_DeleteTopicsRequest_0
+_ENC_DeleteTopicsRequest[1] = _e_DeleteTopicsRequest_0
+_DEC_DeleteTopicsRequest[2] = _d_DeleteTopicsRequest_0
+_ENC_DeleteTopicsRequest[2] = _e_DeleteTopicsRequest_0
+_DEC_DeleteTopicsRequest[3] = _d_DeleteTopicsRequest_0
+_ENC_DeleteTopicsRequest[3] = _e_DeleteTopicsRequest_0
+_DEC_DeleteTopicsRequest[4] = _d_DeleteTopicsRequest_1
+_ENC_DeleteTopicsRequest[4] = _e_DeleteTopicsRequest_1
+_DEC_DeleteTopicsRequest[5] = _d_DeleteTopicsRequest_1
+_ENC_DeleteTopicsRequest[5] = _e_DeleteTopicsRequest_1
+_DEC_DeleteTopicsRequest[6] = _d_DeleteTopicsRequest_2
+_ENC_DeleteTopicsRequest[6] = _e_DeleteTopicsRequest_2
+
+cdef inline dec_fn _dec_DeleteTopicsRequest(int v) except NULL:
+    if v < 1 or v > 6:
+        unsupported("DeleteTopicsRequest", v, 1, 6)
+    return _DEC_DeleteTopicsRequest[v]
+
+cdef inline enc_fn _enc_DeleteTopicsRequest(int v) except NULL:
+    if v < 1 or v > 6:
+        unsupported("DeleteTopicsRequest", v, 1, 6)
+    return _ENC_DeleteTopicsRequest[v]
+
+
+cdef dec_fn _DEC_DeleteTopicsResponse[7]
+cdef enc_fn _ENC_DeleteTopicsResponse[7]
+_DEC_DeleteTopicsResponse[1] = _d_DeleteTopicsResponse_0
+_ENC_DeleteTopicsResponse[1] = _e_DeleteTopicsResponse_0
+_DEC_DeleteTopicsResponse[2] = _d_DeleteTopicsResponse_0
+_ENC_DeleteTopicsResponse[2] = _e_DeleteTopicsResponse_0
+_DEC_DeleteTopicsResponse[3] = _d_DeleteTopicsResponse_0
+_ENC_DeleteTopicsResponse[3] = _e_DeleteTopicsResponse_0
+_DEC_DeleteTopicsResponse[4] = _d_DeleteTopicsResponse_1
+_ENC_DeleteTopicsResponse[4] = _e_DeleteTopicsResponse_1
+_DEC_DeleteTopicsResponse[5] = _d_DeleteTopicsResponse_2
+_ENC_DeleteTopicsResponse[5] = _e_DeleteTopicsResponse_2
+_DEC_DeleteTopicsResponse[6] = _d_DeleteTopicsResponse_3
+_ENC_DeleteTopicsResponse[6] = _e_DeleteTopicsResponse_3
+
+cdef inline dec_fn _dec_DeleteTopicsResponse(int v) except NULL:
+    if v < 1 or v > 6:
+        unsupported("DeleteTopicsResponse", v, 1, 6)
+    return _DEC_DeleteTopicsResponse[v]
+
+cdef inline enc_fn _enc_DeleteTopicsResponse(int v) except NULL:
+    if v < 1 or v > 6:
+        unsupported("DeleteTopicsResponse", v, 1, 6)
+    return _ENC_DeleteTopicsResponse[v]
+
+
 cdef dec_fn _DEC_CreatePartitionsRequest[4]
 cdef enc_fn _ENC_CreatePartitionsRequest[4]
 _DEC_CreatePartitionsRequest[0] = _d_CreatePartitionsRequest_0
@@ -28200,6 +28910,8 @@ cdef dec_fn _DEC_BY_KEY_REQ(int api_key, int v) except NULL:
         return _dec_ProduceRequest(v)
     if api_key == 19:
         return _dec_CreateTopicsRequest(v)
+    if api_key == 20:
+        return _dec_DeleteTopicsRequest(v)
     if api_key == 37:
         return _dec_CreatePartitionsRequest(v)
     if api_key == 11:
@@ -28251,6 +28963,8 @@ cdef enc_fn _ENC_BY_KEY_REQ(int api_key, int v) except NULL:
         return _enc_ProduceRequest(v)
     if api_key == 19:
         return _enc_CreateTopicsRequest(v)
+    if api_key == 20:
+        return _enc_DeleteTopicsRequest(v)
     if api_key == 37:
         return _enc_CreatePartitionsRequest(v)
     if api_key == 11:
@@ -28302,6 +29016,8 @@ cdef enc_fn _ENC_BY_KEY_RESP(int api_key, int v) except NULL:
         return _enc_ProduceResponse(v)
     if api_key == 19:
         return _enc_CreateTopicsResponse(v)
+    if api_key == 20:
+        return _enc_DeleteTopicsResponse(v)
     if api_key == 37:
         return _enc_CreatePartitionsResponse(v)
     if api_key == 11:
@@ -28347,6 +29063,7 @@ REQUEST_TYPES = {
     1: FetchRequest,
     0: ProduceRequest,
     19: CreateTopicsRequest,
+    20: DeleteTopicsRequest,
     37: CreatePartitionsRequest,
     11: JoinGroupRequest,
     14: SyncGroupRequest,
@@ -28373,6 +29090,7 @@ RESPONSE_TYPES = {
     1: FetchResponse,
     0: ProduceResponse,
     19: CreateTopicsResponse,
+    20: DeleteTopicsResponse,
     37: CreatePartitionsResponse,
     11: JoinGroupResponse,
     14: SyncGroupResponse,
@@ -28408,6 +29126,8 @@ MESSAGE_TYPES = {
     "ProduceResponse": ProduceResponse,
     "CreateTopicsRequest": CreateTopicsRequest,
     "CreateTopicsResponse": CreateTopicsResponse,
+    "DeleteTopicsRequest": DeleteTopicsRequest,
+    "DeleteTopicsResponse": DeleteTopicsResponse,
     "CreatePartitionsRequest": CreatePartitionsRequest,
     "CreatePartitionsResponse": CreatePartitionsResponse,
     "JoinGroupRequest": JoinGroupRequest,
@@ -28473,4 +29193,4 @@ MESSAGE_TYPES = {
     "ConnectGroupCurrentMemberAssignmentKey": ConnectGroupCurrentMemberAssignmentKey,
     "ConnectGroupCurrentMemberAssignmentValue": ConnectGroupCurrentMemberAssignmentValue,
 }
-STRUCT_TYPES = (RequestHeader, ResponseHeader, ApiVersionsRequest, ApiVersionsResponseApiVersion, ApiVersionsResponseSupportedFeatureKey, ApiVersionsResponseFinalizedFeatureKey, ApiVersionsResponse, MetadataRequestTopic, MetadataRequest, MetadataResponseBroker, MetadataResponsePartition, MetadataResponseTopic, MetadataResponse, FindCoordinatorRequest, FindCoordinatorResponseCoordinator, FindCoordinatorResponse, ListOffsetsRequestListOffsetsPartition, ListOffsetsRequestListOffsetsTopic, ListOffsetsRequest, ListOffsetsResponseListOffsetsPartitionResponse, ListOffsetsResponseListOffsetsTopicResponse, ListOffsetsResponse, FetchRequestReplicaState, FetchRequestFetchPartition, FetchRequestFetchTopic, FetchRequestForgottenTopic, FetchRequest, FetchResponseEpochEndOffset, FetchResponseLeaderIdAndEpoch, FetchResponseSnapshotId, FetchResponseAbortedTransaction, FetchResponsePartitionData, FetchResponseFetchableTopicResponse, FetchResponseNodeEndpoint, FetchResponse, ProduceRequestPartitionProduceData, ProduceRequestTopicProduceData, ProduceRequest, ProduceResponseBatchIndexAndErrorMessage, ProduceResponseLeaderIdAndEpoch, ProduceResponsePartitionProduceResponse, ProduceResponseTopicProduceResponse, ProduceResponseNodeEndpoint, ProduceResponse, CreateTopicsRequestCreatableReplicaAssignment, CreateTopicsRequestCreatableTopicConfig, CreateTopicsRequestCreatableTopic, CreateTopicsRequest, CreateTopicsResponseCreatableTopicConfigs, CreateTopicsResponseCreatableTopicResult, CreateTopicsResponse, CreatePartitionsRequestCreatePartitionsAssignment, CreatePartitionsRequestCreatePartitionsTopic, CreatePartitionsRequest, CreatePartitionsResponseCreatePartitionsTopicResult, CreatePartitionsResponse, JoinGroupRequestProtocol, JoinGroupRequest, JoinGroupResponseMember, JoinGroupResponse, SyncGroupRequestAssignment, SyncGroupRequest, SyncGroupResponse, HeartbeatRequest, HeartbeatResponse, LeaveGroupRequestMemberIdentity, LeaveGroupRequest, LeaveGroupResponseMemberResponse, LeaveGroupResponse, DescribeGroupsRequest, DescribeGroupsResponseDescribedGroupMember, DescribeGroupsResponseDescribedGroup, DescribeGroupsResponse, ListGroupsRequest, ListGroupsResponseListedGroup, ListGroupsResponse, DeleteGroupsRequest, DeleteGroupsResponseDeletableGroupResult, DeleteGroupsResponse, OffsetCommitRequestPartition, OffsetCommitRequestTopic, OffsetCommitRequest, OffsetCommitResponsePartition, OffsetCommitResponseTopic, OffsetCommitResponse, OffsetFetchRequestTopic, OffsetFetchRequestTopics, OffsetFetchRequestGroup, OffsetFetchRequest, OffsetFetchResponsePartition, OffsetFetchResponseTopic, OffsetFetchResponsePartitions, OffsetFetchResponseTopics, OffsetFetchResponseGroup, OffsetFetchResponse, OffsetDeleteRequestPartition, OffsetDeleteRequestTopic, OffsetDeleteRequest, OffsetDeleteResponsePartition, OffsetDeleteResponseTopic, OffsetDeleteResponse, ConsumerGroupHeartbeatRequestTopicPartitions, ConsumerGroupHeartbeatRequest, ConsumerGroupHeartbeatResponseTopicPartitions, ConsumerGroupHeartbeatResponseAssignment, ConsumerGroupHeartbeatResponse, ConsumerGroupDescribeRequest, ConsumerGroupDescribeResponseTopicPartitions, ConsumerGroupDescribeResponseAssignment, ConsumerGroupDescribeResponseMember, ConsumerGroupDescribeResponseDescribedGroup, ConsumerGroupDescribeResponse, ConsumerProtocolSubscriptionTopicPartition, ConsumerProtocolSubscription, ConsumerProtocolAssignmentTopicPartition, ConsumerProtocolAssignment, GroupMetadataKey, GroupMetadataValueMemberMetadata, GroupMetadataValue, OffsetCommitKey, OffsetCommitValue, ConsumerGroupMetadataKey, ConsumerGroupMetadataValue, ConsumerGroupPartitionMetadataKey, ConsumerGroupPartitionMetadataValuePartitionMetadata, ConsumerGroupPartitionMetadataValueTopicMetadata, ConsumerGroupPartitionMetadataValue, ConsumerGroupMemberMetadataKey, ConsumerGroupMemberMetadataValueClassicProtocol, ConsumerGroupMemberMetadataValueClassicMemberMetadata, ConsumerGroupMemberMetadataValue, ConsumerGroupTargetAssignmentMetadataKey, ConsumerGroupTargetAssignmentMetadataValue, ConsumerGroupTargetAssignmentMemberKey, ConsumerGroupTargetAssignmentMemberValueTopicPartition, ConsumerGroupTargetAssignmentMemberValue, ConsumerGroupCurrentMemberAssignmentKey, ConsumerGroupCurrentMemberAssignmentValueTopicPartitions, ConsumerGroupCurrentMemberAssignmentValue, ConnectGroupHeartbeatRequestAssignor, ConnectGroupHeartbeatRequestConnectorTasks, ConnectGroupHeartbeatRequestConnectorsAndTasks, ConnectGroupHeartbeatRequest, ConnectGroupHeartbeatResponseConnectorTasks, ConnectGroupHeartbeatResponseConnectorsAndTasks, ConnectGroupHeartbeatResponseAssignment, ConnectGroupHeartbeatResponse, ConnectGroupPrepareAssignmentRequest, ConnectGroupPrepareAssignmentResponseConnectorTasks, ConnectGroupPrepareAssignmentResponseConnectorsAndTasks, ConnectGroupPrepareAssignmentResponseMember, ConnectGroupPrepareAssignmentResponseDepartedMember, ConnectGroupPrepareAssignmentResponse, ConnectGroupInstallAssignmentRequestConnectorTasks, ConnectGroupInstallAssignmentRequestConnectorsAndTasks, ConnectGroupInstallAssignmentRequestMember, ConnectGroupInstallAssignmentRequest, ConnectGroupInstallAssignmentResponse, ConnectGroupDescribeRequest, ConnectGroupDescribeResponseConnectorTasks, ConnectGroupDescribeResponseConnectorsAndTasks, ConnectGroupDescribeResponseMember, ConnectGroupDescribeResponseRebalance, ConnectGroupDescribeResponseDescribedGroup, ConnectGroupDescribeResponse, ConnectGroupMetadataKey, ConnectGroupMetadataValueDepartedMember, ConnectGroupMetadataValue, ConnectGroupUnitsKey, ConnectGroupUnitsValue, ConnectGroupMemberMetadataKey, ConnectGroupMemberMetadataValueAssignor, ConnectGroupMemberMetadataValue, ConnectGroupTargetAssignmentMetadataKey, ConnectGroupTargetAssignmentMetadataValue, ConnectGroupTargetAssignmentMemberKey, ConnectGroupTargetAssignmentMemberValue, ConnectGroupCurrentMemberAssignmentKey, ConnectGroupCurrentMemberAssignmentValue,)
+STRUCT_TYPES = (RequestHeader, ResponseHeader, ApiVersionsRequest, ApiVersionsResponseApiVersion, ApiVersionsResponseSupportedFeatureKey, ApiVersionsResponseFinalizedFeatureKey, ApiVersionsResponse, MetadataRequestTopic, MetadataRequest, MetadataResponseBroker, MetadataResponsePartition, MetadataResponseTopic, MetadataResponse, FindCoordinatorRequest, FindCoordinatorResponseCoordinator, FindCoordinatorResponse, ListOffsetsRequestListOffsetsPartition, ListOffsetsRequestListOffsetsTopic, ListOffsetsRequest, ListOffsetsResponseListOffsetsPartitionResponse, ListOffsetsResponseListOffsetsTopicResponse, ListOffsetsResponse, FetchRequestReplicaState, FetchRequestFetchPartition, FetchRequestFetchTopic, FetchRequestForgottenTopic, FetchRequest, FetchResponseEpochEndOffset, FetchResponseLeaderIdAndEpoch, FetchResponseSnapshotId, FetchResponseAbortedTransaction, FetchResponsePartitionData, FetchResponseFetchableTopicResponse, FetchResponseNodeEndpoint, FetchResponse, ProduceRequestPartitionProduceData, ProduceRequestTopicProduceData, ProduceRequest, ProduceResponseBatchIndexAndErrorMessage, ProduceResponseLeaderIdAndEpoch, ProduceResponsePartitionProduceResponse, ProduceResponseTopicProduceResponse, ProduceResponseNodeEndpoint, ProduceResponse, CreateTopicsRequestCreatableReplicaAssignment, CreateTopicsRequestCreatableTopicConfig, CreateTopicsRequestCreatableTopic, CreateTopicsRequest, CreateTopicsResponseCreatableTopicConfigs, CreateTopicsResponseCreatableTopicResult, CreateTopicsResponse, DeleteTopicsRequestDeleteTopicState, DeleteTopicsRequest, DeleteTopicsResponseDeletableTopicResult, DeleteTopicsResponse, CreatePartitionsRequestCreatePartitionsAssignment, CreatePartitionsRequestCreatePartitionsTopic, CreatePartitionsRequest, CreatePartitionsResponseCreatePartitionsTopicResult, CreatePartitionsResponse, JoinGroupRequestProtocol, JoinGroupRequest, JoinGroupResponseMember, JoinGroupResponse, SyncGroupRequestAssignment, SyncGroupRequest, SyncGroupResponse, HeartbeatRequest, HeartbeatResponse, LeaveGroupRequestMemberIdentity, LeaveGroupRequest, LeaveGroupResponseMemberResponse, LeaveGroupResponse, DescribeGroupsRequest, DescribeGroupsResponseDescribedGroupMember, DescribeGroupsResponseDescribedGroup, DescribeGroupsResponse, ListGroupsRequest, ListGroupsResponseListedGroup, ListGroupsResponse, DeleteGroupsRequest, DeleteGroupsResponseDeletableGroupResult, DeleteGroupsResponse, OffsetCommitRequestPartition, OffsetCommitRequestTopic, OffsetCommitRequest, OffsetCommitResponsePartition, OffsetCommitResponseTopic, OffsetCommitResponse, OffsetFetchRequestTopic, OffsetFetchRequestTopics, OffsetFetchRequestGroup, OffsetFetchRequest, OffsetFetchResponsePartition, OffsetFetchResponseTopic, OffsetFetchResponsePartitions, OffsetFetchResponseTopics, OffsetFetchResponseGroup, OffsetFetchResponse, OffsetDeleteRequestPartition, OffsetDeleteRequestTopic, OffsetDeleteRequest, OffsetDeleteResponsePartition, OffsetDeleteResponseTopic, OffsetDeleteResponse, ConsumerGroupHeartbeatRequestTopicPartitions, ConsumerGroupHeartbeatRequest, ConsumerGroupHeartbeatResponseTopicPartitions, ConsumerGroupHeartbeatResponseAssignment, ConsumerGroupHeartbeatResponse, ConsumerGroupDescribeRequest, ConsumerGroupDescribeResponseTopicPartitions, ConsumerGroupDescribeResponseAssignment, ConsumerGroupDescribeResponseMember, ConsumerGroupDescribeResponseDescribedGroup, ConsumerGroupDescribeResponse, ConsumerProtocolSubscriptionTopicPartition, ConsumerProtocolSubscription, ConsumerProtocolAssignmentTopicPartition, ConsumerProtocolAssignment, GroupMetadataKey, GroupMetadataValueMemberMetadata, GroupMetadataValue, OffsetCommitKey, OffsetCommitValue, ConsumerGroupMetadataKey, ConsumerGroupMetadataValue, ConsumerGroupPartitionMetadataKey, ConsumerGroupPartitionMetadataValuePartitionMetadata, ConsumerGroupPartitionMetadataValueTopicMetadata, ConsumerGroupPartitionMetadataValue, ConsumerGroupMemberMetadataKey, ConsumerGroupMemberMetadataValueClassicProtocol, ConsumerGroupMemberMetadataValueClassicMemberMetadata, ConsumerGroupMemberMetadataValue, ConsumerGroupTargetAssignmentMetadataKey, ConsumerGroupTargetAssignmentMetadataValue, ConsumerGroupTargetAssignmentMemberKey, ConsumerGroupTargetAssignmentMemberValueTopicPartition, ConsumerGroupTargetAssignmentMemberValue, ConsumerGroupCurrentMemberAssignmentKey, ConsumerGroupCurrentMemberAssignmentValueTopicPartitions, ConsumerGroupCurrentMemberAssignmentValue, ConnectGroupHeartbeatRequestAssignor, ConnectGroupHeartbeatRequestConnectorTasks, ConnectGroupHeartbeatRequestConnectorsAndTasks, ConnectGroupHeartbeatRequest, ConnectGroupHeartbeatResponseConnectorTasks, ConnectGroupHeartbeatResponseConnectorsAndTasks, ConnectGroupHeartbeatResponseAssignment, ConnectGroupHeartbeatResponse, ConnectGroupPrepareAssignmentRequest, ConnectGroupPrepareAssignmentResponseConnectorTasks, ConnectGroupPrepareAssignmentResponseConnectorsAndTasks, ConnectGroupPrepareAssignmentResponseMember, ConnectGroupPrepareAssignmentResponseDepartedMember, ConnectGroupPrepareAssignmentResponse, ConnectGroupInstallAssignmentRequestConnectorTasks, ConnectGroupInstallAssignmentRequestConnectorsAndTasks, ConnectGroupInstallAssignmentRequestMember, ConnectGroupInstallAssignmentRequest, ConnectGroupInstallAssignmentResponse, ConnectGroupDescribeRequest, ConnectGroupDescribeResponseConnectorTasks, ConnectGroupDescribeResponseConnectorsAndTasks, ConnectGroupDescribeResponseMember, ConnectGroupDescribeResponseRebalance, ConnectGroupDescribeResponseDescribedGroup, ConnectGroupDescribeResponse, ConnectGroupMetadataKey, ConnectGroupMetadataValueDepartedMember, ConnectGroupMetadataValue, ConnectGroupUnitsKey, ConnectGroupUnitsValue, ConnectGroupMemberMetadataKey, ConnectGroupMemberMetadataValueAssignor, ConnectGroupMemberMetadataValue, ConnectGroupTargetAssignmentMetadataKey, ConnectGroupTargetAssignmentMetadataValue, ConnectGroupTargetAssignmentMemberKey, ConnectGroupTargetAssignmentMemberValue, ConnectGroupCurrentMemberAssignmentKey, ConnectGroupCurrentMemberAssignmentValue,)
