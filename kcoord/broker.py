@@ -13,7 +13,7 @@ from . import errors as E
 from . import wire
 from .coordinator import Coordinator
 from .reply import Reply
-from .topics import TopicCatalogue, TopicError, validate_name
+from .topics import PartitionLimitError, TopicCatalogue, TopicError, validate_name
 
 MAX_FETCH_WAIT_MS = 30_000
 NO_RECORDS = "kcoord is a group coordinator and stores no records"
@@ -36,7 +36,8 @@ class Broker:
                          wire.FindCoordinatorRequest.API_KEY: self.find_coordinator,
                          wire.ListOffsetsRequest.API_KEY: self.list_offsets, wire.FetchRequest.API_KEY: self.fetch,
                          wire.ProduceRequest.API_KEY: self.produce, wire.CreateTopicsRequest.API_KEY: self.create_topics,
-                         wire.CreatePartitionsRequest.API_KEY: self.create_partitions}
+                         wire.CreatePartitionsRequest.API_KEY: self.create_partitions,
+                         wire.DeleteTopicsRequest.API_KEY: self.delete_topics}
 
     # ---- ApiVersions -----------------------------------------------------------------------------
 
@@ -65,7 +66,7 @@ class Broker:
         if req.topics is None or (version == 0 and not req.topics):
             wanted = [(t.name, None) for t in cat.by_name.values()]
         else:
-            wanted = [(t.name, t.topic_id) for t in req.topics]
+            wanted = list(dict.fromkeys((t.name, t.topic_id) for t in req.topics))  # each once, as Kafka answers
         allow_create = version < 4 or req.allow_auto_topic_creation
         out = []
         for name, topic_id in wanted:
@@ -73,8 +74,9 @@ class Broker:
             if t is None and name is not None and allow_create and cat.auto_create:
                 try:
                     t = cat.create(name, cat.default_partitions)
-                except TopicError:
-                    out.append(wire.MetadataResponseTopic(error_code=E.INVALID_TOPIC_EXCEPTION, name=name))
+                except TopicError as e:
+                    code = E.INVALID_PARTITIONS if isinstance(e, PartitionLimitError) else E.INVALID_TOPIC_EXCEPTION
+                    out.append(wire.MetadataResponseTopic(error_code=code, name=name))
                     continue
             if t is None:
                 code = E.UNKNOWN_TOPIC_OR_PARTITION if name is not None else E.UNKNOWN_TOPIC_ID
@@ -178,8 +180,11 @@ class Broker:
                 try:
                     if req.validate_only:
                         validate_name(t.name)
+                        self.topics.check_partitions(t.name, n, 0)
                     else:
                         tid = self.topics.create(t.name, n).topic_id
+                except PartitionLimitError as e:
+                    err, msg = E.INVALID_PARTITIONS, str(e)
                 except TopicError as e:
                     err, msg = E.INVALID_TOPIC_EXCEPTION, str(e)
             results.append(wire.CreateTopicsResponseCreatableTopicResult(
@@ -203,8 +208,41 @@ class Broker:
                                                 f"than or equal to the requested {t.count}.")
             elif t.assignments is not None and len(t.assignments) != t.count - topic.partitions:
                 err, msg = E.INVALID_REQUEST, "one replica assignment per new partition is expected"
-            elif not req.validate_only:
-                self.topics.grow(t.name, t.count)
+            else:
+                try:
+                    if req.validate_only:
+                        self.topics.check_partitions(t.name, t.count, topic.partitions)
+                    else:
+                        self.topics.grow(t.name, t.count)
+                except PartitionLimitError as e:
+                    err, msg = E.INVALID_PARTITIONS, str(e)
             results.append(wire.CreatePartitionsResponseCreatePartitionsTopicResult(
                 name=t.name, error_code=err, error_message=msg))
         return wire.CreatePartitionsResponse(results=results)
+
+    # ---- DeleteTopics ----------------------------------------------------------------------------
+
+    def delete_topics(self, req: wire.DeleteTopicsRequest, version, client_id="", client_host=""):
+        """Delete topics by name (v0-5) or by name or id (v6). Each group's committed offsets of a deleted topic go
+        with it, as in Kafka; consumer groups see the topic gone at their next heartbeat and revoke it."""
+        if version >= 6:
+            wanted = [(t.name, t.topic_id) for t in req.topics]
+        else:
+            wanted = [(name, wire.ZERO_UUID) for name in req.topic_names]
+        results = []
+        for name, topic_id in wanted:
+            t = self.topics.get(name) if name is not None else self.topics.by_id.get(topic_id)
+            if t is not None and name is not None and topic_id != wire.ZERO_UUID and t.topic_id != topic_id:
+                t = None  # both given and they disagree
+            if t is None:
+                code = E.UNKNOWN_TOPIC_OR_PARTITION if name is not None else E.UNKNOWN_TOPIC_ID
+                results.append(wire.DeleteTopicsResponseDeletableTopicResult(
+                    name=name, topic_id=topic_id, error_code=code,
+                    error_message="This server does not host this topic ID." if name is None else
+                    "This server does not host this topic-partition."))
+                continue
+            self.topics.delete(t.name)
+            self.coordinator.offsets.forget_topic(t.name)
+            results.append(wire.DeleteTopicsResponseDeletableTopicResult(
+                name=t.name, topic_id=t.topic_id, error_code=E.NONE, error_message=None))
+        return wire.DeleteTopicsResponse(responses=results)

@@ -337,7 +337,7 @@ class Coordinator:
     def consumer_group_describe(self, req: wire.ConsumerGroupDescribeRequest, version: int, client_id: str = "",
                                 client_host: str = "") -> wire.ConsumerGroupDescribeResponse:
         out = []
-        for gid in req.group_ids:
+        for gid in dict.fromkeys(req.group_ids):  # each once: a repeated id cannot multiply the answer
             g = self.groups.get(gid)
             if isinstance(g, ConsumerGroup) and not g.is_dead:
                 out.append(g.consumer_described())
@@ -406,7 +406,7 @@ class Coordinator:
     def connect_group_describe(self, req: wire.ConnectGroupDescribeRequest, version: int, client_id: str = "",
                                client_host: str = "") -> wire.ConnectGroupDescribeResponse:
         out = []
-        for gid in req.group_ids:
+        for gid in dict.fromkeys(req.group_ids):  # each once: a repeated id cannot multiply the answer
             g = self.groups.get(gid)
             if isinstance(g, ConnectGroup) and not g.is_dead and self.connect_protocol:
                 out.append(g.connect_described())
@@ -422,7 +422,7 @@ class Coordinator:
     def describe_groups(self, req: wire.DescribeGroupsRequest, version: int, client_id: str = "",
                         client_host: str = "") -> wire.DescribeGroupsResponse:
         out = []
-        for gid in req.groups:
+        for gid in dict.fromkeys(req.groups):  # each once: a repeated id cannot multiply the answer
             g = self.groups.get(gid)
             if g is None or g.is_dead:
                 out.append(wire.DescribeGroupsResponseDescribedGroup(

@@ -68,6 +68,17 @@ class Offsets:
         if mine:
             self._write(group_id, dict.fromkeys(list(mine)))
 
+    def forget_topic(self, name: str) -> int:
+        """A deleted topic's committed offsets go from every group (tombstones), as Kafka's coordinator removes
+        them when partitions are deleted. Returns how many went."""
+        gone = 0
+        for group_id, mine in list(self.by_group.items()):
+            keys = [k for k in mine if k[0] == name]
+            if keys:
+                self._write(group_id, dict.fromkeys(keys))
+                gone += len(keys)
+        return gone
+
     def _topic_key(self, name: str, topic_id: bytes, version: int, id_version: int) -> str | None:
         if version >= id_version:
             t = self.topics.by_id.get(topic_id)
@@ -147,7 +158,11 @@ class Offsets:
             error = E.INVALID_GROUP_ID if not req.group_id else E.NONE
             return wire.OffsetFetchResponse(topics=topics, error_code=error)
         groups = []
+        seen: set[str] = set()
         for rg in req.groups:
+            if rg.group_id in seen:  # each group once: a repeated id cannot multiply the answer
+                continue
+            seen.add(rg.group_id)
             error = E.INVALID_GROUP_ID if not rg.group_id else E.NONE
             g = self.groups.get(rg.group_id)
             if not error and g is not None and version >= 9:

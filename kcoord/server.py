@@ -24,13 +24,15 @@ from .config import SETTINGS as GROUP_SETTINGS
 from .config import GroupConfig, kafka_settings
 from .coordinator import Coordinator, LoadStats
 from .reply import Reply
-from .store import FSYNC_POLICIES, GroupStore, NullStore, Records, SqliteRecords
+from .store import FSYNC_POLICIES, GroupStore, NullStore, Records, SqliteRecords, StoreError
 from .timers import Clock
 from .topics import TopicCatalogue, parse_topic_spec
 
 log = logging.getLogger("kcoord.server")
 
 API_VERSIONS_KEY = wire.ApiVersionsRequest.API_KEY
+MAX_QUEUED = 1000  # requests awaiting their answer on one connection before the server stops reading it
+OUT_HIGH_WATER = 1 << 20  # answers from one read written out before more frames of it are handled
 
 
 @dataclass
@@ -46,6 +48,8 @@ class ServerConfig:
     connections_max_idle_ms: int = 600_000  # connections.max.idle.ms
     auto_create_topics: bool = True  # auto.create.topics.enable
     num_partitions: int = 1  # num.partitions
+    topic_max_partitions: int = 100_000  # topic.max.partitions (kcoord's own): the most one topic may have
+    max_partitions: int = 200_000  # max.partitions (kcoord's own): the most all topics together may have
     topics: list[str] = field(default_factory=list)  # NAME:PARTITIONS
     data_dir: str | None = None  # the embedded store (kcoord.store); None keeps state in memory only
     store_fsync: str = "always"  # store.fsync: "always" (fsync every commit) or "off" (leave it to the OS)
@@ -75,6 +79,8 @@ SETTINGS = {
     "connections.max.idle.ms": "connections_max_idle_ms",
     "auto.create.topics.enable": "auto_create_topics",
     "num.partitions": "num_partitions",
+    "topic.max.partitions": "topic_max_partitions",
+    "max.partitions": "max_partitions",
     "node.id": "node_id",
     "store.fsync": "store_fsync",
 }
@@ -89,6 +95,10 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self.out: list[bytes] = []  # responses of the frames in hand, written together
         self.host = ""
         self.last_active = 0.0
+        self.writing_paused = False  # the transport's write buffer is over its high-water mark
+        self.reading_paused = False
+        self.out_size = 0  # bytes in `out`
+        self.backlog: deque | None = None  # frames read but not handled while answers cannot leave
 
     # ---- asyncio protocol ------------------------------------------------------------------------
 
@@ -103,6 +113,39 @@ class KafkaConnection(asyncio.BufferedProtocol):
         peer = transport.get_extra_info("peername")
         self.host = f"/{peer[0]}" if peer else ""
         self.last_active = srv.loop.time()
+
+    def pause_writing(self) -> None:
+        # A peer that does not read its answers stops being read (Kafka mutes such a channel): what the server
+        # holds for one connection is bounded by the transport's high-water mark plus one read.
+        self.writing_paused = True
+        self._update_reading()
+
+    def resume_writing(self) -> None:
+        self.writing_paused = False
+        if self.backlog:
+            self.server.loop.call_soon(self.drain)
+        else:
+            self._update_reading()
+
+    def drain(self) -> None:
+        """Handle the frames set aside while the answers could not leave (the peer did not read, or the store
+        held them), now that they can."""
+        if not self.backlog or self.writing_paused or self.out or self.transport is None or \
+                self.transport.is_closing():
+            return
+        frames, self.backlog = list(self.backlog), None
+        self._handle(frames)
+        self._update_reading()
+
+    def _update_reading(self) -> None:
+        pause = self.writing_paused or len(self.queue) >= MAX_QUEUED or bool(self.backlog)
+        t = self.transport
+        if pause != self.reading_paused and t is not None and not t.is_closing():
+            self.reading_paused = pause
+            if pause:
+                t.pause_reading()
+            else:
+                t.resume_reading()
 
     def connection_lost(self, exc) -> None:
         self.server.connections.discard(self)
@@ -123,12 +166,26 @@ class KafkaConnection(asyncio.BufferedProtocol):
             log.info("closing %s: %s", self.host, e)
             self.transport.abort()
             return
+        if self.backlog:  # behind the frames already waiting
+            self.backlog.extend(frames)
+            return
+        self._handle(frames)
+
+    def _handle(self, frames: list[bytes]) -> None:
         out = self.out
-        for frame in frames:
+        for i, frame in enumerate(frames):
             if not self.handle(frame):
                 self._write()
                 self.transport.close()
                 return
+            if self.out_size > OUT_HIGH_WATER and i + 1 < len(frames):
+                # Many or large answers from one read: write them before handling more, and set the rest aside
+                # while they cannot leave, so a read of small requests cannot make unbounded answers.
+                self._write()
+                if out or self.writing_paused:
+                    self.backlog = deque(frames[i + 1:])
+                    self._update_reading()
+                    break
         if out:
             self._write()
         self.server.rearm_timer()
@@ -142,6 +199,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
                 return
             self.transport.write(out[0] if len(out) == 1 else b"".join(out))
             out.clear()
+            self.out_size = 0
 
     # ---- requests --------------------------------------------------------------------------------
 
@@ -180,13 +238,17 @@ class KafkaConnection(asyncio.BufferedProtocol):
         if type(response) is Reply and not response.done:
             self.queue.append((response, key, version, correlation_id))
             response.on_done(self._flush)
+            if len(self.queue) >= MAX_QUEUED:
+                self._update_reading()
             return
         if type(response) is Reply:
             response = response.response
         if self.queue:
             self.queue.append((response, key, version, correlation_id))
             return
-        self.out.append(wire.encode_response(key, version, correlation_id, response))
+        data = wire.encode_response(key, version, correlation_id, response)
+        self.out.append(data)
+        self.out_size += len(data)
 
     def _flush(self, _=None) -> None:
         # Called when a parked reply is answered, from inside the group's state change: never raise here.
@@ -200,7 +262,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
                         break
                     response = response.response
                 q.popleft()
-                out.append(wire.encode_response(key, version, corr, response))
+                out.append(data := wire.encode_response(key, version, corr, response))
+                self.out_size += len(data)
         except Exception:
             log.exception("closing %s: a parked response could not be encoded", self.host)
             q.clear()
@@ -210,6 +273,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
         if out and self.transport is not None and not self.transport.is_closing():
             self.out.extend(out)  # after the answers to earlier frames of the batch in hand
             self._write()
+        if self.reading_paused:
+            self._update_reading()
 
 
 class PrivateKeys:
@@ -242,7 +307,8 @@ class Server:
         """`records`: a store backend to use instead of the one `config.data_dir` names (embedding, tests)."""
         self.config = cfg = config or ServerConfig()
         self.clock = clock or Clock()
-        self.topics = TopicCatalogue(cfg.auto_create_topics, cfg.num_partitions)
+        self.topics = TopicCatalogue(cfg.auto_create_topics, cfg.num_partitions,
+                                     topic_max_partitions=cfg.topic_max_partitions, max_partitions=cfg.max_partitions)
         self.store: GroupStore | NullStore = NullStore()
         self.loaded: LoadStats | None = None
         if records is None and cfg.data_dir is not None:
@@ -253,10 +319,15 @@ class Server:
         if records is not None:
             try:
                 self.loaded = self.coordinator.load()
+                over = self.topics.over_limits()
+                if over is not None:
+                    raise StoreError(f"the store holds what the partition bounds refuse: {over}; raise the bound "
+                                     f"with --set to serve it (and delete the topic with `kcoord topics --delete`)")
             except BaseException:
                 self.store.close()
                 raise
             self.topics.on_change = self.store.write_topic
+            self.topics.on_delete = self.store.delete_topic
         for spec in cfg.topics:
             name, partitions = parse_topic_spec(spec)
             if name not in self.topics:
@@ -318,6 +389,8 @@ class Server:
         for conn in held:
             if conn.transport is not None and not conn.transport.is_closing():
                 conn._write()
+                if conn.backlog:
+                    conn.drain()
 
     def _fail(self, exc: BaseException) -> None:
         """The store could not make acknowledged state durable: stop without sending what it would have

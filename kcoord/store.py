@@ -431,6 +431,9 @@ class NullStore:
     def write_topic(self, topic: Topic) -> None:
         pass
 
+    def delete_topic(self, topic: Topic) -> None:
+        pass
+
     def scan(self) -> Iterator[tuple[bytes, bytes]]:
         return iter(())
 
@@ -472,6 +475,10 @@ class GroupStore:
     def write_topic(self, topic: Topic) -> None:
         """The catalogue's change hook (TopicCatalogue.on_change)."""
         self.stage(R.topic_key(topic.name), R.topic_value(topic.topic_id, topic.partitions))
+
+    def delete_topic(self, topic: Topic) -> None:
+        """The catalogue's delete hook: the topic's record goes (a tombstone)."""
+        self.stage(R.topic_key(topic.name), None)
 
     def scan(self) -> Iterator[tuple[bytes, bytes]]:
         """Every committed record, in key order, for replay."""

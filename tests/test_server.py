@@ -17,7 +17,7 @@ from kcoord import wire
 
 # Exactly what is implemented: the broker surface consumers need, and the classic group and offset APIs.
 # Not advertised: ConsumerGroupHeartbeat/Describe (KIP-848 comes later), GetTelemetrySubscriptions.
-SERVED = {0, 1, 2, 3, 8, 9, 10, 11, 12, 13, 14, 15, 16, 18, 19, 37, 42, 47, 68, 69}  # 68, 69: KIP-848
+SERVED = {0, 1, 2, 3, 8, 9, 10, 11, 12, 13, 14, 15, 16, 18, 19, 20, 37, 42, 47, 68, 69}  # 20: DeleteTopics; 68, 69: KIP-848
 
 
 def free_port() -> int:

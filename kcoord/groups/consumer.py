@@ -146,6 +146,8 @@ class TopicSpace:
             if t is None:
                 continue
             i = self.index.get(name)
+            if i is not None and self.topic_ids[i] != t.topic_id:
+                i = None  # deleted and created again: a new topic by the old name; the old one's ids stay, unassigned
             if i is None:
                 self.index[name] = len(self.names)
                 self.by_topic_id[t.topic_id] = len(self.names)
@@ -807,7 +809,8 @@ class ConsumerGroup(ModernGroup, ConsumerGroupCore):
         return True
 
     def _set_topics(self, m: ConsumerMember) -> None:
-        m.topics = self.space.topic_indices(m.topic_names)
+        catalogue = self.catalogue  # a deleted topic keeps its place in the space, but no member consumes it
+        m.topics = self.space.topic_indices(n for n in m.topic_names if n in catalogue)
         m.topics_key = tuple(m.topics.tolist())
 
     def _remap(self, old_start: np.ndarray) -> None:
