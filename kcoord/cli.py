@@ -5,11 +5,19 @@
     kcoord groups [--state Stable] [--json]
     kcoord describe GROUP [--json]
     kcoord remove-members GROUP --instance-id A [--instance-id B] [--reason TEXT] [--json]
-    kcoord topics [--create NAME:PARTITIONS] [--grow NAME:PARTITIONS] [--json]
+    kcoord topics [--create NAME:PARTITIONS] [--grow NAME:PARTITIONS] [--delete NAME] [--json]
     kcoord apis [--json]
     kcoord store check DIR [--json]
 
 The group commands talk to a running server over the Kafka protocol (--bootstrap, default 127.0.0.1:9092).
+
+Errors, in every command and with or without --json: one line on stderr, ``kcoord COMMAND: what: problem``, naming
+the input at fault, and nothing on stdout; never a traceback. The exit status says which kind: 2 for a mistake in
+the command line or its input (an argument, a setting, a file), 1 for a refusal at run time (no server to talk
+to, a group that does not exist, a server's error code, a store that cannot be served). Where a command does
+several things (topics --create/--grow, remove-members) it prints what it did on stdout and its refused parts on
+that one stderr line, and exits 1. A reader that stops early (``kcoord describe G | head -1``) ends the command
+quietly with 141, as a process killed by SIGPIPE.
 """
 
 from __future__ import annotations
@@ -18,6 +26,7 @@ import argparse
 import datetime
 import json
 import logging
+import os
 import sys
 
 from . import errors as E
@@ -26,36 +35,61 @@ from .assignors import AssignmentError, decode_assignment
 from .client import Client, KafkaError
 from .groups.base import KCOORD_DESCRIBE_TAG
 from .server import ServerConfig, run
-from .store import StoreError, accept_store, check_store
+from .store import STORE_FILE, StoreError, accept_store, check_store
 from .tables import table
-from .topics import TopicError, parse_topic_spec
+from .topics import TopicError, parse_topic_spec, validate_name
+
+
+class CliError(Exception):
+    """A command's failure as its one line on stderr; `code` is the exit status (2: input, 1: refused)."""
+
+    def __init__(self, message: str, code: int = 1) -> None:
+        super().__init__(message)
+        self.code = code
 
 
 def read_properties(path: str) -> dict[str, str]:
+    """A properties file of Kafka-named settings (NAME=VALUE lines, # and ! comments). A ValueError names the file
+    (and the line) that cannot be read."""
+    try:
+        with open(path, "rb") as fh:
+            data = fh.read()
+    except OSError as e:
+        raise ValueError(f"{path}: {e.strerror}") from None
     out = {}
-    with open(path) as fh:
-        for n, line in enumerate(fh, 1):
-            line = line.strip()
-            if not line or line.startswith(("#", "!")):
-                continue
-            key, sep, value = line.partition("=")
-            if not sep:
-                raise ValueError(f"{path}:{n}: expected name=value")
-            out[key.strip()] = value.strip()
+    for n, raw in enumerate(data.split(b"\n"), 1):
+        if b"\0" in raw:
+            raise ValueError(f"{path}:{n}: binary data, not a properties file")
+        try:
+            line = raw.decode("utf-8").strip()
+        except UnicodeDecodeError:
+            raise ValueError(f"{path}:{n}: not UTF-8 text, not a properties file") from None
+        if not line or line.startswith(("#", "!")):
+            continue
+        key, sep, value = line.partition("=")
+        if not sep or not key.strip():
+            raise ValueError(f"{path}:{n}: expected NAME=VALUE, not {line[:60]!r}")
+        out[key.strip()] = value.strip()
     return out
 
 
 def server_config(args) -> ServerConfig:
     settings: dict[str, str] = {}
     if args.config:
-        settings.update(read_properties(args.config))
+        try:
+            settings.update(read_properties(args.config))
+        except ValueError as e:
+            raise ValueError(f"--config {e}") from None
     for item in args.set or ():
         key, sep, value = item.partition("=")
-        if not sep:
-            raise ValueError(f"--set takes name=value, not {item!r}")
+        if not sep or not key.strip():
+            raise ValueError(f"--set takes NAME=VALUE, not {item!r}")
         settings[key.strip()] = value.strip()
     for spec in args.topic or ():
-        parse_topic_spec(spec)
+        try:
+            parse_topic_spec(spec)
+        except TopicError as e:
+            raise ValueError(f"--topic {spec}: {e}") from None
     return ServerConfig.from_kafka(settings, host=args.host, port=args.port, advertised_host=args.advertised_host,
                                    advertised_port=args.advertised_port, topics=list(args.topic or ()),
                                    data_dir=args.data_dir)
@@ -66,25 +100,31 @@ def _serve(args) -> int:
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:
         cfg = server_config(args)
-    except (ValueError, OSError, TopicError) as e:
-        print(f"kcoord serve: {e}", file=sys.stderr)
-        return 2
+    except ValueError as e:
+        raise CliError(str(e), 2) from None
     try:
         run(cfg, args.loop)
     except ImportError:
-        print("kcoord serve: --loop uvloop needs uvloop installed", file=sys.stderr)
-        return 2
+        raise CliError("--loop uvloop needs uvloop installed", 2) from None
     except StoreError as e:
-        print(f"kcoord serve: refusing to start: {e}", file=sys.stderr)
-        print(f"kcoord serve: run `kcoord store check {cfg.data_dir}` for a full report", file=sys.stderr)
-        return 1
+        hint = ""
+        if cfg.data_dir and os.path.isfile(os.path.join(cfg.data_dir, STORE_FILE)):
+            hint = f" (`kcoord store check {cfg.data_dir}` gives a full report)"
+        raise CliError(f"refusing to start: {e}{hint}") from None
+    except ValueError as e:  # a start-up topic the catalogue refuses
+        raise CliError(f"refusing to start: {e}") from None
     except OSError as e:
-        print(f"kcoord serve: cannot listen on {cfg.host}:{cfg.port}: {e.strerror}", file=sys.stderr)
-        return 1
+        if e.filename:
+            raise CliError(f"{e.filename}: {e.strerror}") from None
+        raise CliError(f"cannot listen on {cfg.host}:{cfg.port}: {e.strerror or e}") from None
     return 0
 
 
 def _store_check(args) -> int:
+    if not os.path.exists(args.dir):
+        raise CliError(f"{args.dir}: no such directory", 2)
+    if not os.path.isdir(args.dir):
+        raise CliError(f"{args.dir}: not a directory", 2)
     report = check_store(args.dir)
     if args.json:
         print(json.dumps(report.to_dict(), indent=2))
@@ -101,8 +141,7 @@ def _store_accept(args) -> int:
     try:
         accepted = accept_store(args.dir)
     except StoreError as e:
-        print(f"kcoord store accept: {e}", file=sys.stderr)
-        return 1
+        raise CliError(str(e)) from None
     if not accepted:
         print(f"{args.dir}: nothing to accept; the store holds every acknowledged commit")
     for text in accepted:
@@ -111,6 +150,47 @@ def _store_accept(args) -> int:
 
 
 # ---- group commands -----------------------------------------------------------------------------------
+
+# The states a group reports (classic: Empty, PreparingRebalance, CompletingRebalance, Stable, Dead; consumer and
+# connect groups: Empty, Assigning, Reconciling, Stable, Dead), as Kafka names them; --state takes them in any case.
+GROUP_STATES = ("Empty", "Stable", "PreparingRebalance", "CompletingRebalance", "Assigning", "Reconciling", "Dead")
+
+
+def group_state(text: str) -> str:
+    """--state: a group state by its Kafka name, in any case (as kafka-consumer-groups.sh reads it)."""
+    for state in GROUP_STATES:
+        if text.strip().lower() == state.lower():
+            return state
+    raise argparse.ArgumentTypeError(f"{text!r} is not a group state (one of {', '.join(GROUP_STATES)})")
+
+
+def bootstrap_address(text: str) -> str:
+    """--bootstrap: HOST:PORT."""
+    host, sep, port = text.rpartition(":")
+    if not sep or not port.isdigit() or not 1 <= int(port) <= 65535:
+        raise argparse.ArgumentTypeError(f"{text!r} is not HOST:PORT (a port within 1..65535)")
+    return text
+
+
+def tcp_port(lo: int):
+    def parse(text: str) -> int:
+        try:
+            port = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a port number") from None
+        if not lo <= port <= 65535:
+            raise argparse.ArgumentTypeError(f"{port} is not a TCP port ({lo}..65535)")
+        return port
+    return parse
+
+
+def connect(bootstrap: str) -> Client:
+    """A client of the server at `bootstrap`; a CliError when there is none to talk to."""
+    try:
+        return Client(bootstrap)
+    except OSError as e:
+        raise CliError(f"cannot connect to {bootstrap}: {e.strerror or e}") from None
+
 
 def consumer_assignment(data: bytes) -> dict[str, list[int]] | None:
     """The partitions in ConsumerProtocolAssignment bytes (protocol type "consumer"), or None if unreadable."""
@@ -242,14 +322,13 @@ def _fmt_assignment(a) -> str:
 
 
 def _describe(args) -> int:
-    with Client(args.bootstrap) as c:
+    with connect(args.bootstrap) as c:
         d = describe_group(c, args.group)
+    if d["state"] == "Dead":
+        raise CliError(f"group {args.group!r} does not exist")
     if args.json:
         print(json.dumps(d, indent=2))
         return 0
-    if d["state"] == "Dead":
-        print(f"group {args.group} does not exist")
-        return 1
     if d["type"] == "consumer":
         print(f"GROUP {d['group']}  type consumer  state {d['state']}  group epoch {d['group_epoch']}  "
               f"assignment epoch {d['assignment_epoch']}  assignor {d['assignor']}\n")
@@ -293,11 +372,10 @@ def _describe(args) -> int:
 
 
 def _groups(args) -> int:
-    with Client(args.bootstrap) as c:
+    with connect(args.bootstrap) as c:
         resp = c.request(wire.ListGroupsRequest(states_filter=args.state or [], types_filter=args.type or []), 5)
     if resp.error_code:
-        print(f"kcoord groups: {E.name(resp.error_code)}", file=sys.stderr)
-        return 1
+        raise CliError(f"ListGroups: {E.name(resp.error_code)}")
     rows = sorted((g.group_id, g.group_type, g.group_state, g.protocol_type) for g in resp.groups)
     if args.json:
         print(json.dumps([{"group": g, "type": t, "state": s, "protocol_type": p} for g, t, s, p in rows], indent=2))
@@ -312,31 +390,58 @@ def _remove_members(args) -> int:
     req = wire.LeaveGroupRequest(group_id=args.group, members=[
         wire.LeaveGroupRequestMemberIdentity(member_id="", group_instance_id=iid, reason=reason)
         for iid in args.instance_id])
-    with Client(args.bootstrap) as c:
+    with connect(args.bootstrap) as c:
         resp = c.request(req, 5)
     results = [{"group_instance_id": m.group_instance_id, "error": E.name(m.error_code)} for m in resp.members]
     if args.json:
         print(json.dumps({"error": E.name(resp.error_code), "members": results}, indent=2))
-    else:
-        if resp.error_code:
-            print(f"LeaveGroup: {E.name(resp.error_code)}")
+    elif results:
         print(table(["INSTANCE-ID", "RESULT"], [[r["group_instance_id"], r["error"]] for r in results]))
-    failed = resp.error_code or any(m.error_code for m in resp.members)
-    return 1 if failed else 0
+    if resp.error_code:
+        raise CliError(f"group {args.group!r}: LeaveGroup: {E.name(resp.error_code)}")
+    failed = [f"{r['group_instance_id']} ({r['error']})" for r in results if r["error"] != "NONE"]
+    if failed:
+        raise CliError(f"group {args.group!r}: not removed: {', '.join(failed)}")
+    return 0
+
+
+def topic_specs(option: str, specs: list[str] | None) -> list[tuple[str, int]]:
+    """NAME:PARTITIONS arguments of `option`, each checked (a CliError names the one at fault)."""
+    out: dict[str, int] = {}
+    for spec in specs or ():
+        try:
+            name, n = parse_topic_spec(spec)
+        except TopicError as e:
+            raise CliError(f"{option} {spec}: {e}", 2) from None
+        if name in out:
+            raise CliError(f"{option}: topic {name!r} is given twice: with {out[name]} and {n} partitions", 2)
+        out[name] = n
+    return list(out.items())
 
 
 def _topics(args) -> int:
-    with Client(args.bootstrap) as c:
+    create = topic_specs("--create", args.create)
+    grow = topic_specs("--grow", args.grow)
+    delete = list(dict.fromkeys(args.delete or ()))
+    for name in delete:
+        try:
+            validate_name(name)
+        except TopicError as e:
+            raise CliError(f"--delete: {e}", 2) from None
+    with connect(args.bootstrap) as c:
         problems = []
-        for spec in args.create or ():
-            name, n = parse_topic_spec(spec)
+        for name, n in create:
             r = c.request(wire.CreateTopicsRequest(timeout_ms=30_000, topics=[
                 wire.CreateTopicsRequestCreatableTopic(name=name, num_partitions=n, replication_factor=1)]), 5)
             res = r.topics[0]
             if res.error_code:
                 problems.append(f"create {name}: {E.name(res.error_code)} {res.error_message or ''}".rstrip())
-        for spec in args.grow or ():
-            name, n = parse_topic_spec(spec)
+        for name in delete:
+            r = c.request(wire.DeleteTopicsRequest(timeout_ms=30_000, topic_names=[name]), 5)
+            res = r.responses[0]
+            if res.error_code:
+                problems.append(f"delete {name}: {E.name(res.error_code)} {res.error_message or ''}".rstrip())
+        for name, n in grow:
             r = c.request(wire.CreatePartitionsRequest(timeout_ms=30_000, topics=[
                 wire.CreatePartitionsRequestCreatePartitionsTopic(name=name, count=n, assignments=None)]), 3)
             res = r.results[0]
@@ -348,10 +453,10 @@ def _topics(args) -> int:
         print(json.dumps({"topics": [{"topic": n, "partitions": p, "topic_id": i} for n, p, i in rows],
                           "errors": problems}, indent=2))
     else:
-        for p in problems:
-            print(p, file=sys.stderr)
         print(table(["TOPIC", "PARTITIONS", "TOPIC-ID"], [list(r) for r in rows]) if rows else "(no topics)")
-    return 1 if problems else 0
+    if problems:
+        raise CliError("; ".join(problems))
+    return 0
 
 
 def _apis(args) -> int:
@@ -370,14 +475,22 @@ def _apis(args) -> int:
     return 0
 
 
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="kcoord", description="A Kafka-compatible group coordinator.")
+class Parser(argparse.ArgumentParser):
+    """argparse with a mistake reported as one line, `kcoord COMMAND: problem`, and exit status 2."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        self.exit(2, f"{self.prog}: {message}\n")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    ap = Parser(prog="kcoord", description="A Kafka-compatible group coordinator.")
     sub = ap.add_subparsers(dest="command", required=True)
     sp = sub.add_parser("serve", help="run the coordinator (a Kafka-wire server)")
     sp.add_argument("--host", default="127.0.0.1")
-    sp.add_argument("--port", type=int, default=9092)
+    sp.add_argument("--port", type=tcp_port(0), default=9092, help="0..65535 (0: any free port)")
     sp.add_argument("--advertised-host", help="host clients are told to connect to (default: --host)")
-    sp.add_argument("--advertised-port", type=int, help="port clients are told to connect to (default: --port)")
+    sp.add_argument("--advertised-port", type=tcp_port(1),
+                    help="port clients are told to connect to (default: --port)")
     sp.add_argument("--topic", action="append", metavar="NAME:PARTITIONS", help="a topic to create at start")
     sp.add_argument("--data-dir", metavar="DIR",
                     help="keep groups and committed offsets durably in DIR (default: in memory only)")
@@ -388,15 +501,18 @@ def main(argv: list[str] | None = None) -> int:
                     help="event loop (auto: uvloop when installed)")
     sp.add_argument("-v", "--verbose", action="store_true")
     sp.set_defaults(func=_serve)
+
     def group_cmd(name: str, help: str, func) -> argparse.ArgumentParser:
         p = sub.add_parser(name, help=help)
-        p.add_argument("--bootstrap", default="127.0.0.1:9092", help="HOST:PORT of a kcoord server")
+        p.add_argument("--bootstrap", default="127.0.0.1:9092", type=bootstrap_address,
+                       help="HOST:PORT of a kcoord server")
         p.add_argument("--json", action="store_true", help="machine-readable output")
         p.set_defaults(func=func)
         return p
 
     gp = group_cmd("groups", "list groups with their type and state", _groups)
-    gp.add_argument("--state", action="append", help="only groups in this state (repeatable)")
+    gp.add_argument("--state", action="append", type=group_state,
+                    help=f"only groups in this state (repeatable; any case): {', '.join(GROUP_STATES)}")
     gp.add_argument("--type", action="append", choices=("classic", "consumer", "connect"),
                     help="only groups of this type (repeatable)")
     group_cmd("describe", "describe a group: members, assignments, rebalance history", _describe).add_argument(
@@ -408,6 +524,8 @@ def main(argv: list[str] | None = None) -> int:
     tp = group_cmd("topics", "list topics; create or grow them", _topics)
     tp.add_argument("--create", action="append", metavar="NAME:PARTITIONS")
     tp.add_argument("--grow", action="append", metavar="NAME:PARTITIONS", help="raise the partition count")
+    tp.add_argument("--delete", action="append", metavar="NAME",
+                    help="delete a topic and every group's committed offsets of it (DeleteTopics)")
     sa = sub.add_parser("apis", help="list the APIs and versions the codec implements")
     sa.add_argument("--json", action="store_true")
     sa.set_defaults(func=_apis)
@@ -422,12 +540,45 @@ def main(argv: list[str] | None = None) -> int:
     sx.set_defaults(func=_store_accept)
     from .plan_cli import add_plan_parser  # `kcoord plan`; PySpark is imported only when it runs
     add_plan_parser(sub)
-    args = ap.parse_args(argv)
+    return ap
+
+
+STDOUT_CLOSED = 141  # 128 + SIGPIPE: what a shell reports for a writer killed by a closed pipe
+
+
+def _stdout_closed() -> int:
+    """stdout's reader has gone (`| head`): point stdout at /dev/null so nothing more fails on it, exit quietly."""
     try:
-        return args.func(args)
-    except (OSError, KafkaError) as e:
-        print(f"kcoord {args.command}: {e}", file=sys.stderr)
-        return 1
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError, AttributeError):  # an in-process stdout without a file descriptor
+        pass
+    return STDOUT_CLOSED
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    where = "kcoord " + " ".join(x for x in (args.command, getattr(args, "store_command", None)) if x)
+    try:
+        code = args.func(args)
+        sys.stdout.flush()  # a closed pipe shows here, not at exit
+        return code
+    except BrokenPipeError:
+        return _stdout_closed()
+    except KeyboardInterrupt:
+        return 130
+    except CliError as e:
+        message, code = str(e), e.code
+    except KafkaError as e:
+        message, code = f"{args.bootstrap}: {e}" if hasattr(args, "bootstrap") else str(e), 1
+    except OSError as e:
+        message = f"{e.filename}: {e.strerror}" if e.filename else (e.strerror or str(e))
+        if hasattr(args, "bootstrap"):
+            message = f"{args.bootstrap}: {message}"
+        code = 1
+    print(f"{where}: {' '.join(message.split())}", file=sys.stderr)
+    return code
 
 
 if __name__ == "__main__":

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, fields
 from typing import Any
 
@@ -56,45 +57,35 @@ class GroupConfig:
     group_connect_api_key_base: int = 1000  # ConnectGroupHeartbeat's API key; Prepare, Install, Describe follow
 
     def __post_init__(self) -> None:
+        check_bounds(self, SETTINGS, BOUNDS)
         if self.group_initial_rebalance_extension not in INITIAL_REBALANCE_EXTENSIONS:
             choices = ", ".join(INITIAL_REBALANCE_EXTENSIONS)
-            raise ValueError(f"group.initial.rebalance.extension must be one of {choices}, "
-                             f"not {self.group_initial_rebalance_extension!r}")
+            raise ValueError(f"group.initial.rebalance.extension: {self.group_initial_rebalance_extension!r} is not "
+                             f"one of {choices}")
         protocols = self.rebalance_protocols()
         if "classic" not in protocols or not protocols <= {"classic", "consumer", "connect"}:
-            raise ValueError("group.coordinator.rebalance.protocols must list classic, and may list consumer and "
-                             f"connect; not {self.group_coordinator_rebalance_protocols!r}")
+            raise ValueError(f"group.coordinator.rebalance.protocols: {self.group_coordinator_rebalance_protocols!r} "
+                             "must list classic, and may list consumer and connect")
         assignors = self.consumer_assignors()
-        if not assignors or not set(assignors) <= {"uniform", "range"}:
-            raise ValueError(f"group.consumer.assignors must list uniform and/or range, not "
-                             f"{self.group_consumer_assignors!r}")
-        for name, lo, value, hi in (
-                ("group.consumer.session.timeout.ms", self.group_consumer_min_session_timeout_ms,
-                 self.group_consumer_session_timeout_ms, self.group_consumer_max_session_timeout_ms),
-                ("group.consumer.heartbeat.interval.ms", self.group_consumer_min_heartbeat_interval_ms,
-                 self.group_consumer_heartbeat_interval_ms, self.group_consumer_max_heartbeat_interval_ms),
-                ("group.connect.session.timeout.ms", self.group_connect_min_session_timeout_ms,
-                 self.group_connect_session_timeout_ms, self.group_connect_max_session_timeout_ms),
-                ("group.connect.heartbeat.interval.ms", self.group_connect_min_heartbeat_interval_ms,
-                 self.group_connect_heartbeat_interval_ms, self.group_connect_max_heartbeat_interval_ms)):
-            if not 1 <= lo <= value <= hi:
-                raise ValueError(f"{name} must lie within its min and max (here {lo} <= {value} <= {hi} is false)")
-        if self.group_consumer_heartbeat_interval_ms >= self.group_consumer_session_timeout_ms:
-            raise ValueError("group.consumer.heartbeat.interval.ms must be below group.consumer.session.timeout.ms")
-        if self.group_connect_heartbeat_interval_ms >= self.group_connect_session_timeout_ms:
-            raise ValueError("group.connect.heartbeat.interval.ms must be below group.connect.session.timeout.ms")
-        if self.group_connect_max_size < 1:
-            raise ValueError("group.connect.max.size must be at least 1")
-        if self.group_connect_max_assignment_delay_ms < 0:
-            raise ValueError("group.connect.max.assignment.delay.ms can't be negative")
-        if not 1000 <= self.group_connect_api_key_base <= 32764:
-            raise ValueError("group.connect.api.key.base must lie within 1000..32764 (kcoord's private block, above "
-                             f"every Kafka API key), not {self.group_connect_api_key_base}")
-        if self.group_consumer_max_size < 1:
-            raise ValueError("group.consumer.max.size must be at least 1")
+        if not assignors or not set(assignors) <= {"uniform", "range"} or len(set(assignors)) != len(assignors):
+            raise ValueError(f"group.consumer.assignors: {self.group_consumer_assignors!r} must list uniform and/or "
+                             "range, each once")
         if self.group_consumer_migration_policy.strip().lower() not in MIGRATION_POLICIES:
-            raise ValueError(f"group.consumer.migration.policy must be one of {', '.join(MIGRATION_POLICIES)}, not "
-                             f"{self.group_consumer_migration_policy!r}")
+            raise ValueError(f"group.consumer.migration.policy: {self.group_consumer_migration_policy!r} is not one "
+                             f"of {', '.join(MIGRATION_POLICIES)}")
+        # Kafka's cross-setting rules (GroupConfig's constructor `require`s), in Kafka's order; the classic pair is
+        # kcoord's (Kafka takes min > max, then refuses every JoinGroup with INVALID_SESSION_TIMEOUT).
+        check_order(self, [("group.min.session.timeout.ms", "<=", "group.max.session.timeout.ms")])
+        for kind in ("consumer", "connect"):
+            g = f"group.{kind}"
+            check_order(self, [
+                (f"{g}.min.heartbeat.interval.ms", "<=", f"{g}.max.heartbeat.interval.ms"),
+                (f"{g}.min.heartbeat.interval.ms", "<=", f"{g}.heartbeat.interval.ms"),
+                (f"{g}.heartbeat.interval.ms", "<=", f"{g}.max.heartbeat.interval.ms"),
+                (f"{g}.min.session.timeout.ms", "<=", f"{g}.max.session.timeout.ms"),
+                (f"{g}.min.session.timeout.ms", "<=", f"{g}.session.timeout.ms"),
+                (f"{g}.session.timeout.ms", "<=", f"{g}.max.session.timeout.ms"),
+                (f"{g}.heartbeat.interval.ms", "<", f"{g}.session.timeout.ms")])
 
     def upgrade_enabled(self) -> bool:
         return self.group_consumer_migration_policy.strip().lower() in ("bidirectional", "upgrade")
@@ -116,6 +107,70 @@ class GroupConfig:
 
 SETTINGS = {f.name.replace("_", "."): f.name for f in fields(GroupConfig)}  # Kafka's name -> GroupConfig field
 
+# Kafka's ConfigDef types: an INT setting holds a 32-bit value, a LONG one 64 bits.
+INT = (-(2**31), 2**31 - 1)
+LONG = (-(2**63), 2**63 - 1)
+
+# The bounds of the numeric group settings, (type, minimum, maximum): Kafka's ConfigDef validators (atLeast,
+# between) where Kafka has one. Kafka defines the classic group's four (group.min/max.session.timeout.ms,
+# group.initial.rebalance.delay.ms, offset.metadata.max.bytes) without a validator; kcoord refuses the values no
+# group could work with: a session timeout below 1 ms and a negative delay or size.
+BOUNDS: dict[str, tuple[tuple[int, int], int | None, int | None]] = {
+    "group.min.session.timeout.ms": (INT, 1, None),
+    "group.max.session.timeout.ms": (INT, 1, None),
+    "group.initial.rebalance.delay.ms": (INT, 0, None),
+    "group.max.size": (INT, 1, None),  # Kafka: atLeast(1)
+    "group.rebalance.history.size": (INT, 0, None),  # kcoord's own
+    "offset.metadata.max.bytes": (INT, 0, None),
+    **{f"group.{kind}.{name}": (INT, 1, None)  # Kafka: atLeast(1) each (group.connect.*: as group.consumer.*)
+       for kind in ("consumer", "connect")
+       for name in ("session.timeout.ms", "min.session.timeout.ms", "max.session.timeout.ms", "heartbeat.interval.ms",
+                    "min.heartbeat.interval.ms", "max.heartbeat.interval.ms", "max.size")},
+    "group.connect.max.assignment.delay.ms": (INT, 0, None),
+    # kcoord's private block of API keys: above every Kafka API key, with room for its four APIs.
+    "group.connect.api.key.base": (INT, 1000, 32764),
+}
+
+# The same for the broker settings kcoord.server.ServerConfig reads (server.SETTINGS), from Kafka's ServerConfigs,
+# ServerLogConfigs and KafkaConfig.
+SERVER_BOUNDS: dict[str, tuple[tuple[int, int], int | None, int | None]] = {
+    "socket.request.max.bytes": (INT, 1, None),  # Kafka: atLeast(1)
+    "max.connections": (INT, 0, None),  # Kafka: atLeast(0)
+    # Kafka: a LONG without a validator, where a negative value turns idle expiry off; kcoord always expires idle
+    # connections, so it refuses what it would not honour.
+    "connections.max.idle.ms": (LONG, 1, None),
+    "num.partitions": (INT, 1, None),  # Kafka: atLeast(1)
+    "topic.max.partitions": (INT, 1, None),  # kcoord's own
+    "max.partitions": (INT, 1, None),  # kcoord's own
+    "node.id": (INT, 0, None),  # Kafka: a KRaft node id is >= 0
+}
+
+
+def check_bounds(obj: Any, names: dict[str, str], bounds: dict[str, tuple[tuple[int, int], int | None, int | None]]
+                 ) -> None:
+    """Each bounded setting of `obj` (Kafka name -> field in `names`) within its type and bounds; a ValueError
+    names the setting, the value and the rule ("num.partitions: 0 is below the minimum 1")."""
+    for name, ((type_lo, type_hi), lo, hi) in bounds.items():
+        value = getattr(obj, names[name])
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise ValueError(f"{name}: {value!r} is not an integer")
+        lo = type_lo if lo is None else lo
+        hi = type_hi if hi is None else hi
+        if value < lo:
+            raise ValueError(f"{name}: {value} is below the minimum {lo}")
+        if value > hi:
+            raise ValueError(f"{name}: {value} is above the maximum {hi}")
+
+
+def check_order(obj: Any, rules: list[tuple[str, str, str]]) -> None:
+    """Cross-setting rules (a <= b, a < b) over GroupConfig's Kafka names; a ValueError names both settings."""
+    for a, op, b in rules:
+        va, vb = getattr(obj, SETTINGS[a]), getattr(obj, SETTINGS[b])
+        if op == "<=" and not va <= vb:
+            raise ValueError(f"{a} ({va}) must not be above {b} ({vb})")
+        if op == "<" and not va < vb:
+            raise ValueError(f"{a} ({va}) must be below {b} ({vb})")
+
 
 def kafka_settings(cls: type, names: dict[str, str], settings: dict[str, Any]) -> dict[str, Any]:
     """The fields of dataclass `cls` that Kafka-named `settings` set, each value parsed to the type of the field's
@@ -131,15 +186,20 @@ def kafka_settings(cls: type, names: dict[str, str], settings: dict[str, Any]) -
 
 
 def parse_setting(name: str, default: object, value: Any) -> Any:
-    """`value` as the type of `default`: booleans as Kafka reads them (true or false, in any case)."""
+    """`value` as the type of `default`, read as Kafka reads its properties: booleans as true or false (in any
+    case), integers as decimal digits with an optional sign (no "1_000", no "1e3")."""
     kind = type(default)
     if isinstance(value, kind):
         return value
     text = str(value).strip()
     if kind is bool:
         if text.lower() not in ("true", "false"):
-            raise ValueError(f"{name}: expected true or false, not {value!r}")
+            raise ValueError(f"{name}: {value!r} is not true or false")
         return text.lower() == "true"
+    if kind is int:
+        if not re.fullmatch(r"[+-]?[0-9]+", text):
+            raise ValueError(f"{name}: {value!r} is not an integer")
+        return int(text)
     try:
         return kind(text)
     except ValueError:

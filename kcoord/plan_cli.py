@@ -17,6 +17,12 @@ owning their "before" partitions. Without --scenario: the members' current assig
 against a fresh plan. Writes DIR/before, DIR/after and DIR/diff as Parquet and prints the diff's estate summary
 and the groups with the most moved partitions (--json: the same as JSON).
 
+Every input is checked in plain Python before Spark starts: the files exist and can be read, are not empty, are
+JSON (every line of JSON lines) or Parquet with the columns a plan needs, and each row has the fields of its schema
+(a mistake is one line naming the file and the line or row); --out is a directory that can be written. Paths reach
+Spark as absolute local paths: Hadoop reads "plans:v2" as a URI scheme and a path's "*?[]{}" as a glob, so paths
+with glob characters are refused.
+
 This module imports PySpark only when the command runs, so `kcoord serve` never loads it.
 """
 
@@ -25,6 +31,7 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import json
+import os
 import sys
 import threading
 import time
@@ -150,14 +157,186 @@ def topics_from_assignments(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [{"topic": t, "partitions": n + 1, "racks": None} for t, n in sorted(highest.items())]
 
 
+# ---- checking inputs before Spark starts (plain Python) -------------------------------------------------------
+
+GLOB_CHARACTERS = set("*?[]{}\\")
+MEMBER_FIELDS = {"group_id": str, "member_id": str, "instance_id": str, "topics": list, "rack": str, "owned": list,
+                 "generation": int}
+TOPIC_FIELDS = {"topic": str, "partitions": int, "racks": list}
+REQUIRED = {"members": ("group_id", "member_id"), "topics": ("topic", "partitions")}
+PARQUET_COLUMNS = {"members": ("group_id", "member_id", "topics"), "topics": ("topic", "partitions"),
+                   "baseline": ("group_id", "member_id", "instance_id", "topic", "partition")}
+
+
+class InputError(ValueError):
+    """An input that cannot be planned from; the message names the file (and line or row) and the problem."""
+
+
+def spark_path(option: str, path: str) -> str:
+    """`path` as Spark should be given it: absolute (Hadoop takes "a:b" for a URI scheme), without glob characters
+    (Spark reads a path as a glob pattern)."""
+    full = os.path.abspath(os.path.expanduser(path))
+    bad = sorted(set(full) & GLOB_CHARACTERS)
+    if bad:
+        raise InputError(f"{option} {path}: Spark reads {''.join(bad)!r} in a path as a glob pattern; rename it")
+    return full
+
+
+def check_row(row: Any, kind: str, where: str) -> None:
+    """A JSON member or topic row with the fields of its schema (kcoord.spark), each of its type."""
+    if not isinstance(row, dict):
+        raise InputError(f"{where}: expected a JSON object (a {kind[:-1]} row), got {type(row).__name__}")
+    types = MEMBER_FIELDS if kind == "members" else TOPIC_FIELDS
+    for name in REQUIRED[kind]:
+        if row.get(name) is None:
+            raise InputError(f"{where}: {name} is missing or null")
+    for name, kind_of in types.items():
+        value = row.get(name)
+        if value is None:
+            continue
+        if not isinstance(value, kind_of) or (kind_of is int and isinstance(value, bool)):
+            raise InputError(f"{where}: {name} is {json.dumps(value)[:40]}, not a JSON "
+                             f"{ {str: 'string', int: 'integer', list: 'array'}[kind_of]}")
+    if kind == "members":
+        if not all(isinstance(t, str) for t in row.get("topics") or ()):
+            raise InputError(f"{where}: topics must be an array of strings")
+        for o in row.get("owned") or ():
+            if not (isinstance(o, dict) and isinstance(o.get("topic"), str) and isinstance(o.get("partition"), int)
+                    and not isinstance(o.get("partition"), bool)):
+                raise InputError(f"{where}: owned holds {json.dumps(o)[:60]}, not {{\"topic\": ..., \"partition\": N}}")
+    elif row["partitions"] < 0:
+        raise InputError(f"{where}: partitions is {row['partitions']}, below 0")
+
+
+def _parquet_columns(option: str, path: Path, kind: str) -> None:
+    """A Parquet file or directory (Spark's output) holding the columns `kind` needs."""
+    files = [path] if path.is_file() else sorted(f for f in path.rglob("*.parquet") if f.is_file())
+    if not files:
+        raise InputError(f"{option} {path}: a directory without Parquet files")
+    for f in files[:1]:  # Spark's output: its parts share one schema
+        with open(f, "rb") as fh:
+            head = fh.read(4)
+            fh.seek(max(os.path.getsize(f) - 4, 0))
+            tail = fh.read(4)
+        if head != b"PAR1" or tail != b"PAR1":
+            raise InputError(f"{option} {f}: not a Parquet file")
+        try:
+            import pyarrow.parquet as pq
+        except ImportError:  # Spark will say
+            return
+        try:
+            have = set(pq.read_schema(f).names)
+        except Exception as e:  # pyarrow's ArrowInvalid and friends: a damaged file
+            raise InputError(f"{option} {f}: not a readable Parquet file: {e}") from None
+        missing = [c for c in PARQUET_COLUMNS[kind] if c not in have]
+        if missing:
+            raise InputError(f"{option} {f}: no column {', '.join(missing)} (columns: {', '.join(sorted(have))})")
+
+
+def check_input(option: str, path: str, kind: str) -> Any | None:
+    """Check one input file before Spark starts. Returns the parsed document when the file is one JSON document (an
+    array, or an object such as `kcoord describe --json` output), None for JSON lines and Parquet (Spark reads
+    those). An InputError names the file, the line or row, and the problem."""
+    p = Path(path)
+    if not p.exists():
+        raise InputError(f"{option} {path}: no such file or directory")
+    try:
+        if kind == "baseline" or _is_parquet(p):
+            _parquet_columns(option, p, kind)
+            return None
+        with open(p, "rb") as fh:
+            head = fh.read(4)
+    except OSError as e:
+        raise InputError(f"{option} {path}: {e.strerror}") from None
+    try:
+        doc = _peek_json(path)
+    except UnicodeDecodeError:
+        raise InputError(f"{option} {path}: not UTF-8 text; expected JSON or Parquet") from None
+    if doc is not None:
+        _check_doc(option, path, kind, doc)
+        return doc
+    if head.lstrip()[:1] == b"[":  # one JSON array that does not parse
+        try:
+            with open(p, encoding="utf-8") as fh:
+                json.load(fh)
+        except json.JSONDecodeError as e:
+            raise InputError(f"{option} {path}:{e.lineno}: not JSON ({e.msg} at column {e.colno})") from None
+    rows = 0
+    with open(p, "rb") as fh:
+        for n, raw in enumerate(fh, 1):
+            if not raw.strip():
+                continue
+            try:
+                row = json.loads(raw)
+            except (json.JSONDecodeError, UnicodeDecodeError) as e:
+                msg = e.msg if isinstance(e, json.JSONDecodeError) else "not UTF-8 text"
+                raise InputError(f"{option} {path}:{n}: not JSON ({msg}); expected JSON lines, one {kind[:-1]} "
+                                 f"row per line, a JSON array, or Parquet") from None
+            check_row(row, kind, f"{option} {path}:{n}")
+            rows += 1
+    if not rows:
+        raise InputError(f"{option} {path}: the file is empty")
+    return None
+
+
+def _check_doc(option: str, path: str, kind: str, doc: Any) -> None:
+    where = f"{option} {path}"
+    if kind == "members" and (_is_describe(doc) or (isinstance(doc, list) and doc and _is_describe(doc[0]))):
+        try:
+            rows = describe_rows(doc)
+        except (KeyError, TypeError, AttributeError) as e:
+            raise InputError(f"{where}: not `kcoord describe --json` output ({type(e).__name__}: {e})") from None
+        except ValueError as e:
+            raise InputError(f"{where}: {e}") from None
+        if not rows:
+            raise InputError(f"{where}: the group has no members")
+        return
+    if kind == "topics" and isinstance(doc, dict) and isinstance(doc.get("topics"), list):  # kcoord topics --json
+        doc = doc["topics"]
+    rows = doc if isinstance(doc, list) else [doc]
+    if not rows and kind == "members":
+        raise InputError(f"{where}: no member rows")
+    for i, row in enumerate(rows, 1):
+        check_row(row, kind, f"{where}: row {i}")
+
+
+def check_out(path: str, inputs: list[tuple[str, str]]) -> str:
+    """--out as an absolute path Spark can write: a directory, or one that can be created; not holding an input
+    that the plan overwrites."""
+    full = spark_path("--out", path)
+    p = Path(full)
+    if p.exists() and not p.is_dir():
+        raise InputError(f"--out {path}: not a directory")
+    parent = p
+    while not parent.exists():
+        parent = parent.parent
+    if not parent.is_dir():
+        raise InputError(f"--out {path}: cannot be created: {parent} is not a directory")
+    if not os.access(parent, os.W_OK | os.X_OK):
+        raise InputError(f"--out {path}: {parent} is not writable")
+    for option, given in inputs:
+        target = Path(os.path.abspath(given))
+        for name in ("before", "after", "diff"):
+            if target == p / name or (p / name) in target.parents:
+                raise InputError(f"{option} {given} lies in {path}/{name}, which this plan overwrites")
+    return full
+
+
 def _read(spark: Any, path: str, ddl: str, doc: Any | None) -> Any:
     if doc is not None:
         rows = doc if isinstance(doc, list) else [doc]
         return spark.createDataFrame(rows, ddl)
-    p = Path(path)
-    if p.is_dir() or p.suffix == ".parquet":
+    if _is_parquet(Path(path)):
         return spark.read.parquet(path)
     return spark.read.schema(ddl).json(path)
+
+
+def _is_parquet(p: Path) -> bool:
+    """A directory (Spark's output), a .parquet file, or a file that starts as Parquet files do."""
+    if p.is_dir() or p.suffix == ".parquet":
+        return True
+    with open(p, "rb") as fh:
+        return fh.read(4) == b"PAR1"
 
 
 # ---- progress ------------------------------------------------------------------------------------------------
@@ -278,28 +457,54 @@ def _session(master: str, conf: list[str]) -> tuple[Any, bool]:
 
 def run_plan(args: argparse.Namespace) -> int:
     try:
-        for path in (args.members, args.topics, args.baseline):
-            if path is not None and not Path(path).exists():
-                raise ValueError(f"{path}: no such file or directory")
         scenario = parse_scenario(args.scenario) if args.scenario else None
         for item in args.conf:
-            if "=" not in item:
+            key, sep, _ = item.partition("=")
+            if not sep or not key.strip():
                 raise ValueError(f"--conf takes KEY=VALUE, not {item!r}")
-        members_doc = _peek_json(args.members)
-        topics_doc = _peek_json(args.topics) if args.topics else None
+        members_doc = check_input("--members", args.members, "members")
+        topics_doc = check_input("--topics", args.topics, "topics") if args.topics else None
+        if args.baseline:
+            check_input("--baseline", args.baseline, "baseline")
+        inputs = [(o, v) for o, v in (("--members", args.members), ("--topics", args.topics),
+                                      ("--baseline", args.baseline)) if v]
+        out = check_out(args.out, inputs)
+        docs = {"--members": members_doc, "--topics": topics_doc, "--baseline": None}
+        paths = {o: v if docs[o] is not None else spark_path(o, v) for o, v in inputs}  # what Spark reads
     except (ValueError, OSError) as e:
-        print(f"kcoord plan: {e}", file=sys.stderr)
+        print(f"kcoord plan: {' '.join(str(e).split())}", file=sys.stderr)
         return 2
     if importlib.util.find_spec("pyspark") is None:
         print("kcoord plan: needs PySpark: pip install 'kcoord[spark]' (and Java 17 or 21)", file=sys.stderr)
         return 2
-    spark, own = _session(args.master, args.conf)
+    try:
+        spark, own = _session(args.master, args.conf)
+    except Exception as e:  # Spark's own errors (no Java, a bad --conf or --master): one line, not a traceback
+        print(f"kcoord plan: Spark did not start (is Java 17 or 21 installed, or JAVA_HOME set?): {_first_line(e)}",
+              file=sys.stderr)
+        return 1
+    spark_args = argparse.Namespace(**{**vars(args), "out": out, "members": paths["--members"],
+                                       "topics": paths.get("--topics"), "baseline": paths.get("--baseline"),
+                                       "shown_out": args.out})
     try:
         with Progress(spark.sparkContext, enabled=not args.quiet) as progress:
-            return _run(spark, args, scenario, members_doc, topics_doc, progress)
+            return _run(spark, spark_args, scenario, members_doc, topics_doc, progress)
+    except Exception as e:
+        from py4j.protocol import Py4JError
+        from pyspark.errors import PySparkException
+
+        if not isinstance(e, (Py4JError, PySparkException)):
+            raise
+        print(f"kcoord plan: Spark failed: {_first_line(e)}", file=sys.stderr)
+        return 1
     finally:
         if own:
             spark.stop()
+
+
+def _first_line(e: BaseException) -> str:
+    text = str(e).strip()
+    return text.splitlines()[0] if text else type(e).__name__
 
 
 def _run(spark: Any, args: argparse.Namespace, scenario: tuple[str, Any] | None, members_doc: Any,
@@ -362,15 +567,16 @@ def _run(spark: Any, args: argparse.Namespace, scenario: tuple[str, Any] | None,
                .collect()]
         n_groups = d.filter("group_id is not null").count()
     except ValueError as e:  # PlanError, or a file that is not what it should be
-        print(f"kcoord plan: {e}", file=sys.stderr)
+        print(f"kcoord plan: {' '.join(str(e).split())}", file=sys.stderr)
         return 2
     progress.stop()
     if args.json:
         print(json.dumps({"assignor": args.assignor, "scenario": args.scenario, "groups": n_groups,
-                          "estate": estate, "top_groups": top, "out": str(out)}, indent=2))
+                          "estate": estate, "top_groups": top,
+                          "out": str(getattr(args, "shown_out", out))}, indent=2))
     else:
         print(summary_text(estate, top, n_groups, what))
-        print(f"\nplans and diff written to {out}/ (before, after, diff; Parquet)")
+        print(f"\nplans and diff written to {getattr(args, 'shown_out', out)}/ (before, after, diff; Parquet)")
     return 0
 
 

@@ -20,8 +20,8 @@ from dataclasses import dataclass, field
 from . import errors as E
 from . import wire
 from .broker import Broker
+from .config import SERVER_BOUNDS, GroupConfig, check_bounds, kafka_settings
 from .config import SETTINGS as GROUP_SETTINGS
-from .config import GroupConfig, kafka_settings
 from .coordinator import Coordinator, LoadStats
 from .reply import Reply
 from .store import FSYNC_POLICIES, GroupStore, NullStore, Records, SqliteRecords, StoreError
@@ -56,8 +56,28 @@ class ServerConfig:
     group: GroupConfig = field(default_factory=GroupConfig)
 
     def __post_init__(self) -> None:
+        """Kafka's rules for each setting (kcoord.config.SERVER_BOUNDS), and the start-up topics within them."""
         if self.store_fsync not in FSYNC_POLICIES:
-            raise ValueError(f"store.fsync must be one of {', '.join(FSYNC_POLICIES)}, not {self.store_fsync!r}")
+            raise ValueError(f"store.fsync: {self.store_fsync!r} is not one of {', '.join(FSYNC_POLICIES)}")
+        check_bounds(self, SETTINGS, SERVER_BOUNDS)
+        for name, port, lo in (("port", self.port, 0), ("advertised port", self.advertised_port, 1)):
+            if port is not None and not lo <= port <= 65535:
+                raise ValueError(f"{name}: {port} is not a TCP port ({lo}..65535)")
+        if self.num_partitions > self.topic_max_partitions:
+            raise ValueError(f"num.partitions ({self.num_partitions}) must not be above topic.max.partitions "
+                             f"({self.topic_max_partitions})")
+        counts: dict[str, int] = {}
+        for spec in self.topics:
+            name, n = parse_topic_spec(spec)
+            if name in counts:
+                raise ValueError(f"topic {name!r} is given twice: with {counts[name]} and {n} partitions")
+            if n > self.topic_max_partitions:
+                raise ValueError(f"topic {spec!r}: {n} partitions is above topic.max.partitions "
+                                 f"({self.topic_max_partitions})")
+            counts[name] = n
+        if sum(counts.values()) > self.max_partitions:
+            raise ValueError(f"the topics given hold {sum(counts.values())} partitions, above max.partitions "
+                             f"({self.max_partitions})")
 
     @classmethod
     def from_kafka(cls, settings: dict[str, str], **kwargs) -> ServerConfig:

@@ -69,3 +69,15 @@ def test_partition_growth_reaches_a_live_group(fresh_server) -> None:  # noqa: F
         stop.set()
         for t in threads:
             t.join(30)
+
+
+def test_topics_cli_delete(fresh_server) -> None:  # noqa: F811
+    assert cli(fresh_server, "topics", "--create", "doomed:2", "--create", "kept:1").returncode == 0
+    out = cli(fresh_server, "topics", "--delete", "doomed", "--json")
+    assert out.returncode == 0, out.stderr
+    assert [t["topic"] for t in json.loads(out.stdout)["topics"]] == ["kept"]
+    again = cli(fresh_server, "topics", "--delete", "doomed")
+    assert again.returncode == 1 and again.stderr.count("\n") == 1
+    assert "delete doomed: UNKNOWN_TOPIC_OR_PARTITION" in again.stderr, again.stderr
+    bad = cli(fresh_server, "topics", "--delete", "bad name!")
+    assert bad.returncode == 2 and "--delete" in bad.stderr and "Traceback" not in bad.stderr, bad.stderr
