@@ -80,6 +80,8 @@ class Broker:
                     continue
             if t is None:
                 code = E.UNKNOWN_TOPIC_OR_PARTITION if name is not None else E.UNKNOWN_TOPIC_ID
+                if name is None and version < 12:
+                    name = ""  # a null name is an answer from v12 only
                 out.append(wire.MetadataResponseTopic(error_code=code, name=name, topic_id=topic_id or wire.ZERO_UUID))
                 continue
             out.append(wire.MetadataResponseTopic(error_code=E.NONE, name=t.name, topic_id=t.topic_id,
@@ -124,7 +126,8 @@ class Broker:
                 ok = err == E.NONE
                 parts.append(wire.ListOffsetsResponseListOffsetsPartitionResponse(
                     partition_index=p.partition_index, error_code=err,
-                    old_style_offsets=[0] if version == 0 and ok else [], timestamp=-1, offset=0 if ok else -1,
+                    old_style_offsets=[0] if version == 0 and ok else [], timestamp=-1,
+                    offset=0 if ok and version >= 1 else -1,  # v0 carries old_style_offsets only
                     leader_epoch=0 if ok and version >= 4 else -1))
             topics.append(wire.ListOffsetsResponseListOffsetsTopicResponse(name=t.name, partitions=parts))
         return wire.ListOffsetsResponse(topics=topics)

@@ -308,6 +308,8 @@ class Coordinator:
                 return fail(E.GROUP_ID_NOT_FOUND, f"Group {req.group_id} is not a consumer group.")
             if g.is_empty():
                 g = self.replace_group(g, ConsumerGroup)
+            elif not isinstance(g, ClassicGroup):  # a connect group: only a classic group can be upgraded
+                return fail(E.GROUP_ID_NOT_FOUND, f"Group {req.group_id} is not a consumer group.")
             else:  # the first consumer-protocol member of a live classic group: online upgrade
                 problem = validate_upgrade(g, self.config)
                 if problem is not None:

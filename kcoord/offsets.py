@@ -115,8 +115,9 @@ class Offsets:
                 elif not err and p.committed_metadata is not None and len(p.committed_metadata.encode()) > limit:
                     err = E.OFFSET_METADATA_TOO_LARGE
                 if not err:
+                    # a null metadata is kept as "" (Kafka's OffsetAndMetadata.NoMetadata), as the record keeps it
                     accepted[(name, p.partition_index)] = (p.committed_offset, p.committed_leader_epoch,
-                                                          p.committed_metadata, now)
+                                                          p.committed_metadata or "", now)
                 parts.append(wire.OffsetCommitResponsePartition(partition_index=p.partition_index, error_code=err))
             topics.append(wire.OffsetCommitResponseTopic(name=t.name, topic_id=t.topic_id, partitions=parts))
         if accepted:

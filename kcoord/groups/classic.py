@@ -441,8 +441,10 @@ class ClassicGroup:
                 self.remove_member(m.member_id)
                 self.record("join-timeout", m.member_id, None, "did not rejoin within the rebalance timeout")
         if self.members.members and not self.elect_joined_leader():
-            # Only static members that have not rejoined are left: wait for them (or their session timeout).
-            self.timers.arm(self.join_timer, self.rebalance_timeout_ms(), self.on_join_timeout)
+            # Only static members that have not rejoined are left: wait for them (or their session timeout), at
+            # least the shortest session there is: a rebalance timeout of 0 would re-arm at once, without end.
+            wait = max(self.rebalance_timeout_ms(), self.config.group_min_session_timeout_ms)
+            self.timers.arm(self.join_timer, wait, self.on_join_timeout)
             return
         self.generation += 1
         if self.members.members:

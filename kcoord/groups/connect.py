@@ -71,6 +71,8 @@ def validate_heartbeat(req: wire.ConnectGroupHeartbeatRequest) -> tuple[int, str
         return E.INVALID_REQUEST, f"MemberEpoch is {epoch}, but must be greater than or equal to -2."
     if epoch == TEMPORARY_LEAVE_EPOCH and req.instance_id is None:
         return E.INVALID_REQUEST, "InstanceId can't be null when MemberEpoch is -2."
+    if req.rebalance_timeout_ms != -1 and req.rebalance_timeout_ms <= 0:
+        return E.INVALID_REQUEST, "RebalanceTimeoutMs must be -1 (unchanged) or positive."
     if req.server_assignor is not None:
         return E.INVALID_REQUEST, "Connect groups require ClientAssignors; ServerAssignor must be null."
     if epoch == JOIN_EPOCH and req.client_assignors is not None and not req.client_assignors:
@@ -587,6 +589,11 @@ class ConnectGroup(ModernGroup, ConnectGroupCore):
                     self.members[mid].joined)
         return self.members[min(pool, key=rank)]
 
+    def lease_ms(self, m) -> int:
+        """The computing worker's lease: its rebalance timeout, but never shorter than a heartbeat interval (it
+        learns that it computes at a heartbeat; a shorter lease would only pass it over, or re-ask it, in a loop)."""
+        return max(m.rebalance_timeout_ms, self.heartbeat_interval_ms)
+
     def owe_computation(self) -> None:
         """If the group epoch is past the assignment epoch and no worker is computing, choose one and start its
         lease (its rebalance timeout)."""
@@ -597,7 +604,7 @@ class ConnectGroup(ModernGroup, ConnectGroupCore):
         self.computing, self.prepared = (m.member_id, False) if m is not None else (None, False)
         if m is not None:
             self.last_computing = m.member_id
-            self.member_timers.arm(GROUP_TIMER, COMPUTE, max(m.rebalance_timeout_ms, 0))
+            self.member_timers.arm(GROUP_TIMER, COMPUTE, self.lease_ms(m))
         else:
             self.member_timers.cancel(GROUP_TIMER, COMPUTE)
 
@@ -848,7 +855,7 @@ class ConnectGroup(ModernGroup, ConnectGroupCore):
         m = self.members.get(self.computing) if self.computing is not None else None
         if m is not None and self.prepared:
             self.prepared = False
-            self.member_timers.arm(GROUP_TIMER, COMPUTE, max(m.rebalance_timeout_ms, 0))
+            self.member_timers.arm(GROUP_TIMER, COMPUTE, self.lease_ms(m))
 
     # ---- reconciliation -----------------------------------------------------------------------------------------
 

@@ -254,7 +254,7 @@ class Generator:
             lines += ["    cdef Py_ssize_t n, i", "    cdef list lst"]
         if lay.flexible:
             lines += ["    cdef Py_ssize_t ntags, size", "    cdef uint32_t tag", "    cdef Cursor sub",
-                      "    cdef list unknown = None"]
+                      "    cdef list unknown = None", "    cdef int64_t prev_tag = -1"]
         for fld, nullable, compact, nested in lay.regular:
             self.decode_field(lines, fld, nullable, compact, nested, f"o.{fld.name}")
         # absent fields, and tagged fields until the tag section says otherwise, hold their defaults
@@ -270,6 +270,10 @@ class Generator:
                 "        size = cap_count(c, rd_uvarint(c), 1)",
                 "        if c.bad:",
                 "            break",
+                "        if <int64_t>tag <= prev_tag:  # KIP-482: tags strictly increasing, each once",
+                "            c.bad = 1",
+                "            break",
+                "        prev_tag = tag",
             ]
             first = True
             for fld, nullable, compact, nested in lay.tagged:

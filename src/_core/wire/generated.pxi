@@ -7312,6 +7312,7 @@ cdef object _d_RequestHeader_2(Cursor* c):
     cdef uint32_t tag
     cdef Cursor sub
     cdef list unknown = None
+    cdef int64_t prev_tag = -1
     o.request_api_key = rd_int16(c)
     o.request_api_version = rd_int16(c)
     o.correlation_id = rd_int32(c)
@@ -7322,6 +7323,10 @@ cdef object _d_RequestHeader_2(Cursor* c):
         size = cap_count(c, rd_uvarint(c), 1)
         if c.bad:
             break
+        if <int64_t>tag <= prev_tag:  # KIP-482: tags strictly increasing, each once
+            c.bad = 1
+            break
+        prev_tag = tag
         if unknown is None:
             unknown = []
         unknown.append((tag, PyBytes_FromStringAndSize(<const char*>c.p, size)))
@@ -7361,6 +7366,7 @@ cdef object _d_ResponseHeader_1(Cursor* c):
     cdef uint32_t tag
     cdef Cursor sub
     cdef list unknown = None
+    cdef int64_t prev_tag = -1
     o.correlation_id = rd_int32(c)
     ntags = cap_count(c, rd_uvarint(c), 2)
     for _ in range(ntags):
@@ -7368,6 +7374,10 @@ cdef object _d_ResponseHeader_1(Cursor* c):
         size = cap_count(c, rd_uvarint(c), 1)
         if c.bad:
             break
+        if <int64_t>tag <= prev_tag:  # KIP-482: tags strictly increasing, each once
+            c.bad = 1
+            break
+        prev_tag = tag
         if unknown is None:
             unknown = []
         unknown.append((tag, PyBytes_FromStringAndSize(<const char*>c.p, size)))
@@ -7404,6 +7414,7 @@ cdef object _d_ApiVersionsRequest_1(Cursor* c):
     cdef uint32_t tag
     cdef Cursor sub
     cdef list unknown = None
+    cdef int64_t prev_tag = -1
     o.client_software_name = rd_cstring(c)
     o.client_software_version = rd_cstring(c)
     ntags = cap_count(c, rd_uvarint(c), 2)
@@ -7412,6 +7423,10 @@ cdef object _d_ApiVersionsRequest_1(Cursor* c):
         size = cap_count(c, rd_uvarint(c), 1)
         if c.bad:
             break
+        if <int64_t>tag <= prev_tag:  # KIP-482: tags strictly increasing, each once
+            c.bad = 1
+            break
+        prev_tag = tag
         if unknown is None:
             unknown = []
         unknown.append((tag, PyBytes_FromStringAndSize(<const char*>c.p, size)))
@@ -7531,6 +7546,7 @@ cdef object _d_ApiVersionsResponseApiVersion_1(Cursor* c):
     cdef uint32_t tag
     cdef Cursor sub
     cdef list unknown = None
+    cdef int64_t prev_tag = -1
     o.api_key = rd_int16(c)
     o.min_version = rd_int16(c)
     o.max_version = rd_int16(c)
@@ -7540,6 +7556,10 @@ cdef object _d_ApiVersionsResponseApiVersion_1(Cursor* c):
         size = cap_count(c, rd_uvarint(c), 1)
         if c.bad:
             break
+        if <int64_t>tag <= prev_tag:  # KIP-482: tags strictly increasing, each once
+            c.bad = 1
+            break
+        prev_tag = tag
         if unknown is None:
             unknown = []
         unknown.append((tag, PyBytes_FromStringAndSize(<const char*>c.p, size)))
@@ -7566,6 +7586,7 @@ cdef object _d_ApiVersionsResponseSupportedFeatureKey_0(Cursor* c):
     cdef uint32_t tag
     cdef Cursor sub
     cdef list unknown = None
+    cdef int64_t prev_tag = -1
     o.name = rd_cstring(c)
     o.min_version = rd_int16(c)
     o.max_version = rd_int16(c)
@@ -7575,6 +7596,10 @@ cdef object _d_ApiVersionsResponseSupportedFeatureKey_0(Cursor* c):
         size = cap_count(c, rd_uvarint(c), 1)
         if c.bad:
             break
+        if <int64_t>tag <= prev_tag:  # KIP-482: tags strictly increasing, each once
+            c.bad = 1
+            break
+        prev_tag = tag
         if unknown is None:
             unknown = []
         unknown.append((tag, PyBytes_FromStringAndSize(<const char*>c.p, size)))
@@ -7603,6 +7628,7 @@ cdef object _d_ApiVersionsResponseFinalizedFeatureKey_0(Cursor* c):
     cdef uint32_t tag
     cdef Cursor sub
     cdef list unknown = None
+    cdef int64_t prev_tag = -1
     o.name = rd_cstring(c)
     o.max_version_level = rd_int16(c)
     o.min_version_level = rd_int16(c)
@@ -7612,6 +7638,10 @@ cdef object _d_ApiVersionsResponseFinalizedFeatureKey_0(Cursor* c):
         size = cap_count(c, rd_uvarint(c), 1)
         if c.bad:
             break
+        if <int64_t>tag <= prev_tag:  # KIP-482: tags strictly increasing, each once
+            c.bad = 1
+            break
+        prev_tag = tag
         if unknown is None:
             unknown = []
         unknown.append((tag, PyBytes_FromStringAndSize(<const char*>c.p, size)))
@@ -7642,6 +7672,7 @@ cdef object _d_ApiVersionsResponse_2(Cursor* c):
     cdef uint32_t tag
     cdef Cursor sub
     cdef list unknown = None
+    cdef int64_t prev_tag = -1
     o.error_code = rd_int16(c)
     n = cap_count(c, not_null(c, rd_ulen(c)), 7)
     if n < 0:
@@ -7663,6 +7694,10 @@ cdef object _d_ApiVersionsResponse_2(Cursor* c):
         size = cap_count(c, rd_uvarint(c), 1)
         if c.bad:
             break
+        if <int64_t>tag <= prev_tag:  # KIP-482: tags strictly increasing, each once
+            c.bad = 1
+            break
+        prev_tag = tag
         if tag == 0:
             sub.p = c.p
             sub.end = c.p + size
@@ -7968,6 +8003,7 @@ cdef object _d_MetadataRequestTopic_1(Cursor* c):
     cdef uint32_t tag
     cdef Cursor sub
     cdef list unknown = None
+    cdef int64_t prev_tag = -1
     o.name = rd_cstring(c)
     o.topic_id = ZERO_UUID
     ntags = cap_count(c, rd_uvarint(c), 2)
@@ -7976,6 +8012,10 @@ cdef object _d_MetadataRequestTopic_1(Cursor* c):
         size = cap_count(c, rd_uvarint(c), 1)
         if c.bad:
             break
+        if <int64_t>tag <= prev_tag:  # KIP-482: tags strictly increasing, each once
+            c.bad = 1
+            break
+        prev_tag = tag
         if unknown is None:
             unknown = []
         unknown.append((tag, PyBytes_FromStringAndSize(<const char*>c.p, size)))
@@ -8004,6 +8044,7 @@ cdef object _d_MetadataRequest_4(Cursor* c):
     cdef uint32_t tag
     cdef Cursor sub
     cdef list unknown = None
+    cdef int64_t prev_tag = -1
     n = cap_count(c, rd_ulen(c), 2)
     if n < 0:
         o.topics = None
@@ -8023,6 +8064,10 @@ cdef object _d_MetadataRequest_4(Cursor* c):
         size = cap_count(c, rd_uvarint(c), 1)
         if c.bad:
             break
+        if <int64_t>tag <= prev_tag:  # KIP-482: tags strictly increasing, each once
+            c.bad = 1
+            break
+        prev_tag = tag
         if unknown is None:
             unknown = []
         unknown.append((tag, PyBytes_FromStringAndSize(<const char*>c.p, size)))
@@ -8058,6 +8103,7 @@ cdef object _d_MetadataRequestTopic_2(Cursor* c):
     cdef uint32_t tag
     cdef Cursor sub
     cdef list unknown = None
+    cdef int64_t prev_tag = -1
     o.topic_id = rd_uuid(c)
     o.name = rd_cnstring(c)
     ntags = cap_count(c, rd_uvarint(c), 2)
@@ -8066,6 +8112,10 @@ cdef object _d_MetadataRequestTopic_2(Cursor* c):
         size = cap_count(c, rd_uvarint(c), 1)
         if c.bad:
             break
+        if <int64_t>tag <= prev_tag:  # KIP-482: tags strictly increasing, each once
+            c.bad = 1
+            break
+        prev_tag = tag
         if unknown is None:
             unknown = []
         unknown.append((tag, PyBytes_FromStringAndSize(<const char*>c.p, size)))
@@ -8095,6 +8145,7 @@ cdef object _d_MetadataRequest_5(Cursor* c):
     cdef uint32_t tag
     cdef Cursor sub
     cdef list unknown = None
+    cdef int64_t prev_tag = -1
     n = cap_count(c, rd_ulen(c), 18)
     if n < 0:
         o.topics = None
@@ -8114,6 +8165,10 @@ cdef object _d_MetadataRequest_5(Cursor* c):
         size = cap_count(c, rd_uvarint(c), 1)
         if c.bad:
             break
+        if <int64_t>tag <= prev_tag:  # KIP-482: tags strictly increasing, each once
+            c.bad = 1
+            break
+        prev_tag = tag
         if unknown is None:
             unknown = []
         unknown.append((tag, PyBytes_FromStringAndSize(<const char*>c.p, size)))
@@ -8151,6 +8206,7 @@ cdef object _d_MetadataRequest_6(Cursor* c):
     cdef uint32_t tag
     cdef Cursor sub
     cdef list unknown = None
+    cdef int64_t prev_tag = -1
     n = cap_count(c, rd_ulen(c), 18)
     if n < 0:
         o.topics = None
@@ -8169,6 +8225,10 @@ cdef object _d_MetadataRequest_6(Cursor* c):
         size = cap_count(c, rd_uvarint(c), 1)
         if c.bad:
             break
+        if <int64_t>tag <= prev_tag:  # KIP-482: tags strictly increasing, each once
+            c.bad = 1
+            break
+        prev_tag = tag
         if unknown is None:
             unknown = []
         unknown.append((tag, PyBytes_FromStringAndSize(<const char*>c.p, size)))
@@ -9055,6 +9115,7 @@ cdef object _d_MetadataResponseBroker_2(Cursor* c):
     cdef uint32_t tag
     cdef Cursor sub
     cdef list unknown = None
+    cdef int64_t prev_tag = -1
     o.node_id = rd_int32(c)
     o.host = rd_cstring(c)
     o.port = rd_int32(c)
@@ -9065,6 +9126,10 @@ cdef object _d_MetadataResponseBroker_2(Cursor* c):
         size = cap_count(c, rd_uvarint(c), 1)
         if c.bad:
             break
+        if <int64_t>tag <= prev_tag:  # KIP-482: tags strictly increasing, each once
+            c.bad = 1
+            break
+        prev_tag = tag
         if unknown is None:
             unknown = []
         unknown.append((tag, PyBytes_FromStringAndSize(<const char*>c.p, size)))
@@ -9096,6 +9161,7 @@ cdef object _d_MetadataResponsePartition_3(Cursor* c):
     cdef uint32_t tag
     cdef Cursor sub
     cdef list unknown = None
+    cdef int64_t prev_tag = -1
     o.error_code = rd_int16(c)
     o.partition_index = rd_int32(c)
     o.leader_id = rd_int32(c)
@@ -9136,6 +9202,10 @@ cdef object _d_MetadataResponsePartition_3(Cursor* c):
         size = cap_count(c, rd_uvarint(c), 1)
         if c.bad:
             break
+        if <int64_t>tag <= prev_tag:  # KIP-482: tags strictly increasing, each once
+            c.bad = 1
+            break
+        prev_tag = tag
         if unknown is None:
             unknown = []
         unknown.append((tag, PyBytes_FromStringAndSize(<const char*>c.p, size)))
@@ -9190,6 +9260,7 @@ cdef object _d_MetadataResponseTopic_5(Cursor* c):
     cdef uint32_t tag
     cdef Cursor sub
     cdef list unknown = None
+    cdef int64_t prev_tag = -1
     o.error_code = rd_int16(c)
     o.name = rd_cstring(c)
     o.is_internal = rd_bool(c)
@@ -9211,6 +9282,10 @@ cdef object _d_MetadataResponseTopic_5(Cursor* c):
         size = cap_count(c, rd_uvarint(c), 1)
         if c.bad:
             break
+        if <int64_t>tag <= prev_tag:  # KIP-482: tags strictly increasing, each once
+            c.bad = 1
+            break
+        prev_tag = tag
         if unknown is None:
             unknown = []
         unknown.append((tag, PyBytes_FromStringAndSize(<const char*>c.p, size)))
@@ -9251,6 +9326,7 @@ cdef object _d_MetadataResponse_7(Cursor* c):
     cdef uint32_t tag
     cdef Cursor sub
     cdef list unknown = None
+    cdef int64_t prev_tag = -1
     o.throttle_time_ms = rd_int32(c)
     n = cap_count(c, not_null(c, rd_ulen(c)), 11)
     if n < 0:
@@ -9281,6 +9357,10 @@ cdef object _d_MetadataResponse_7(Cursor* c):
         size = cap_count(c, rd_uvarint(c), 1)
         if c.bad:
             break
+        if <int64_t>tag <= prev_tag:  # KIP-482: tags strictly increasing, each once
+            c.bad = 1
+            break
+        prev_tag = tag
         if unknown is None:
             unknown = []
         unknown.append((tag, PyBytes_FromStringAndSize(<const char*>c.p, size)))
@@ -9327,6 +9407,7 @@ cdef object _d_MetadataResponseTopic_6(Cursor* c):
     cdef uint32_t tag
     cdef Cursor sub
     cdef list unknown = None
+    cdef int64_t prev_tag = -1
     o.error_code = rd_int16(c)
     o.name = rd_cstring(c)
     o.topic_id = rd_uuid(c)
@@ -9348,6 +9429,10 @@ cdef object _d_MetadataResponseTopic_6(Cursor* c):
         size = cap_count(c, rd_uvarint(c), 1)
         if c.bad:
             break
+        if <int64_t>tag <= prev_tag:  # KIP-482: tags strictly increasing, each once
+            c.bad = 1
+            break
+        prev_tag = tag
         if unknown is None:
             unknown = []
         unknown.append((tag, PyBytes_FromStringAndSize(<const char*>c.p, size)))
@@ -9391,6 +9476,7 @@ cdef object _d_MetadataResponse_8(Cursor* c):
     cdef uint32_t tag
     cdef Cursor sub
     cdef list unknown = None
+    cdef int64_t prev_tag = -1
     o.throttle_time_ms = rd_int32(c)
     n = cap_count(c, not_null(c, rd_ulen(c)), 11)
     if n < 0:
@@ -9421,6 +9507,10 @@ cdef object _d_MetadataResponse_8(Cursor* c):
         size = cap_count(c, rd_uvarint(c), 1)
         if c.bad:
             break
+        if <int64_t>tag <= prev_tag:  # KIP-482: tags strictly increasing, each once
+            c.bad = 1
+            break
+        prev_tag = tag
         if unknown is None:
             unknown = []
         unknown.append((tag, PyBytes_FromStringAndSize(<const char*>c.p, size)))
@@ -9467,6 +9557,7 @@ cdef object _d_MetadataResponse_9(Cursor* c):
     cdef uint32_t tag
     cdef Cursor sub
     cdef list unknown = None
+    cdef int64_t prev_tag = -1
     o.throttle_time_ms = rd_int32(c)
     n = cap_count(c, not_null(c, rd_ulen(c)), 11)
     if n < 0:
@@ -9497,6 +9588,10 @@ cdef object _d_MetadataResponse_9(Cursor* c):
         size = cap_count(c, rd_uvarint(c), 1)
         if c.bad:
             break
+        if <int64_t>tag <= prev_tag:  # KIP-482: tags strictly increasing, each once
+            c.bad = 1
+            break
+        prev_tag = tag
         if unknown is None:
             unknown = []
         unknown.append((tag, PyBytes_FromStringAndSize(<const char*>c.p, size)))
@@ -9544,6 +9639,7 @@ cdef object _d_MetadataResponseTopic_7(Cursor* c):
     cdef uint32_t tag
     cdef Cursor sub
     cdef list unknown = None
+    cdef int64_t prev_tag = -1
     o.error_code = rd_int16(c)
     o.name = rd_cnstring(c)
     o.topic_id = rd_uuid(c)
@@ -9565,6 +9661,10 @@ cdef object _d_MetadataResponseTopic_7(Cursor* c):
         size = cap_count(c, rd_uvarint(c), 1)
         if c.bad:
             break
+        if <int64_t>tag <= prev_tag:  # KIP-482: tags strictly increasing, each once
+            c.bad = 1
+            break
+        prev_tag = tag
         if unknown is None:
             unknown = []
         unknown.append((tag, PyBytes_FromStringAndSize(<const char*>c.p, size)))
@@ -9606,6 +9706,7 @@ cdef object _d_MetadataResponse_10(Cursor* c):
     cdef uint32_t tag
     cdef Cursor sub
     cdef list unknown = None
+    cdef int64_t prev_tag = -1
     o.throttle_time_ms = rd_int32(c)
     n = cap_count(c, not_null(c, rd_ulen(c)), 11)
     if n < 0:
@@ -9636,6 +9737,10 @@ cdef object _d_MetadataResponse_10(Cursor* c):
         size = cap_count(c, rd_uvarint(c), 1)
         if c.bad:
             break
+        if <int64_t>tag <= prev_tag:  # KIP-482: tags strictly increasing, each once
+            c.bad = 1
+            break
+        prev_tag = tag
         if unknown is None:
             unknown = []
         unknown.append((tag, PyBytes_FromStringAndSize(<const char*>c.p, size)))
@@ -9683,6 +9788,7 @@ cdef object _d_MetadataResponse_11(Cursor* c):
     cdef uint32_t tag
     cdef Cursor sub
     cdef list unknown = None
+    cdef int64_t prev_tag = -1
     o.throttle_time_ms = rd_int32(c)
     n = cap_count(c, not_null(c, rd_ulen(c)), 11)
     if n < 0:
@@ -9714,6 +9820,10 @@ cdef object _d_MetadataResponse_11(Cursor* c):
         size = cap_count(c, rd_uvarint(c), 1)
         if c.bad:
             break
+        if <int64_t>tag <= prev_tag:  # KIP-482: tags strictly increasing, each once
+            c.bad = 1
+            break
+        prev_tag = tag
         if unknown is None:
             unknown = []
         unknown.append((tag, PyBytes_FromStringAndSize(<const char*>c.p, size)))
@@ -9798,6 +9908,7 @@ cdef object _d_FindCoordinatorRequest_2(Cursor* c):
     cdef uint32_t tag
     cdef Cursor sub
     cdef list unknown = None
+    cdef int64_t prev_tag = -1
     o.key = rd_cstring(c)
     o.key_type = rd_int8(c)
     o.coordinator_keys = []
@@ -9807,6 +9918,10 @@ cdef object _d_FindCoordinatorRequest_2(Cursor* c):
         size = cap_count(c, rd_uvarint(c), 1)
         if c.bad:
             break
+        if <int64_t>tag <= prev_tag:  # KIP-482: tags strictly increasing, each once
+            c.bad = 1
+            break
+        prev_tag = tag
         if unknown is None:
             unknown = []
         unknown.append((tag, PyBytes_FromStringAndSize(<const char*>c.p, size)))
@@ -9838,6 +9953,7 @@ cdef object _d_FindCoordinatorRequest_3(Cursor* c):
     cdef uint32_t tag
     cdef Cursor sub
     cdef list unknown = None
+    cdef int64_t prev_tag = -1
     o.key_type = rd_int8(c)
     n = cap_count(c, not_null(c, rd_ulen(c)), 1)
     if n < 0:
@@ -9856,6 +9972,10 @@ cdef object _d_FindCoordinatorRequest_3(Cursor* c):
         size = cap_count(c, rd_uvarint(c), 1)
         if c.bad:
             break
+        if <int64_t>tag <= prev_tag:  # KIP-482: tags strictly increasing, each once
+            c.bad = 1
+            break
+        prev_tag = tag
         if unknown is None:
             unknown = []
         unknown.append((tag, PyBytes_FromStringAndSize(<const char*>c.p, size)))
@@ -9944,6 +10064,7 @@ cdef object _d_FindCoordinatorResponse_2(Cursor* c):
     cdef uint32_t tag
     cdef Cursor sub
     cdef list unknown = None
+    cdef int64_t prev_tag = -1
     o.throttle_time_ms = rd_int32(c)
     o.error_code = rd_int16(c)
     o.error_message = rd_cnstring(c)
@@ -9957,6 +10078,10 @@ cdef object _d_FindCoordinatorResponse_2(Cursor* c):
         size = cap_count(c, rd_uvarint(c), 1)
         if c.bad:
             break
+        if <int64_t>tag <= prev_tag:  # KIP-482: tags strictly increasing, each once
+            c.bad = 1
+            break
+        prev_tag = tag
         if unknown is None:
             unknown = []
         unknown.append((tag, PyBytes_FromStringAndSize(<const char*>c.p, size)))
@@ -9990,6 +10115,7 @@ cdef object _d_FindCoordinatorResponseCoordinator_0(Cursor* c):
     cdef uint32_t tag
     cdef Cursor sub
     cdef list unknown = None
+    cdef int64_t prev_tag = -1
     o.key = rd_cstring(c)
     o.node_id = rd_int32(c)
     o.host = rd_cstring(c)
@@ -10002,6 +10128,10 @@ cdef object _d_FindCoordinatorResponseCoordinator_0(Cursor* c):
         size = cap_count(c, rd_uvarint(c), 1)
         if c.bad:
             break
+        if <int64_t>tag <= prev_tag:  # KIP-482: tags strictly increasing, each once
+            c.bad = 1
+            break
+        prev_tag = tag
         if unknown is None:
             unknown = []
         unknown.append((tag, PyBytes_FromStringAndSize(<const char*>c.p, size)))
@@ -10037,6 +10167,7 @@ cdef object _d_FindCoordinatorResponse_3(Cursor* c):
     cdef uint32_t tag
     cdef Cursor sub
     cdef list unknown = None
+    cdef int64_t prev_tag = -1
     o.throttle_time_ms = rd_int32(c)
     n = cap_count(c, not_null(c, rd_ulen(c)), 14)
     if n < 0:
@@ -10056,6 +10187,10 @@ cdef object _d_FindCoordinatorResponse_3(Cursor* c):
         size = cap_count(c, rd_uvarint(c), 1)
         if c.bad:
             break
+        if <int64_t>tag <= prev_tag:  # KIP-482: tags strictly increasing, each once
+            c.bad = 1
+            break
+        prev_tag = tag
         if unknown is None:
             unknown = []
         unknown.append((tag, PyBytes_FromStringAndSize(<const char*>c.p, size)))
@@ -10396,6 +10531,7 @@ cdef object _d_ListOffsetsRequestListOffsetsPartition_3(Cursor* c):
     cdef uint32_t tag
     cdef Cursor sub
     cdef list unknown = None
+    cdef int64_t prev_tag = -1
     o.partition_index = rd_int32(c)
     o.current_leader_epoch = rd_int32(c)
     o.timestamp = rd_int64(c)
@@ -10406,6 +10542,10 @@ cdef object _d_ListOffsetsRequestListOffsetsPartition_3(Cursor* c):
         size = cap_count(c, rd_uvarint(c), 1)
         if c.bad:
             break
+        if <int64_t>tag <= prev_tag:  # KIP-482: tags strictly increasing, each once
+            c.bad = 1
+            break
+        prev_tag = tag
         if unknown is None:
             unknown = []
         unknown.append((tag, PyBytes_FromStringAndSize(<const char*>c.p, size)))
@@ -10436,6 +10576,7 @@ cdef object _d_ListOffsetsRequestListOffsetsTopic_3(Cursor* c):
     cdef uint32_t tag
     cdef Cursor sub
     cdef list unknown = None
+    cdef int64_t prev_tag = -1
     o.name = rd_cstring(c)
     n = cap_count(c, not_null(c, rd_ulen(c)), 17)
     if n < 0:
@@ -10453,6 +10594,10 @@ cdef object _d_ListOffsetsRequestListOffsetsTopic_3(Cursor* c):
         size = cap_count(c, rd_uvarint(c), 1)
         if c.bad:
             break
+        if <int64_t>tag <= prev_tag:  # KIP-482: tags strictly increasing, each once
+            c.bad = 1
+            break
+        prev_tag = tag
         if unknown is None:
             unknown = []
         unknown.append((tag, PyBytes_FromStringAndSize(<const char*>c.p, size)))
@@ -10490,6 +10635,7 @@ cdef object _d_ListOffsetsRequest_4(Cursor* c):
     cdef uint32_t tag
     cdef Cursor sub
     cdef list unknown = None
+    cdef int64_t prev_tag = -1
     o.replica_id = rd_int32(c)
     o.isolation_level = rd_int8(c)
     n = cap_count(c, not_null(c, rd_ulen(c)), 3)
@@ -10508,6 +10654,10 @@ cdef object _d_ListOffsetsRequest_4(Cursor* c):
         size = cap_count(c, rd_uvarint(c), 1)
         if c.bad:
             break
+        if <int64_t>tag <= prev_tag:  # KIP-482: tags strictly increasing, each once
+            c.bad = 1
+            break
+        prev_tag = tag
         if unknown is None:
             unknown = []
         unknown.append((tag, PyBytes_FromStringAndSize(<const char*>c.p, size)))
@@ -10544,6 +10694,7 @@ cdef object _d_ListOffsetsRequest_5(Cursor* c):
     cdef uint32_t tag
     cdef Cursor sub
     cdef list unknown = None
+    cdef int64_t prev_tag = -1
     o.replica_id = rd_int32(c)
     o.isolation_level = rd_int8(c)
     n = cap_count(c, not_null(c, rd_ulen(c)), 3)
@@ -10563,6 +10714,10 @@ cdef object _d_ListOffsetsRequest_5(Cursor* c):
         size = cap_count(c, rd_uvarint(c), 1)
         if c.bad:
             break
+        if <int64_t>tag <= prev_tag:  # KIP-482: tags strictly increasing, each once
+            c.bad = 1
+            break
+        prev_tag = tag
         if unknown is None:
             unknown = []
         unknown.append((tag, PyBytes_FromStringAndSize(<const char*>c.p, size)))
@@ -10922,6 +11077,7 @@ cdef object _d_ListOffsetsResponseListOffsetsPartitionResponse_3(Cursor* c):
     cdef uint32_t tag
     cdef Cursor sub
     cdef list unknown = None
+    cdef int64_t prev_tag = -1
     o.partition_index = rd_int32(c)
     o.error_code = rd_int16(c)
     o.timestamp = rd_int64(c)
@@ -10934,6 +11090,10 @@ cdef object _d_ListOffsetsResponseListOffsetsPartitionResponse_3(Cursor* c):
         size = cap_count(c, rd_uvarint(c), 1)
         if c.bad:
             break
+        if <int64_t>tag <= prev_tag:  # KIP-482: tags strictly increasing, each once
+            c.bad = 1
+            break
+        prev_tag = tag
         if unknown is None:
             unknown = []
         unknown.append((tag, PyBytes_FromStringAndSize(<const char*>c.p, size)))
@@ -10966,6 +11126,7 @@ cdef object _d_ListOffsetsResponseListOffsetsTopicResponse_3(Cursor* c):
     cdef uint32_t tag
     cdef Cursor sub
     cdef list unknown = None
+    cdef int64_t prev_tag = -1
     o.name = rd_cstring(c)
     n = cap_count(c, not_null(c, rd_ulen(c)), 27)
     if n < 0:
@@ -10983,6 +11144,10 @@ cdef object _d_ListOffsetsResponseListOffsetsTopicResponse_3(Cursor* c):
         size = cap_count(c, rd_uvarint(c), 1)
         if c.bad:
             break
+        if <int64_t>tag <= prev_tag:  # KIP-482: tags strictly increasing, each once
+            c.bad = 1
+            break
+        prev_tag = tag
         if unknown is None:
             unknown = []
         unknown.append((tag, PyBytes_FromStringAndSize(<const char*>c.p, size)))
@@ -11020,6 +11185,7 @@ cdef object _d_ListOffsetsResponse_4(Cursor* c):
     cdef uint32_t tag
     cdef Cursor sub
     cdef list unknown = None
+    cdef int64_t prev_tag = -1
     o.throttle_time_ms = rd_int32(c)
     n = cap_count(c, not_null(c, rd_ulen(c)), 3)
     if n < 0:
@@ -11037,6 +11203,10 @@ cdef object _d_ListOffsetsResponse_4(Cursor* c):
         size = cap_count(c, rd_uvarint(c), 1)
         if c.bad:
             break
+        if <int64_t>tag <= prev_tag:  # KIP-482: tags strictly increasing, each once
+            c.bad = 1
+            break
+        prev_tag = tag
         if unknown is None:
             unknown = []
         unknown.append((tag, PyBytes_FromStringAndSize(<const char*>c.p, size)))
@@ -11585,6 +11755,7 @@ cdef object _d_FetchRequestFetchPartition_3(Cursor* c):
     cdef uint32_t tag
     cdef Cursor sub
     cdef list unknown = None
+    cdef int64_t prev_tag = -1
     o.partition = rd_int32(c)
     o.current_leader_epoch = rd_int32(c)
     o.fetch_offset = rd_int64(c)
@@ -11598,6 +11769,10 @@ cdef object _d_FetchRequestFetchPartition_3(Cursor* c):
         size = cap_count(c, rd_uvarint(c), 1)
         if c.bad:
             break
+        if <int64_t>tag <= prev_tag:  # KIP-482: tags strictly increasing, each once
+            c.bad = 1
+            break
+        prev_tag = tag
         if unknown is None:
             unknown = []
         unknown.append((tag, PyBytes_FromStringAndSize(<const char*>c.p, size)))
@@ -11629,6 +11804,7 @@ cdef object _d_FetchRequestFetchTopic_3(Cursor* c):
     cdef uint32_t tag
     cdef Cursor sub
     cdef list unknown = None
+    cdef int64_t prev_tag = -1
     o.topic = rd_cstring(c)
     n = cap_count(c, not_null(c, rd_ulen(c)), 33)
     if n < 0:
@@ -11647,6 +11823,10 @@ cdef object _d_FetchRequestFetchTopic_3(Cursor* c):
         size = cap_count(c, rd_uvarint(c), 1)
         if c.bad:
             break
+        if <int64_t>tag <= prev_tag:  # KIP-482: tags strictly increasing, each once
+            c.bad = 1
+            break
+        prev_tag = tag
         if unknown is None:
             unknown = []
         unknown.append((tag, PyBytes_FromStringAndSize(<const char*>c.p, size)))
@@ -11684,6 +11864,7 @@ cdef object _d_FetchRequestForgottenTopic_1(Cursor* c):
     cdef uint32_t tag
     cdef Cursor sub
     cdef list unknown = None
+    cdef int64_t prev_tag = -1
     o.topic = rd_cstring(c)
     n = cap_count(c, not_null(c, rd_ulen(c)), 4)
     if n < 0:
@@ -11702,6 +11883,10 @@ cdef object _d_FetchRequestForgottenTopic_1(Cursor* c):
         size = cap_count(c, rd_uvarint(c), 1)
         if c.bad:
             break
+        if <int64_t>tag <= prev_tag:  # KIP-482: tags strictly increasing, each once
+            c.bad = 1
+            break
+        prev_tag = tag
         if unknown is None:
             unknown = []
         unknown.append((tag, PyBytes_FromStringAndSize(<const char*>c.p, size)))
@@ -11739,6 +11924,7 @@ cdef object _d_FetchRequest_5(Cursor* c):
     cdef uint32_t tag
     cdef Cursor sub
     cdef list unknown = None
+    cdef int64_t prev_tag = -1
     o.replica_id = rd_int32(c)
     o.max_wait_ms = rd_int32(c)
     o.min_bytes = rd_int32(c)
@@ -11774,6 +11960,10 @@ cdef object _d_FetchRequest_5(Cursor* c):
         size = cap_count(c, rd_uvarint(c), 1)
         if c.bad:
             break
+        if <int64_t>tag <= prev_tag:  # KIP-482: tags strictly increasing, each once
+            c.bad = 1
+            break
+        prev_tag = tag
         if tag == 0:
             sub.p = c.p
             sub.end = c.p + size
@@ -11851,6 +12041,7 @@ cdef object _d_FetchRequestFetchTopic_4(Cursor* c):
     cdef uint32_t tag
     cdef Cursor sub
     cdef list unknown = None
+    cdef int64_t prev_tag = -1
     o.topic_id = rd_uuid(c)
     n = cap_count(c, not_null(c, rd_ulen(c)), 33)
     if n < 0:
@@ -11869,6 +12060,10 @@ cdef object _d_FetchRequestFetchTopic_4(Cursor* c):
         size = cap_count(c, rd_uvarint(c), 1)
         if c.bad:
             break
+        if <int64_t>tag <= prev_tag:  # KIP-482: tags strictly increasing, each once
+            c.bad = 1
+            break
+        prev_tag = tag
         if unknown is None:
             unknown = []
         unknown.append((tag, PyBytes_FromStringAndSize(<const char*>c.p, size)))
@@ -11906,6 +12101,7 @@ cdef object _d_FetchRequestForgottenTopic_2(Cursor* c):
     cdef uint32_t tag
     cdef Cursor sub
     cdef list unknown = None
+    cdef int64_t prev_tag = -1
     o.topic_id = rd_uuid(c)
     n = cap_count(c, not_null(c, rd_ulen(c)), 4)
     if n < 0:
@@ -11924,6 +12120,10 @@ cdef object _d_FetchRequestForgottenTopic_2(Cursor* c):
         size = cap_count(c, rd_uvarint(c), 1)
         if c.bad:
             break
+        if <int64_t>tag <= prev_tag:  # KIP-482: tags strictly increasing, each once
+            c.bad = 1
+            break
+        prev_tag = tag
         if unknown is None:
             unknown = []
         unknown.append((tag, PyBytes_FromStringAndSize(<const char*>c.p, size)))
@@ -11961,6 +12161,7 @@ cdef object _d_FetchRequest_6(Cursor* c):
     cdef uint32_t tag
     cdef Cursor sub
     cdef list unknown = None
+    cdef int64_t prev_tag = -1
     o.replica_id = rd_int32(c)
     o.max_wait_ms = rd_int32(c)
     o.min_bytes = rd_int32(c)
@@ -11996,6 +12197,10 @@ cdef object _d_FetchRequest_6(Cursor* c):
         size = cap_count(c, rd_uvarint(c), 1)
         if c.bad:
             break
+        if <int64_t>tag <= prev_tag:  # KIP-482: tags strictly increasing, each once
+            c.bad = 1
+            break
+        prev_tag = tag
         if tag == 0:
             sub.p = c.p
             sub.end = c.p + size
@@ -12071,6 +12276,7 @@ cdef object _d_FetchRequestReplicaState_0(Cursor* c):
     cdef uint32_t tag
     cdef Cursor sub
     cdef list unknown = None
+    cdef int64_t prev_tag = -1
     o.replica_id = rd_int32(c)
     o.replica_epoch = rd_int64(c)
     ntags = cap_count(c, rd_uvarint(c), 2)
@@ -12079,6 +12285,10 @@ cdef object _d_FetchRequestReplicaState_0(Cursor* c):
         size = cap_count(c, rd_uvarint(c), 1)
         if c.bad:
             break
+        if <int64_t>tag <= prev_tag:  # KIP-482: tags strictly increasing, each once
+            c.bad = 1
+            break
+        prev_tag = tag
         if unknown is None:
             unknown = []
         unknown.append((tag, PyBytes_FromStringAndSize(<const char*>c.p, size)))
@@ -12106,6 +12316,7 @@ cdef object _d_FetchRequest_7(Cursor* c):
     cdef uint32_t tag
     cdef Cursor sub
     cdef list unknown = None
+    cdef int64_t prev_tag = -1
     o.max_wait_ms = rd_int32(c)
     o.min_bytes = rd_int32(c)
     o.max_bytes = rd_int32(c)
@@ -12141,6 +12352,10 @@ cdef object _d_FetchRequest_7(Cursor* c):
         size = cap_count(c, rd_uvarint(c), 1)
         if c.bad:
             break
+        if <int64_t>tag <= prev_tag:  # KIP-482: tags strictly increasing, each once
+            c.bad = 1
+            break
+        prev_tag = tag
         if tag == 0:
             sub.p = c.p
             sub.end = c.p + size
@@ -12235,6 +12450,7 @@ cdef object _d_FetchRequestFetchPartition_4(Cursor* c):
     cdef uint32_t tag
     cdef Cursor sub
     cdef list unknown = None
+    cdef int64_t prev_tag = -1
     o.partition = rd_int32(c)
     o.current_leader_epoch = rd_int32(c)
     o.fetch_offset = rd_int64(c)
@@ -12248,6 +12464,10 @@ cdef object _d_FetchRequestFetchPartition_4(Cursor* c):
         size = cap_count(c, rd_uvarint(c), 1)
         if c.bad:
             break
+        if <int64_t>tag <= prev_tag:  # KIP-482: tags strictly increasing, each once
+            c.bad = 1
+            break
+        prev_tag = tag
         if tag == 0:
             sub.p = c.p
             sub.end = c.p + size
@@ -12304,6 +12524,7 @@ cdef object _d_FetchRequestFetchTopic_5(Cursor* c):
     cdef uint32_t tag
     cdef Cursor sub
     cdef list unknown = None
+    cdef int64_t prev_tag = -1
     o.topic_id = rd_uuid(c)
     n = cap_count(c, not_null(c, rd_ulen(c)), 33)
     if n < 0:
@@ -12322,6 +12543,10 @@ cdef object _d_FetchRequestFetchTopic_5(Cursor* c):
         size = cap_count(c, rd_uvarint(c), 1)
         if c.bad:
             break
+        if <int64_t>tag <= prev_tag:  # KIP-482: tags strictly increasing, each once
+            c.bad = 1
+            break
+        prev_tag = tag
         if unknown is None:
             unknown = []
         unknown.append((tag, PyBytes_FromStringAndSize(<const char*>c.p, size)))
@@ -12359,6 +12584,7 @@ cdef object _d_FetchRequest_8(Cursor* c):
     cdef uint32_t tag
     cdef Cursor sub
     cdef list unknown = None
+    cdef int64_t prev_tag = -1
     o.max_wait_ms = rd_int32(c)
     o.min_bytes = rd_int32(c)
     o.max_bytes = rd_int32(c)
@@ -12394,6 +12620,10 @@ cdef object _d_FetchRequest_8(Cursor* c):
         size = cap_count(c, rd_uvarint(c), 1)
         if c.bad:
             break
+        if <int64_t>tag <= prev_tag:  # KIP-482: tags strictly increasing, each once
+            c.bad = 1
+            break
+        prev_tag = tag
         if tag == 0:
             sub.p = c.p
             sub.end = c.p + size
@@ -12929,6 +13159,7 @@ cdef object _d_FetchResponseEpochEndOffset_0(Cursor* c):
     cdef uint32_t tag
     cdef Cursor sub
     cdef list unknown = None
+    cdef int64_t prev_tag = -1
     o.epoch = rd_int32(c)
     o.end_offset = rd_int64(c)
     ntags = cap_count(c, rd_uvarint(c), 2)
@@ -12937,6 +13168,10 @@ cdef object _d_FetchResponseEpochEndOffset_0(Cursor* c):
         size = cap_count(c, rd_uvarint(c), 1)
         if c.bad:
             break
+        if <int64_t>tag <= prev_tag:  # KIP-482: tags strictly increasing, each once
+            c.bad = 1
+            break
+        prev_tag = tag
         if unknown is None:
             unknown = []
         unknown.append((tag, PyBytes_FromStringAndSize(<const char*>c.p, size)))
@@ -12962,6 +13197,7 @@ cdef object _d_FetchResponseLeaderIdAndEpoch_0(Cursor* c):
     cdef uint32_t tag
     cdef Cursor sub
     cdef list unknown = None
+    cdef int64_t prev_tag = -1
     o.leader_id = rd_int32(c)
     o.leader_epoch = rd_int32(c)
     ntags = cap_count(c, rd_uvarint(c), 2)
@@ -12970,6 +13206,10 @@ cdef object _d_FetchResponseLeaderIdAndEpoch_0(Cursor* c):
         size = cap_count(c, rd_uvarint(c), 1)
         if c.bad:
             break
+        if <int64_t>tag <= prev_tag:  # KIP-482: tags strictly increasing, each once
+            c.bad = 1
+            break
+        prev_tag = tag
         if unknown is None:
             unknown = []
         unknown.append((tag, PyBytes_FromStringAndSize(<const char*>c.p, size)))
@@ -12995,6 +13235,7 @@ cdef object _d_FetchResponseSnapshotId_0(Cursor* c):
     cdef uint32_t tag
     cdef Cursor sub
     cdef list unknown = None
+    cdef int64_t prev_tag = -1
     o.end_offset = rd_int64(c)
     o.epoch = rd_int32(c)
     ntags = cap_count(c, rd_uvarint(c), 2)
@@ -13003,6 +13244,10 @@ cdef object _d_FetchResponseSnapshotId_0(Cursor* c):
         size = cap_count(c, rd_uvarint(c), 1)
         if c.bad:
             break
+        if <int64_t>tag <= prev_tag:  # KIP-482: tags strictly increasing, each once
+            c.bad = 1
+            break
+        prev_tag = tag
         if unknown is None:
             unknown = []
         unknown.append((tag, PyBytes_FromStringAndSize(<const char*>c.p, size)))
@@ -13028,6 +13273,7 @@ cdef object _d_FetchResponseAbortedTransaction_1(Cursor* c):
     cdef uint32_t tag
     cdef Cursor sub
     cdef list unknown = None
+    cdef int64_t prev_tag = -1
     o.producer_id = rd_int64(c)
     o.first_offset = rd_int64(c)
     ntags = cap_count(c, rd_uvarint(c), 2)
@@ -13036,6 +13282,10 @@ cdef object _d_FetchResponseAbortedTransaction_1(Cursor* c):
         size = cap_count(c, rd_uvarint(c), 1)
         if c.bad:
             break
+        if <int64_t>tag <= prev_tag:  # KIP-482: tags strictly increasing, each once
+            c.bad = 1
+            break
+        prev_tag = tag
         if unknown is None:
             unknown = []
         unknown.append((tag, PyBytes_FromStringAndSize(<const char*>c.p, size)))
@@ -13063,6 +13313,7 @@ cdef object _d_FetchResponsePartitionData_3(Cursor* c):
     cdef uint32_t tag
     cdef Cursor sub
     cdef list unknown = None
+    cdef int64_t prev_tag = -1
     o.partition_index = rd_int32(c)
     o.error_code = rd_int16(c)
     o.high_watermark = rd_int64(c)
@@ -13089,6 +13340,10 @@ cdef object _d_FetchResponsePartitionData_3(Cursor* c):
         size = cap_count(c, rd_uvarint(c), 1)
         if c.bad:
             break
+        if <int64_t>tag <= prev_tag:  # KIP-482: tags strictly increasing, each once
+            c.bad = 1
+            break
+        prev_tag = tag
         if tag == 0:
             sub.p = c.p
             sub.end = c.p + size
@@ -13196,6 +13451,7 @@ cdef object _d_FetchResponseFetchableTopicResponse_3(Cursor* c):
     cdef uint32_t tag
     cdef Cursor sub
     cdef list unknown = None
+    cdef int64_t prev_tag = -1
     o.topic = rd_cstring(c)
     n = cap_count(c, not_null(c, rd_ulen(c)), 37)
     if n < 0:
@@ -13214,6 +13470,10 @@ cdef object _d_FetchResponseFetchableTopicResponse_3(Cursor* c):
         size = cap_count(c, rd_uvarint(c), 1)
         if c.bad:
             break
+        if <int64_t>tag <= prev_tag:  # KIP-482: tags strictly increasing, each once
+            c.bad = 1
+            break
+        prev_tag = tag
         if unknown is None:
             unknown = []
         unknown.append((tag, PyBytes_FromStringAndSize(<const char*>c.p, size)))
@@ -13251,6 +13511,7 @@ cdef object _d_FetchResponse_4(Cursor* c):
     cdef uint32_t tag
     cdef Cursor sub
     cdef list unknown = None
+    cdef int64_t prev_tag = -1
     o.throttle_time_ms = rd_int32(c)
     o.error_code = rd_int16(c)
     o.session_id = rd_int32(c)
@@ -13271,6 +13532,10 @@ cdef object _d_FetchResponse_4(Cursor* c):
         size = cap_count(c, rd_uvarint(c), 1)
         if c.bad:
             break
+        if <int64_t>tag <= prev_tag:  # KIP-482: tags strictly increasing, each once
+            c.bad = 1
+            break
+        prev_tag = tag
         if unknown is None:
             unknown = []
         unknown.append((tag, PyBytes_FromStringAndSize(<const char*>c.p, size)))
@@ -13310,6 +13575,7 @@ cdef object _d_FetchResponseFetchableTopicResponse_4(Cursor* c):
     cdef uint32_t tag
     cdef Cursor sub
     cdef list unknown = None
+    cdef int64_t prev_tag = -1
     o.topic_id = rd_uuid(c)
     n = cap_count(c, not_null(c, rd_ulen(c)), 37)
     if n < 0:
@@ -13328,6 +13594,10 @@ cdef object _d_FetchResponseFetchableTopicResponse_4(Cursor* c):
         size = cap_count(c, rd_uvarint(c), 1)
         if c.bad:
             break
+        if <int64_t>tag <= prev_tag:  # KIP-482: tags strictly increasing, each once
+            c.bad = 1
+            break
+        prev_tag = tag
         if unknown is None:
             unknown = []
         unknown.append((tag, PyBytes_FromStringAndSize(<const char*>c.p, size)))
@@ -13365,6 +13635,7 @@ cdef object _d_FetchResponse_5(Cursor* c):
     cdef uint32_t tag
     cdef Cursor sub
     cdef list unknown = None
+    cdef int64_t prev_tag = -1
     o.throttle_time_ms = rd_int32(c)
     o.error_code = rd_int16(c)
     o.session_id = rd_int32(c)
@@ -13385,6 +13656,10 @@ cdef object _d_FetchResponse_5(Cursor* c):
         size = cap_count(c, rd_uvarint(c), 1)
         if c.bad:
             break
+        if <int64_t>tag <= prev_tag:  # KIP-482: tags strictly increasing, each once
+            c.bad = 1
+            break
+        prev_tag = tag
         if unknown is None:
             unknown = []
         unknown.append((tag, PyBytes_FromStringAndSize(<const char*>c.p, size)))
@@ -13422,6 +13697,7 @@ cdef object _d_FetchResponseNodeEndpoint_0(Cursor* c):
     cdef uint32_t tag
     cdef Cursor sub
     cdef list unknown = None
+    cdef int64_t prev_tag = -1
     o.node_id = rd_int32(c)
     o.host = rd_cstring(c)
     o.port = rd_int32(c)
@@ -13432,6 +13708,10 @@ cdef object _d_FetchResponseNodeEndpoint_0(Cursor* c):
         size = cap_count(c, rd_uvarint(c), 1)
         if c.bad:
             break
+        if <int64_t>tag <= prev_tag:  # KIP-482: tags strictly increasing, each once
+            c.bad = 1
+            break
+        prev_tag = tag
         if unknown is None:
             unknown = []
         unknown.append((tag, PyBytes_FromStringAndSize(<const char*>c.p, size)))
@@ -13463,6 +13743,7 @@ cdef object _d_FetchResponse_6(Cursor* c):
     cdef uint32_t tag
     cdef Cursor sub
     cdef list unknown = None
+    cdef int64_t prev_tag = -1
     o.throttle_time_ms = rd_int32(c)
     o.error_code = rd_int16(c)
     o.session_id = rd_int32(c)
@@ -13483,6 +13764,10 @@ cdef object _d_FetchResponse_6(Cursor* c):
         size = cap_count(c, rd_uvarint(c), 1)
         if c.bad:
             break
+        if <int64_t>tag <= prev_tag:  # KIP-482: tags strictly increasing, each once
+            c.bad = 1
+            break
+        prev_tag = tag
         if tag == 0:
             sub.p = c.p
             sub.end = c.p + size
@@ -13644,6 +13929,7 @@ cdef object _d_ProduceRequestPartitionProduceData_1(Cursor* c):
     cdef uint32_t tag
     cdef Cursor sub
     cdef list unknown = None
+    cdef int64_t prev_tag = -1
     o.index = rd_int32(c)
     o.records = rd_cnbytes(c)
     ntags = cap_count(c, rd_uvarint(c), 2)
@@ -13652,6 +13938,10 @@ cdef object _d_ProduceRequestPartitionProduceData_1(Cursor* c):
         size = cap_count(c, rd_uvarint(c), 1)
         if c.bad:
             break
+        if <int64_t>tag <= prev_tag:  # KIP-482: tags strictly increasing, each once
+            c.bad = 1
+            break
+        prev_tag = tag
         if unknown is None:
             unknown = []
         unknown.append((tag, PyBytes_FromStringAndSize(<const char*>c.p, size)))
@@ -13679,6 +13969,7 @@ cdef object _d_ProduceRequestTopicProduceData_1(Cursor* c):
     cdef uint32_t tag
     cdef Cursor sub
     cdef list unknown = None
+    cdef int64_t prev_tag = -1
     o.name = rd_cstring(c)
     n = cap_count(c, not_null(c, rd_ulen(c)), 6)
     if n < 0:
@@ -13697,6 +13988,10 @@ cdef object _d_ProduceRequestTopicProduceData_1(Cursor* c):
         size = cap_count(c, rd_uvarint(c), 1)
         if c.bad:
             break
+        if <int64_t>tag <= prev_tag:  # KIP-482: tags strictly increasing, each once
+            c.bad = 1
+            break
+        prev_tag = tag
         if unknown is None:
             unknown = []
         unknown.append((tag, PyBytes_FromStringAndSize(<const char*>c.p, size)))
@@ -13734,6 +14029,7 @@ cdef object _d_ProduceRequest_1(Cursor* c):
     cdef uint32_t tag
     cdef Cursor sub
     cdef list unknown = None
+    cdef int64_t prev_tag = -1
     o.transactional_id = rd_cnstring(c)
     o.acks = rd_int16(c)
     o.timeout_ms = rd_int32(c)
@@ -13753,6 +14049,10 @@ cdef object _d_ProduceRequest_1(Cursor* c):
         size = cap_count(c, rd_uvarint(c), 1)
         if c.bad:
             break
+        if <int64_t>tag <= prev_tag:  # KIP-482: tags strictly increasing, each once
+            c.bad = 1
+            break
+        prev_tag = tag
         if unknown is None:
             unknown = []
         unknown.append((tag, PyBytes_FromStringAndSize(<const char*>c.p, size)))
@@ -14111,6 +14411,7 @@ cdef object _d_ProduceResponseBatchIndexAndErrorMessage_1(Cursor* c):
     cdef uint32_t tag
     cdef Cursor sub
     cdef list unknown = None
+    cdef int64_t prev_tag = -1
     o.batch_index = rd_int32(c)
     o.batch_index_error_message = rd_cnstring(c)
     ntags = cap_count(c, rd_uvarint(c), 2)
@@ -14119,6 +14420,10 @@ cdef object _d_ProduceResponseBatchIndexAndErrorMessage_1(Cursor* c):
         size = cap_count(c, rd_uvarint(c), 1)
         if c.bad:
             break
+        if <int64_t>tag <= prev_tag:  # KIP-482: tags strictly increasing, each once
+            c.bad = 1
+            break
+        prev_tag = tag
         if unknown is None:
             unknown = []
         unknown.append((tag, PyBytes_FromStringAndSize(<const char*>c.p, size)))
@@ -14146,6 +14451,7 @@ cdef object _d_ProduceResponsePartitionProduceResponse_3(Cursor* c):
     cdef uint32_t tag
     cdef Cursor sub
     cdef list unknown = None
+    cdef int64_t prev_tag = -1
     o.index = rd_int32(c)
     o.error_code = rd_int16(c)
     o.base_offset = rd_int64(c)
@@ -14169,6 +14475,10 @@ cdef object _d_ProduceResponsePartitionProduceResponse_3(Cursor* c):
         size = cap_count(c, rd_uvarint(c), 1)
         if c.bad:
             break
+        if <int64_t>tag <= prev_tag:  # KIP-482: tags strictly increasing, each once
+            c.bad = 1
+            break
+        prev_tag = tag
         if unknown is None:
             unknown = []
         unknown.append((tag, PyBytes_FromStringAndSize(<const char*>c.p, size)))
@@ -14211,6 +14521,7 @@ cdef object _d_ProduceResponseTopicProduceResponse_3(Cursor* c):
     cdef uint32_t tag
     cdef Cursor sub
     cdef list unknown = None
+    cdef int64_t prev_tag = -1
     o.name = rd_cstring(c)
     n = cap_count(c, not_null(c, rd_ulen(c)), 33)
     if n < 0:
@@ -14229,6 +14540,10 @@ cdef object _d_ProduceResponseTopicProduceResponse_3(Cursor* c):
         size = cap_count(c, rd_uvarint(c), 1)
         if c.bad:
             break
+        if <int64_t>tag <= prev_tag:  # KIP-482: tags strictly increasing, each once
+            c.bad = 1
+            break
+        prev_tag = tag
         if unknown is None:
             unknown = []
         unknown.append((tag, PyBytes_FromStringAndSize(<const char*>c.p, size)))
@@ -14266,6 +14581,7 @@ cdef object _d_ProduceResponse_3(Cursor* c):
     cdef uint32_t tag
     cdef Cursor sub
     cdef list unknown = None
+    cdef int64_t prev_tag = -1
     n = cap_count(c, not_null(c, rd_ulen(c)), 3)
     if n < 0:
         o.responses = None
@@ -14284,6 +14600,10 @@ cdef object _d_ProduceResponse_3(Cursor* c):
         size = cap_count(c, rd_uvarint(c), 1)
         if c.bad:
             break
+        if <int64_t>tag <= prev_tag:  # KIP-482: tags strictly increasing, each once
+            c.bad = 1
+            break
+        prev_tag = tag
         if unknown is None:
             unknown = []
         unknown.append((tag, PyBytes_FromStringAndSize(<const char*>c.p, size)))
@@ -14319,6 +14639,7 @@ cdef object _d_ProduceResponseLeaderIdAndEpoch_0(Cursor* c):
     cdef uint32_t tag
     cdef Cursor sub
     cdef list unknown = None
+    cdef int64_t prev_tag = -1
     o.leader_id = rd_int32(c)
     o.leader_epoch = rd_int32(c)
     ntags = cap_count(c, rd_uvarint(c), 2)
@@ -14327,6 +14648,10 @@ cdef object _d_ProduceResponseLeaderIdAndEpoch_0(Cursor* c):
         size = cap_count(c, rd_uvarint(c), 1)
         if c.bad:
             break
+        if <int64_t>tag <= prev_tag:  # KIP-482: tags strictly increasing, each once
+            c.bad = 1
+            break
+        prev_tag = tag
         if unknown is None:
             unknown = []
         unknown.append((tag, PyBytes_FromStringAndSize(<const char*>c.p, size)))
@@ -14354,6 +14679,7 @@ cdef object _d_ProduceResponsePartitionProduceResponse_4(Cursor* c):
     cdef uint32_t tag
     cdef Cursor sub
     cdef list unknown = None
+    cdef int64_t prev_tag = -1
     o.index = rd_int32(c)
     o.error_code = rd_int16(c)
     o.base_offset = rd_int64(c)
@@ -14377,6 +14703,10 @@ cdef object _d_ProduceResponsePartitionProduceResponse_4(Cursor* c):
         size = cap_count(c, rd_uvarint(c), 1)
         if c.bad:
             break
+        if <int64_t>tag <= prev_tag:  # KIP-482: tags strictly increasing, each once
+            c.bad = 1
+            break
+        prev_tag = tag
         if tag == 0:
             sub.p = c.p
             sub.end = c.p + size
@@ -14443,6 +14773,7 @@ cdef object _d_ProduceResponseTopicProduceResponse_4(Cursor* c):
     cdef uint32_t tag
     cdef Cursor sub
     cdef list unknown = None
+    cdef int64_t prev_tag = -1
     o.name = rd_cstring(c)
     n = cap_count(c, not_null(c, rd_ulen(c)), 33)
     if n < 0:
@@ -14461,6 +14792,10 @@ cdef object _d_ProduceResponseTopicProduceResponse_4(Cursor* c):
         size = cap_count(c, rd_uvarint(c), 1)
         if c.bad:
             break
+        if <int64_t>tag <= prev_tag:  # KIP-482: tags strictly increasing, each once
+            c.bad = 1
+            break
+        prev_tag = tag
         if unknown is None:
             unknown = []
         unknown.append((tag, PyBytes_FromStringAndSize(<const char*>c.p, size)))
@@ -14496,6 +14831,7 @@ cdef object _d_ProduceResponseNodeEndpoint_0(Cursor* c):
     cdef uint32_t tag
     cdef Cursor sub
     cdef list unknown = None
+    cdef int64_t prev_tag = -1
     o.node_id = rd_int32(c)
     o.host = rd_cstring(c)
     o.port = rd_int32(c)
@@ -14506,6 +14842,10 @@ cdef object _d_ProduceResponseNodeEndpoint_0(Cursor* c):
         size = cap_count(c, rd_uvarint(c), 1)
         if c.bad:
             break
+        if <int64_t>tag <= prev_tag:  # KIP-482: tags strictly increasing, each once
+            c.bad = 1
+            break
+        prev_tag = tag
         if unknown is None:
             unknown = []
         unknown.append((tag, PyBytes_FromStringAndSize(<const char*>c.p, size)))
@@ -14537,6 +14877,7 @@ cdef object _d_ProduceResponse_4(Cursor* c):
     cdef uint32_t tag
     cdef Cursor sub
     cdef list unknown = None
+    cdef int64_t prev_tag = -1
     n = cap_count(c, not_null(c, rd_ulen(c)), 3)
     if n < 0:
         o.responses = None
@@ -14555,6 +14896,10 @@ cdef object _d_ProduceResponse_4(Cursor* c):
         size = cap_count(c, rd_uvarint(c), 1)
         if c.bad:
             break
+        if <int64_t>tag <= prev_tag:  # KIP-482: tags strictly increasing, each once
+            c.bad = 1
+            break
+        prev_tag = tag
         if tag == 0:
             sub.p = c.p
             sub.end = c.p + size
@@ -14805,6 +15150,7 @@ cdef object _d_CreateTopicsRequestCreatableReplicaAssignment_1(Cursor* c):
     cdef uint32_t tag
     cdef Cursor sub
     cdef list unknown = None
+    cdef int64_t prev_tag = -1
     o.partition_index = rd_int32(c)
     n = cap_count(c, not_null(c, rd_ulen(c)), 4)
     if n < 0:
@@ -14822,6 +15168,10 @@ cdef object _d_CreateTopicsRequestCreatableReplicaAssignment_1(Cursor* c):
         size = cap_count(c, rd_uvarint(c), 1)
         if c.bad:
             break
+        if <int64_t>tag <= prev_tag:  # KIP-482: tags strictly increasing, each once
+            c.bad = 1
+            break
+        prev_tag = tag
         if unknown is None:
             unknown = []
         unknown.append((tag, PyBytes_FromStringAndSize(<const char*>c.p, size)))
@@ -14855,6 +15205,7 @@ cdef object _d_CreateTopicsRequestCreatableTopicConfig_1(Cursor* c):
     cdef uint32_t tag
     cdef Cursor sub
     cdef list unknown = None
+    cdef int64_t prev_tag = -1
     o.name = rd_cstring(c)
     o.value = rd_cnstring(c)
     ntags = cap_count(c, rd_uvarint(c), 2)
@@ -14863,6 +15214,10 @@ cdef object _d_CreateTopicsRequestCreatableTopicConfig_1(Cursor* c):
         size = cap_count(c, rd_uvarint(c), 1)
         if c.bad:
             break
+        if <int64_t>tag <= prev_tag:  # KIP-482: tags strictly increasing, each once
+            c.bad = 1
+            break
+        prev_tag = tag
         if unknown is None:
             unknown = []
         unknown.append((tag, PyBytes_FromStringAndSize(<const char*>c.p, size)))
@@ -14892,6 +15247,7 @@ cdef object _d_CreateTopicsRequestCreatableTopic_1(Cursor* c):
     cdef uint32_t tag
     cdef Cursor sub
     cdef list unknown = None
+    cdef int64_t prev_tag = -1
     o.name = rd_cstring(c)
     o.num_partitions = rd_int32(c)
     o.replication_factor = rd_int16(c)
@@ -14921,6 +15277,10 @@ cdef object _d_CreateTopicsRequestCreatableTopic_1(Cursor* c):
         size = cap_count(c, rd_uvarint(c), 1)
         if c.bad:
             break
+        if <int64_t>tag <= prev_tag:  # KIP-482: tags strictly increasing, each once
+            c.bad = 1
+            break
+        prev_tag = tag
         if unknown is None:
             unknown = []
         unknown.append((tag, PyBytes_FromStringAndSize(<const char*>c.p, size)))
@@ -14968,6 +15328,7 @@ cdef object _d_CreateTopicsRequest_2(Cursor* c):
     cdef uint32_t tag
     cdef Cursor sub
     cdef list unknown = None
+    cdef int64_t prev_tag = -1
     n = cap_count(c, not_null(c, rd_ulen(c)), 10)
     if n < 0:
         o.topics = None
@@ -14986,6 +15347,10 @@ cdef object _d_CreateTopicsRequest_2(Cursor* c):
         size = cap_count(c, rd_uvarint(c), 1)
         if c.bad:
             break
+        if <int64_t>tag <= prev_tag:  # KIP-482: tags strictly increasing, each once
+            c.bad = 1
+            break
+        prev_tag = tag
         if unknown is None:
             unknown = []
         unknown.append((tag, PyBytes_FromStringAndSize(<const char*>c.p, size)))
@@ -15158,6 +15523,7 @@ cdef object _d_CreateTopicsResponseCreatableTopicConfigs_0(Cursor* c):
     cdef uint32_t tag
     cdef Cursor sub
     cdef list unknown = None
+    cdef int64_t prev_tag = -1
     o.name = rd_cstring(c)
     o.value = rd_cnstring(c)
     o.read_only = rd_bool(c)
@@ -15169,6 +15535,10 @@ cdef object _d_CreateTopicsResponseCreatableTopicConfigs_0(Cursor* c):
         size = cap_count(c, rd_uvarint(c), 1)
         if c.bad:
             break
+        if <int64_t>tag <= prev_tag:  # KIP-482: tags strictly increasing, each once
+            c.bad = 1
+            break
+        prev_tag = tag
         if unknown is None:
             unknown = []
         unknown.append((tag, PyBytes_FromStringAndSize(<const char*>c.p, size)))
@@ -15201,6 +15571,7 @@ cdef object _d_CreateTopicsResponseCreatableTopicResult_2(Cursor* c):
     cdef uint32_t tag
     cdef Cursor sub
     cdef list unknown = None
+    cdef int64_t prev_tag = -1
     o.name = rd_cstring(c)
     o.error_code = rd_int16(c)
     o.error_message = rd_cnstring(c)
@@ -15223,6 +15594,10 @@ cdef object _d_CreateTopicsResponseCreatableTopicResult_2(Cursor* c):
         size = cap_count(c, rd_uvarint(c), 1)
         if c.bad:
             break
+        if <int64_t>tag <= prev_tag:  # KIP-482: tags strictly increasing, each once
+            c.bad = 1
+            break
+        prev_tag = tag
         if tag == 0:
             sub.p = c.p
             sub.end = c.p + size
@@ -15287,6 +15662,7 @@ cdef object _d_CreateTopicsResponse_3(Cursor* c):
     cdef uint32_t tag
     cdef Cursor sub
     cdef list unknown = None
+    cdef int64_t prev_tag = -1
     o.throttle_time_ms = rd_int32(c)
     n = cap_count(c, not_null(c, rd_ulen(c)), 12)
     if n < 0:
@@ -15304,6 +15680,10 @@ cdef object _d_CreateTopicsResponse_3(Cursor* c):
         size = cap_count(c, rd_uvarint(c), 1)
         if c.bad:
             break
+        if <int64_t>tag <= prev_tag:  # KIP-482: tags strictly increasing, each once
+            c.bad = 1
+            break
+        prev_tag = tag
         if unknown is None:
             unknown = []
         unknown.append((tag, PyBytes_FromStringAndSize(<const char*>c.p, size)))
@@ -15339,6 +15719,7 @@ cdef object _d_CreateTopicsResponseCreatableTopicResult_3(Cursor* c):
     cdef uint32_t tag
     cdef Cursor sub
     cdef list unknown = None
+    cdef int64_t prev_tag = -1
     o.name = rd_cstring(c)
     o.topic_id = rd_uuid(c)
     o.error_code = rd_int16(c)
@@ -15361,6 +15742,10 @@ cdef object _d_CreateTopicsResponseCreatableTopicResult_3(Cursor* c):
         size = cap_count(c, rd_uvarint(c), 1)
         if c.bad:
             break
+        if <int64_t>tag <= prev_tag:  # KIP-482: tags strictly increasing, each once
+            c.bad = 1
+            break
+        prev_tag = tag
         if tag == 0:
             sub.p = c.p
             sub.end = c.p + size
@@ -15428,6 +15813,7 @@ cdef object _d_CreateTopicsResponse_4(Cursor* c):
     cdef uint32_t tag
     cdef Cursor sub
     cdef list unknown = None
+    cdef int64_t prev_tag = -1
     o.throttle_time_ms = rd_int32(c)
     n = cap_count(c, not_null(c, rd_ulen(c)), 28)
     if n < 0:
@@ -15445,6 +15831,10 @@ cdef object _d_CreateTopicsResponse_4(Cursor* c):
         size = cap_count(c, rd_uvarint(c), 1)
         if c.bad:
             break
+        if <int64_t>tag <= prev_tag:  # KIP-482: tags strictly increasing, each once
+            c.bad = 1
+            break
+        prev_tag = tag
         if unknown is None:
             unknown = []
         unknown.append((tag, PyBytes_FromStringAndSize(<const char*>c.p, size)))
@@ -15518,6 +15908,7 @@ cdef object _d_DeleteTopicsRequest_1(Cursor* c):
     cdef uint32_t tag
     cdef Cursor sub
     cdef list unknown = None
+    cdef int64_t prev_tag = -1
     n = cap_count(c, not_null(c, rd_ulen(c)), 1)
     if n < 0:
         o.topic_names = None
@@ -15536,6 +15927,10 @@ cdef object _d_DeleteTopicsRequest_1(Cursor* c):
         size = cap_count(c, rd_uvarint(c), 1)
         if c.bad:
             break
+        if <int64_t>tag <= prev_tag:  # KIP-482: tags strictly increasing, each once
+            c.bad = 1
+            break
+        prev_tag = tag
         if unknown is None:
             unknown = []
         unknown.append((tag, PyBytes_FromStringAndSize(<const char*>c.p, size)))
@@ -15573,6 +15968,7 @@ cdef object _d_DeleteTopicsRequestDeleteTopicState_0(Cursor* c):
     cdef uint32_t tag
     cdef Cursor sub
     cdef list unknown = None
+    cdef int64_t prev_tag = -1
     o.name = rd_cnstring(c)
     o.topic_id = rd_uuid(c)
     ntags = cap_count(c, rd_uvarint(c), 2)
@@ -15581,6 +15977,10 @@ cdef object _d_DeleteTopicsRequestDeleteTopicState_0(Cursor* c):
         size = cap_count(c, rd_uvarint(c), 1)
         if c.bad:
             break
+        if <int64_t>tag <= prev_tag:  # KIP-482: tags strictly increasing, each once
+            c.bad = 1
+            break
+        prev_tag = tag
         if unknown is None:
             unknown = []
         unknown.append((tag, PyBytes_FromStringAndSize(<const char*>c.p, size)))
@@ -15610,6 +16010,7 @@ cdef object _d_DeleteTopicsRequest_2(Cursor* c):
     cdef uint32_t tag
     cdef Cursor sub
     cdef list unknown = None
+    cdef int64_t prev_tag = -1
     n = cap_count(c, not_null(c, rd_ulen(c)), 18)
     if n < 0:
         o.topics = None
@@ -15628,6 +16029,10 @@ cdef object _d_DeleteTopicsRequest_2(Cursor* c):
         size = cap_count(c, rd_uvarint(c), 1)
         if c.bad:
             break
+        if <int64_t>tag <= prev_tag:  # KIP-482: tags strictly increasing, each once
+            c.bad = 1
+            break
+        prev_tag = tag
         if unknown is None:
             unknown = []
         unknown.append((tag, PyBytes_FromStringAndSize(<const char*>c.p, size)))
@@ -15711,6 +16116,7 @@ cdef object _d_DeleteTopicsResponseDeletableTopicResult_1(Cursor* c):
     cdef uint32_t tag
     cdef Cursor sub
     cdef list unknown = None
+    cdef int64_t prev_tag = -1
     o.name = rd_cstring(c)
     o.error_code = rd_int16(c)
     o.topic_id = ZERO_UUID
@@ -15720,6 +16126,10 @@ cdef object _d_DeleteTopicsResponseDeletableTopicResult_1(Cursor* c):
         size = cap_count(c, rd_uvarint(c), 1)
         if c.bad:
             break
+        if <int64_t>tag <= prev_tag:  # KIP-482: tags strictly increasing, each once
+            c.bad = 1
+            break
+        prev_tag = tag
         if unknown is None:
             unknown = []
         unknown.append((tag, PyBytes_FromStringAndSize(<const char*>c.p, size)))
@@ -15749,6 +16159,7 @@ cdef object _d_DeleteTopicsResponse_1(Cursor* c):
     cdef uint32_t tag
     cdef Cursor sub
     cdef list unknown = None
+    cdef int64_t prev_tag = -1
     o.throttle_time_ms = rd_int32(c)
     n = cap_count(c, not_null(c, rd_ulen(c)), 4)
     if n < 0:
@@ -15766,6 +16177,10 @@ cdef object _d_DeleteTopicsResponse_1(Cursor* c):
         size = cap_count(c, rd_uvarint(c), 1)
         if c.bad:
             break
+        if <int64_t>tag <= prev_tag:  # KIP-482: tags strictly increasing, each once
+            c.bad = 1
+            break
+        prev_tag = tag
         if unknown is None:
             unknown = []
         unknown.append((tag, PyBytes_FromStringAndSize(<const char*>c.p, size)))
@@ -15799,6 +16214,7 @@ cdef object _d_DeleteTopicsResponseDeletableTopicResult_2(Cursor* c):
     cdef uint32_t tag
     cdef Cursor sub
     cdef list unknown = None
+    cdef int64_t prev_tag = -1
     o.name = rd_cstring(c)
     o.error_code = rd_int16(c)
     o.error_message = rd_cnstring(c)
@@ -15809,6 +16225,10 @@ cdef object _d_DeleteTopicsResponseDeletableTopicResult_2(Cursor* c):
         size = cap_count(c, rd_uvarint(c), 1)
         if c.bad:
             break
+        if <int64_t>tag <= prev_tag:  # KIP-482: tags strictly increasing, each once
+            c.bad = 1
+            break
+        prev_tag = tag
         if unknown is None:
             unknown = []
         unknown.append((tag, PyBytes_FromStringAndSize(<const char*>c.p, size)))
@@ -15839,6 +16259,7 @@ cdef object _d_DeleteTopicsResponse_2(Cursor* c):
     cdef uint32_t tag
     cdef Cursor sub
     cdef list unknown = None
+    cdef int64_t prev_tag = -1
     o.throttle_time_ms = rd_int32(c)
     n = cap_count(c, not_null(c, rd_ulen(c)), 5)
     if n < 0:
@@ -15856,6 +16277,10 @@ cdef object _d_DeleteTopicsResponse_2(Cursor* c):
         size = cap_count(c, rd_uvarint(c), 1)
         if c.bad:
             break
+        if <int64_t>tag <= prev_tag:  # KIP-482: tags strictly increasing, each once
+            c.bad = 1
+            break
+        prev_tag = tag
         if unknown is None:
             unknown = []
         unknown.append((tag, PyBytes_FromStringAndSize(<const char*>c.p, size)))
@@ -15889,6 +16314,7 @@ cdef object _d_DeleteTopicsResponseDeletableTopicResult_3(Cursor* c):
     cdef uint32_t tag
     cdef Cursor sub
     cdef list unknown = None
+    cdef int64_t prev_tag = -1
     o.name = rd_cnstring(c)
     o.topic_id = rd_uuid(c)
     o.error_code = rd_int16(c)
@@ -15899,6 +16325,10 @@ cdef object _d_DeleteTopicsResponseDeletableTopicResult_3(Cursor* c):
         size = cap_count(c, rd_uvarint(c), 1)
         if c.bad:
             break
+        if <int64_t>tag <= prev_tag:  # KIP-482: tags strictly increasing, each once
+            c.bad = 1
+            break
+        prev_tag = tag
         if unknown is None:
             unknown = []
         unknown.append((tag, PyBytes_FromStringAndSize(<const char*>c.p, size)))
@@ -15930,6 +16360,7 @@ cdef object _d_DeleteTopicsResponse_3(Cursor* c):
     cdef uint32_t tag
     cdef Cursor sub
     cdef list unknown = None
+    cdef int64_t prev_tag = -1
     o.throttle_time_ms = rd_int32(c)
     n = cap_count(c, not_null(c, rd_ulen(c)), 21)
     if n < 0:
@@ -15947,6 +16378,10 @@ cdef object _d_DeleteTopicsResponse_3(Cursor* c):
         size = cap_count(c, rd_uvarint(c), 1)
         if c.bad:
             break
+        if <int64_t>tag <= prev_tag:  # KIP-482: tags strictly increasing, each once
+            c.bad = 1
+            break
+        prev_tag = tag
         if unknown is None:
             unknown = []
         unknown.append((tag, PyBytes_FromStringAndSize(<const char*>c.p, size)))
@@ -16085,6 +16520,7 @@ cdef object _d_CreatePartitionsRequestCreatePartitionsAssignment_1(Cursor* c):
     cdef uint32_t tag
     cdef Cursor sub
     cdef list unknown = None
+    cdef int64_t prev_tag = -1
     n = cap_count(c, not_null(c, rd_ulen(c)), 4)
     if n < 0:
         o.broker_ids = None
@@ -16101,6 +16537,10 @@ cdef object _d_CreatePartitionsRequestCreatePartitionsAssignment_1(Cursor* c):
         size = cap_count(c, rd_uvarint(c), 1)
         if c.bad:
             break
+        if <int64_t>tag <= prev_tag:  # KIP-482: tags strictly increasing, each once
+            c.bad = 1
+            break
+        prev_tag = tag
         if unknown is None:
             unknown = []
         unknown.append((tag, PyBytes_FromStringAndSize(<const char*>c.p, size)))
@@ -16135,6 +16575,7 @@ cdef object _d_CreatePartitionsRequestCreatePartitionsTopic_1(Cursor* c):
     cdef uint32_t tag
     cdef Cursor sub
     cdef list unknown = None
+    cdef int64_t prev_tag = -1
     o.name = rd_cstring(c)
     o.count = rd_int32(c)
     n = cap_count(c, rd_ulen(c), 2)
@@ -16153,6 +16594,10 @@ cdef object _d_CreatePartitionsRequestCreatePartitionsTopic_1(Cursor* c):
         size = cap_count(c, rd_uvarint(c), 1)
         if c.bad:
             break
+        if <int64_t>tag <= prev_tag:  # KIP-482: tags strictly increasing, each once
+            c.bad = 1
+            break
+        prev_tag = tag
         if unknown is None:
             unknown = []
         unknown.append((tag, PyBytes_FromStringAndSize(<const char*>c.p, size)))
@@ -16191,6 +16636,7 @@ cdef object _d_CreatePartitionsRequest_1(Cursor* c):
     cdef uint32_t tag
     cdef Cursor sub
     cdef list unknown = None
+    cdef int64_t prev_tag = -1
     n = cap_count(c, not_null(c, rd_ulen(c)), 7)
     if n < 0:
         o.topics = None
@@ -16209,6 +16655,10 @@ cdef object _d_CreatePartitionsRequest_1(Cursor* c):
         size = cap_count(c, rd_uvarint(c), 1)
         if c.bad:
             break
+        if <int64_t>tag <= prev_tag:  # KIP-482: tags strictly increasing, each once
+            c.bad = 1
+            break
+        prev_tag = tag
         if unknown is None:
             unknown = []
         unknown.append((tag, PyBytes_FromStringAndSize(<const char*>c.p, size)))
@@ -16294,6 +16744,7 @@ cdef object _d_CreatePartitionsResponseCreatePartitionsTopicResult_1(Cursor* c):
     cdef uint32_t tag
     cdef Cursor sub
     cdef list unknown = None
+    cdef int64_t prev_tag = -1
     o.name = rd_cstring(c)
     o.error_code = rd_int16(c)
     o.error_message = rd_cnstring(c)
@@ -16303,6 +16754,10 @@ cdef object _d_CreatePartitionsResponseCreatePartitionsTopicResult_1(Cursor* c):
         size = cap_count(c, rd_uvarint(c), 1)
         if c.bad:
             break
+        if <int64_t>tag <= prev_tag:  # KIP-482: tags strictly increasing, each once
+            c.bad = 1
+            break
+        prev_tag = tag
         if unknown is None:
             unknown = []
         unknown.append((tag, PyBytes_FromStringAndSize(<const char*>c.p, size)))
@@ -16333,6 +16788,7 @@ cdef object _d_CreatePartitionsResponse_1(Cursor* c):
     cdef uint32_t tag
     cdef Cursor sub
     cdef list unknown = None
+    cdef int64_t prev_tag = -1
     o.throttle_time_ms = rd_int32(c)
     n = cap_count(c, not_null(c, rd_ulen(c)), 5)
     if n < 0:
@@ -16350,6 +16806,10 @@ cdef object _d_CreatePartitionsResponse_1(Cursor* c):
         size = cap_count(c, rd_uvarint(c), 1)
         if c.bad:
             break
+        if <int64_t>tag <= prev_tag:  # KIP-482: tags strictly increasing, each once
+            c.bad = 1
+            break
+        prev_tag = tag
         if unknown is None:
             unknown = []
         unknown.append((tag, PyBytes_FromStringAndSize(<const char*>c.p, size)))
@@ -16547,6 +17007,7 @@ cdef object _d_JoinGroupRequestProtocol_1(Cursor* c):
     cdef uint32_t tag
     cdef Cursor sub
     cdef list unknown = None
+    cdef int64_t prev_tag = -1
     o.name = rd_cstring(c)
     o.metadata = rd_cbytes(c)
     ntags = cap_count(c, rd_uvarint(c), 2)
@@ -16555,6 +17016,10 @@ cdef object _d_JoinGroupRequestProtocol_1(Cursor* c):
         size = cap_count(c, rd_uvarint(c), 1)
         if c.bad:
             break
+        if <int64_t>tag <= prev_tag:  # KIP-482: tags strictly increasing, each once
+            c.bad = 1
+            break
+        prev_tag = tag
         if unknown is None:
             unknown = []
         unknown.append((tag, PyBytes_FromStringAndSize(<const char*>c.p, size)))
@@ -16586,6 +17051,7 @@ cdef object _d_JoinGroupRequest_3(Cursor* c):
     cdef uint32_t tag
     cdef Cursor sub
     cdef list unknown = None
+    cdef int64_t prev_tag = -1
     o.group_id = rd_cstring(c)
     o.session_timeout_ms = rd_int32(c)
     o.rebalance_timeout_ms = rd_int32(c)
@@ -16608,6 +17074,10 @@ cdef object _d_JoinGroupRequest_3(Cursor* c):
         size = cap_count(c, rd_uvarint(c), 1)
         if c.bad:
             break
+        if <int64_t>tag <= prev_tag:  # KIP-482: tags strictly increasing, each once
+            c.bad = 1
+            break
+        prev_tag = tag
         if unknown is None:
             unknown = []
         unknown.append((tag, PyBytes_FromStringAndSize(<const char*>c.p, size)))
@@ -16654,6 +17124,7 @@ cdef object _d_JoinGroupRequest_4(Cursor* c):
     cdef uint32_t tag
     cdef Cursor sub
     cdef list unknown = None
+    cdef int64_t prev_tag = -1
     o.group_id = rd_cstring(c)
     o.session_timeout_ms = rd_int32(c)
     o.rebalance_timeout_ms = rd_int32(c)
@@ -16677,6 +17148,10 @@ cdef object _d_JoinGroupRequest_4(Cursor* c):
         size = cap_count(c, rd_uvarint(c), 1)
         if c.bad:
             break
+        if <int64_t>tag <= prev_tag:  # KIP-482: tags strictly increasing, each once
+            c.bad = 1
+            break
+        prev_tag = tag
         if unknown is None:
             unknown = []
         unknown.append((tag, PyBytes_FromStringAndSize(<const char*>c.p, size)))
@@ -16911,6 +17386,7 @@ cdef object _d_JoinGroupResponseMember_2(Cursor* c):
     cdef uint32_t tag
     cdef Cursor sub
     cdef list unknown = None
+    cdef int64_t prev_tag = -1
     o.member_id = rd_cstring(c)
     o.group_instance_id = rd_cnstring(c)
     o.metadata = rd_cbytes(c)
@@ -16920,6 +17396,10 @@ cdef object _d_JoinGroupResponseMember_2(Cursor* c):
         size = cap_count(c, rd_uvarint(c), 1)
         if c.bad:
             break
+        if <int64_t>tag <= prev_tag:  # KIP-482: tags strictly increasing, each once
+            c.bad = 1
+            break
+        prev_tag = tag
         if unknown is None:
             unknown = []
         unknown.append((tag, PyBytes_FromStringAndSize(<const char*>c.p, size)))
@@ -16952,6 +17432,7 @@ cdef object _d_JoinGroupResponse_3(Cursor* c):
     cdef uint32_t tag
     cdef Cursor sub
     cdef list unknown = None
+    cdef int64_t prev_tag = -1
     o.throttle_time_ms = rd_int32(c)
     o.error_code = rd_int16(c)
     o.generation_id = rd_int32(c)
@@ -16974,6 +17455,10 @@ cdef object _d_JoinGroupResponse_3(Cursor* c):
         size = cap_count(c, rd_uvarint(c), 1)
         if c.bad:
             break
+        if <int64_t>tag <= prev_tag:  # KIP-482: tags strictly increasing, each once
+            c.bad = 1
+            break
+        prev_tag = tag
         if unknown is None:
             unknown = []
         unknown.append((tag, PyBytes_FromStringAndSize(<const char*>c.p, size)))
@@ -17022,6 +17507,7 @@ cdef object _d_JoinGroupResponse_4(Cursor* c):
     cdef uint32_t tag
     cdef Cursor sub
     cdef list unknown = None
+    cdef int64_t prev_tag = -1
     o.throttle_time_ms = rd_int32(c)
     o.error_code = rd_int16(c)
     o.generation_id = rd_int32(c)
@@ -17045,6 +17531,10 @@ cdef object _d_JoinGroupResponse_4(Cursor* c):
         size = cap_count(c, rd_uvarint(c), 1)
         if c.bad:
             break
+        if <int64_t>tag <= prev_tag:  # KIP-482: tags strictly increasing, each once
+            c.bad = 1
+            break
+        prev_tag = tag
         if unknown is None:
             unknown = []
         unknown.append((tag, PyBytes_FromStringAndSize(<const char*>c.p, size)))
@@ -17092,6 +17582,7 @@ cdef object _d_JoinGroupResponse_5(Cursor* c):
     cdef uint32_t tag
     cdef Cursor sub
     cdef list unknown = None
+    cdef int64_t prev_tag = -1
     o.throttle_time_ms = rd_int32(c)
     o.error_code = rd_int16(c)
     o.generation_id = rd_int32(c)
@@ -17116,6 +17607,10 @@ cdef object _d_JoinGroupResponse_5(Cursor* c):
         size = cap_count(c, rd_uvarint(c), 1)
         if c.bad:
             break
+        if <int64_t>tag <= prev_tag:  # KIP-482: tags strictly increasing, each once
+            c.bad = 1
+            break
+        prev_tag = tag
         if unknown is None:
             unknown = []
         unknown.append((tag, PyBytes_FromStringAndSize(<const char*>c.p, size)))
@@ -17264,6 +17759,7 @@ cdef object _d_SyncGroupRequestAssignment_1(Cursor* c):
     cdef uint32_t tag
     cdef Cursor sub
     cdef list unknown = None
+    cdef int64_t prev_tag = -1
     o.member_id = rd_cstring(c)
     o.assignment = rd_cbytes(c)
     ntags = cap_count(c, rd_uvarint(c), 2)
@@ -17272,6 +17768,10 @@ cdef object _d_SyncGroupRequestAssignment_1(Cursor* c):
         size = cap_count(c, rd_uvarint(c), 1)
         if c.bad:
             break
+        if <int64_t>tag <= prev_tag:  # KIP-482: tags strictly increasing, each once
+            c.bad = 1
+            break
+        prev_tag = tag
         if unknown is None:
             unknown = []
         unknown.append((tag, PyBytes_FromStringAndSize(<const char*>c.p, size)))
@@ -17303,6 +17803,7 @@ cdef object _d_SyncGroupRequest_2(Cursor* c):
     cdef uint32_t tag
     cdef Cursor sub
     cdef list unknown = None
+    cdef int64_t prev_tag = -1
     o.group_id = rd_cstring(c)
     o.generation_id = rd_int32(c)
     o.member_id = rd_cstring(c)
@@ -17323,6 +17824,10 @@ cdef object _d_SyncGroupRequest_2(Cursor* c):
         size = cap_count(c, rd_uvarint(c), 1)
         if c.bad:
             break
+        if <int64_t>tag <= prev_tag:  # KIP-482: tags strictly increasing, each once
+            c.bad = 1
+            break
+        prev_tag = tag
         if unknown is None:
             unknown = []
         unknown.append((tag, PyBytes_FromStringAndSize(<const char*>c.p, size)))
@@ -17365,6 +17870,7 @@ cdef object _d_SyncGroupRequest_3(Cursor* c):
     cdef uint32_t tag
     cdef Cursor sub
     cdef list unknown = None
+    cdef int64_t prev_tag = -1
     o.group_id = rd_cstring(c)
     o.generation_id = rd_int32(c)
     o.member_id = rd_cstring(c)
@@ -17387,6 +17893,10 @@ cdef object _d_SyncGroupRequest_3(Cursor* c):
         size = cap_count(c, rd_uvarint(c), 1)
         if c.bad:
             break
+        if <int64_t>tag <= prev_tag:  # KIP-482: tags strictly increasing, each once
+            c.bad = 1
+            break
+        prev_tag = tag
         if unknown is None:
             unknown = []
         unknown.append((tag, PyBytes_FromStringAndSize(<const char*>c.p, size)))
@@ -17463,6 +17973,7 @@ cdef object _d_SyncGroupResponse_2(Cursor* c):
     cdef uint32_t tag
     cdef Cursor sub
     cdef list unknown = None
+    cdef int64_t prev_tag = -1
     o.throttle_time_ms = rd_int32(c)
     o.error_code = rd_int16(c)
     o.assignment = rd_cbytes(c)
@@ -17472,6 +17983,10 @@ cdef object _d_SyncGroupResponse_2(Cursor* c):
         size = cap_count(c, rd_uvarint(c), 1)
         if c.bad:
             break
+        if <int64_t>tag <= prev_tag:  # KIP-482: tags strictly increasing, each once
+            c.bad = 1
+            break
+        prev_tag = tag
         if unknown is None:
             unknown = []
         unknown.append((tag, PyBytes_FromStringAndSize(<const char*>c.p, size)))
@@ -17500,6 +18015,7 @@ cdef object _d_SyncGroupResponse_3(Cursor* c):
     cdef uint32_t tag
     cdef Cursor sub
     cdef list unknown = None
+    cdef int64_t prev_tag = -1
     o.throttle_time_ms = rd_int32(c)
     o.error_code = rd_int16(c)
     o.protocol_type = rd_cnstring(c)
@@ -17511,6 +18027,10 @@ cdef object _d_SyncGroupResponse_3(Cursor* c):
         size = cap_count(c, rd_uvarint(c), 1)
         if c.bad:
             break
+        if <int64_t>tag <= prev_tag:  # KIP-482: tags strictly increasing, each once
+            c.bad = 1
+            break
+        prev_tag = tag
         if unknown is None:
             unknown = []
         unknown.append((tag, PyBytes_FromStringAndSize(<const char*>c.p, size)))
@@ -17585,6 +18105,7 @@ cdef object _d_HeartbeatRequest_2(Cursor* c):
     cdef uint32_t tag
     cdef Cursor sub
     cdef list unknown = None
+    cdef int64_t prev_tag = -1
     o.group_id = rd_cstring(c)
     o.generation_id = rd_int32(c)
     o.member_id = rd_cstring(c)
@@ -17595,6 +18116,10 @@ cdef object _d_HeartbeatRequest_2(Cursor* c):
         size = cap_count(c, rd_uvarint(c), 1)
         if c.bad:
             break
+        if <int64_t>tag <= prev_tag:  # KIP-482: tags strictly increasing, each once
+            c.bad = 1
+            break
+        prev_tag = tag
         if unknown is None:
             unknown = []
         unknown.append((tag, PyBytes_FromStringAndSize(<const char*>c.p, size)))
@@ -17652,6 +18177,7 @@ cdef object _d_HeartbeatResponse_2(Cursor* c):
     cdef uint32_t tag
     cdef Cursor sub
     cdef list unknown = None
+    cdef int64_t prev_tag = -1
     o.throttle_time_ms = rd_int32(c)
     o.error_code = rd_int16(c)
     ntags = cap_count(c, rd_uvarint(c), 2)
@@ -17660,6 +18186,10 @@ cdef object _d_HeartbeatResponse_2(Cursor* c):
         size = cap_count(c, rd_uvarint(c), 1)
         if c.bad:
             break
+        if <int64_t>tag <= prev_tag:  # KIP-482: tags strictly increasing, each once
+            c.bad = 1
+            break
+        prev_tag = tag
         if unknown is None:
             unknown = []
         unknown.append((tag, PyBytes_FromStringAndSize(<const char*>c.p, size)))
@@ -17760,6 +18290,7 @@ cdef object _d_LeaveGroupRequestMemberIdentity_1(Cursor* c):
     cdef uint32_t tag
     cdef Cursor sub
     cdef list unknown = None
+    cdef int64_t prev_tag = -1
     o.member_id = rd_cstring(c)
     o.group_instance_id = rd_cnstring(c)
     ntags = cap_count(c, rd_uvarint(c), 2)
@@ -17768,6 +18299,10 @@ cdef object _d_LeaveGroupRequestMemberIdentity_1(Cursor* c):
         size = cap_count(c, rd_uvarint(c), 1)
         if c.bad:
             break
+        if <int64_t>tag <= prev_tag:  # KIP-482: tags strictly increasing, each once
+            c.bad = 1
+            break
+        prev_tag = tag
         if unknown is None:
             unknown = []
         unknown.append((tag, PyBytes_FromStringAndSize(<const char*>c.p, size)))
@@ -17797,6 +18332,7 @@ cdef object _d_LeaveGroupRequest_2(Cursor* c):
     cdef uint32_t tag
     cdef Cursor sub
     cdef list unknown = None
+    cdef int64_t prev_tag = -1
     o.group_id = rd_cstring(c)
     n = cap_count(c, not_null(c, rd_ulen(c)), 3)
     if n < 0:
@@ -17815,6 +18351,10 @@ cdef object _d_LeaveGroupRequest_2(Cursor* c):
         size = cap_count(c, rd_uvarint(c), 1)
         if c.bad:
             break
+        if <int64_t>tag <= prev_tag:  # KIP-482: tags strictly increasing, each once
+            c.bad = 1
+            break
+        prev_tag = tag
         if unknown is None:
             unknown = []
         unknown.append((tag, PyBytes_FromStringAndSize(<const char*>c.p, size)))
@@ -17852,6 +18392,7 @@ cdef object _d_LeaveGroupRequestMemberIdentity_2(Cursor* c):
     cdef uint32_t tag
     cdef Cursor sub
     cdef list unknown = None
+    cdef int64_t prev_tag = -1
     o.member_id = rd_cstring(c)
     o.group_instance_id = rd_cnstring(c)
     o.reason = rd_cnstring(c)
@@ -17861,6 +18402,10 @@ cdef object _d_LeaveGroupRequestMemberIdentity_2(Cursor* c):
         size = cap_count(c, rd_uvarint(c), 1)
         if c.bad:
             break
+        if <int64_t>tag <= prev_tag:  # KIP-482: tags strictly increasing, each once
+            c.bad = 1
+            break
+        prev_tag = tag
         if unknown is None:
             unknown = []
         unknown.append((tag, PyBytes_FromStringAndSize(<const char*>c.p, size)))
@@ -17891,6 +18436,7 @@ cdef object _d_LeaveGroupRequest_3(Cursor* c):
     cdef uint32_t tag
     cdef Cursor sub
     cdef list unknown = None
+    cdef int64_t prev_tag = -1
     o.group_id = rd_cstring(c)
     n = cap_count(c, not_null(c, rd_ulen(c)), 4)
     if n < 0:
@@ -17909,6 +18455,10 @@ cdef object _d_LeaveGroupRequest_3(Cursor* c):
         size = cap_count(c, rd_uvarint(c), 1)
         if c.bad:
             break
+        if <int64_t>tag <= prev_tag:  # KIP-482: tags strictly increasing, each once
+            c.bad = 1
+            break
+        prev_tag = tag
         if unknown is None:
             unknown = []
         unknown.append((tag, PyBytes_FromStringAndSize(<const char*>c.p, size)))
@@ -18031,6 +18581,7 @@ cdef object _d_LeaveGroupResponseMemberResponse_1(Cursor* c):
     cdef uint32_t tag
     cdef Cursor sub
     cdef list unknown = None
+    cdef int64_t prev_tag = -1
     o.member_id = rd_cstring(c)
     o.group_instance_id = rd_cnstring(c)
     o.error_code = rd_int16(c)
@@ -18040,6 +18591,10 @@ cdef object _d_LeaveGroupResponseMemberResponse_1(Cursor* c):
         size = cap_count(c, rd_uvarint(c), 1)
         if c.bad:
             break
+        if <int64_t>tag <= prev_tag:  # KIP-482: tags strictly increasing, each once
+            c.bad = 1
+            break
+        prev_tag = tag
         if unknown is None:
             unknown = []
         unknown.append((tag, PyBytes_FromStringAndSize(<const char*>c.p, size)))
@@ -18070,6 +18625,7 @@ cdef object _d_LeaveGroupResponse_3(Cursor* c):
     cdef uint32_t tag
     cdef Cursor sub
     cdef list unknown = None
+    cdef int64_t prev_tag = -1
     o.throttle_time_ms = rd_int32(c)
     o.error_code = rd_int16(c)
     n = cap_count(c, not_null(c, rd_ulen(c)), 5)
@@ -18088,6 +18644,10 @@ cdef object _d_LeaveGroupResponse_3(Cursor* c):
         size = cap_count(c, rd_uvarint(c), 1)
         if c.bad:
             break
+        if <int64_t>tag <= prev_tag:  # KIP-482: tags strictly increasing, each once
+            c.bad = 1
+            break
+        prev_tag = tag
         if unknown is None:
             unknown = []
         unknown.append((tag, PyBytes_FromStringAndSize(<const char*>c.p, size)))
@@ -18194,6 +18754,7 @@ cdef object _d_DescribeGroupsRequest_2(Cursor* c):
     cdef uint32_t tag
     cdef Cursor sub
     cdef list unknown = None
+    cdef int64_t prev_tag = -1
     n = cap_count(c, not_null(c, rd_ulen(c)), 1)
     if n < 0:
         o.groups = None
@@ -18211,6 +18772,10 @@ cdef object _d_DescribeGroupsRequest_2(Cursor* c):
         size = cap_count(c, rd_uvarint(c), 1)
         if c.bad:
             break
+        if <int64_t>tag <= prev_tag:  # KIP-482: tags strictly increasing, each once
+            c.bad = 1
+            break
+        prev_tag = tag
         if unknown is None:
             unknown = []
         unknown.append((tag, PyBytes_FromStringAndSize(<const char*>c.p, size)))
@@ -18598,6 +19163,7 @@ cdef object _d_DescribeGroupsResponseDescribedGroupMember_2(Cursor* c):
     cdef uint32_t tag
     cdef Cursor sub
     cdef list unknown = None
+    cdef int64_t prev_tag = -1
     o.member_id = rd_cstring(c)
     o.group_instance_id = rd_cnstring(c)
     o.client_id = rd_cstring(c)
@@ -18610,6 +19176,10 @@ cdef object _d_DescribeGroupsResponseDescribedGroupMember_2(Cursor* c):
         size = cap_count(c, rd_uvarint(c), 1)
         if c.bad:
             break
+        if <int64_t>tag <= prev_tag:  # KIP-482: tags strictly increasing, each once
+            c.bad = 1
+            break
+        prev_tag = tag
         if unknown is None:
             unknown = []
         unknown.append((tag, PyBytes_FromStringAndSize(<const char*>c.p, size)))
@@ -18651,6 +19221,7 @@ cdef object _d_DescribeGroupsResponseDescribedGroup_3(Cursor* c):
     cdef uint32_t tag
     cdef Cursor sub
     cdef list unknown = None
+    cdef int64_t prev_tag = -1
     o.error_code = rd_int16(c)
     o.group_id = rd_cstring(c)
     o.group_state = rd_cstring(c)
@@ -18673,6 +19244,10 @@ cdef object _d_DescribeGroupsResponseDescribedGroup_3(Cursor* c):
         size = cap_count(c, rd_uvarint(c), 1)
         if c.bad:
             break
+        if <int64_t>tag <= prev_tag:  # KIP-482: tags strictly increasing, each once
+            c.bad = 1
+            break
+        prev_tag = tag
         if unknown is None:
             unknown = []
         unknown.append((tag, PyBytes_FromStringAndSize(<const char*>c.p, size)))
@@ -18723,6 +19298,7 @@ cdef object _d_DescribeGroupsResponse_4(Cursor* c):
     cdef uint32_t tag
     cdef Cursor sub
     cdef list unknown = None
+    cdef int64_t prev_tag = -1
     o.throttle_time_ms = rd_int32(c)
     n = cap_count(c, not_null(c, rd_ulen(c)), 12)
     if n < 0:
@@ -18740,6 +19316,10 @@ cdef object _d_DescribeGroupsResponse_4(Cursor* c):
         size = cap_count(c, rd_uvarint(c), 1)
         if c.bad:
             break
+        if <int64_t>tag <= prev_tag:  # KIP-482: tags strictly increasing, each once
+            c.bad = 1
+            break
+        prev_tag = tag
         if unknown is None:
             unknown = []
         unknown.append((tag, PyBytes_FromStringAndSize(<const char*>c.p, size)))
@@ -18775,6 +19355,7 @@ cdef object _d_DescribeGroupsResponseDescribedGroup_4(Cursor* c):
     cdef uint32_t tag
     cdef Cursor sub
     cdef list unknown = None
+    cdef int64_t prev_tag = -1
     o.error_code = rd_int16(c)
     o.error_message = rd_cnstring(c)
     o.group_id = rd_cstring(c)
@@ -18798,6 +19379,10 @@ cdef object _d_DescribeGroupsResponseDescribedGroup_4(Cursor* c):
         size = cap_count(c, rd_uvarint(c), 1)
         if c.bad:
             break
+        if <int64_t>tag <= prev_tag:  # KIP-482: tags strictly increasing, each once
+            c.bad = 1
+            break
+        prev_tag = tag
         if unknown is None:
             unknown = []
         unknown.append((tag, PyBytes_FromStringAndSize(<const char*>c.p, size)))
@@ -18847,6 +19432,7 @@ cdef object _d_DescribeGroupsResponse_5(Cursor* c):
     cdef uint32_t tag
     cdef Cursor sub
     cdef list unknown = None
+    cdef int64_t prev_tag = -1
     o.throttle_time_ms = rd_int32(c)
     n = cap_count(c, not_null(c, rd_ulen(c)), 13)
     if n < 0:
@@ -18864,6 +19450,10 @@ cdef object _d_DescribeGroupsResponse_5(Cursor* c):
         size = cap_count(c, rd_uvarint(c), 1)
         if c.bad:
             break
+        if <int64_t>tag <= prev_tag:  # KIP-482: tags strictly increasing, each once
+            c.bad = 1
+            break
+        prev_tag = tag
         if unknown is None:
             unknown = []
         unknown.append((tag, PyBytes_FromStringAndSize(<const char*>c.p, size)))
@@ -18913,6 +19503,7 @@ cdef object _d_ListGroupsRequest_1(Cursor* c):
     cdef uint32_t tag
     cdef Cursor sub
     cdef list unknown = None
+    cdef int64_t prev_tag = -1
     o.states_filter = []
     o.types_filter = []
     ntags = cap_count(c, rd_uvarint(c), 2)
@@ -18921,6 +19512,10 @@ cdef object _d_ListGroupsRequest_1(Cursor* c):
         size = cap_count(c, rd_uvarint(c), 1)
         if c.bad:
             break
+        if <int64_t>tag <= prev_tag:  # KIP-482: tags strictly increasing, each once
+            c.bad = 1
+            break
+        prev_tag = tag
         if unknown is None:
             unknown = []
         unknown.append((tag, PyBytes_FromStringAndSize(<const char*>c.p, size)))
@@ -18950,6 +19545,7 @@ cdef object _d_ListGroupsRequest_2(Cursor* c):
     cdef uint32_t tag
     cdef Cursor sub
     cdef list unknown = None
+    cdef int64_t prev_tag = -1
     n = cap_count(c, not_null(c, rd_ulen(c)), 1)
     if n < 0:
         o.states_filter = None
@@ -18967,6 +19563,10 @@ cdef object _d_ListGroupsRequest_2(Cursor* c):
         size = cap_count(c, rd_uvarint(c), 1)
         if c.bad:
             break
+        if <int64_t>tag <= prev_tag:  # KIP-482: tags strictly increasing, each once
+            c.bad = 1
+            break
+        prev_tag = tag
         if unknown is None:
             unknown = []
         unknown.append((tag, PyBytes_FromStringAndSize(<const char*>c.p, size)))
@@ -19005,6 +19605,7 @@ cdef object _d_ListGroupsRequest_3(Cursor* c):
     cdef uint32_t tag
     cdef Cursor sub
     cdef list unknown = None
+    cdef int64_t prev_tag = -1
     n = cap_count(c, not_null(c, rd_ulen(c)), 1)
     if n < 0:
         o.states_filter = None
@@ -19031,6 +19632,10 @@ cdef object _d_ListGroupsRequest_3(Cursor* c):
         size = cap_count(c, rd_uvarint(c), 1)
         if c.bad:
             break
+        if <int64_t>tag <= prev_tag:  # KIP-482: tags strictly increasing, each once
+            c.bad = 1
+            break
+        prev_tag = tag
         if unknown is None:
             unknown = []
         unknown.append((tag, PyBytes_FromStringAndSize(<const char*>c.p, size)))
@@ -19163,6 +19768,7 @@ cdef object _d_ListGroupsResponseListedGroup_1(Cursor* c):
     cdef uint32_t tag
     cdef Cursor sub
     cdef list unknown = None
+    cdef int64_t prev_tag = -1
     o.group_id = rd_cstring(c)
     o.protocol_type = rd_cstring(c)
     o.group_state = ''
@@ -19173,6 +19779,10 @@ cdef object _d_ListGroupsResponseListedGroup_1(Cursor* c):
         size = cap_count(c, rd_uvarint(c), 1)
         if c.bad:
             break
+        if <int64_t>tag <= prev_tag:  # KIP-482: tags strictly increasing, each once
+            c.bad = 1
+            break
+        prev_tag = tag
         if unknown is None:
             unknown = []
         unknown.append((tag, PyBytes_FromStringAndSize(<const char*>c.p, size)))
@@ -19204,6 +19814,7 @@ cdef object _d_ListGroupsResponse_2(Cursor* c):
     cdef uint32_t tag
     cdef Cursor sub
     cdef list unknown = None
+    cdef int64_t prev_tag = -1
     o.throttle_time_ms = rd_int32(c)
     o.error_code = rd_int16(c)
     n = cap_count(c, not_null(c, rd_ulen(c)), 3)
@@ -19222,6 +19833,10 @@ cdef object _d_ListGroupsResponse_2(Cursor* c):
         size = cap_count(c, rd_uvarint(c), 1)
         if c.bad:
             break
+        if <int64_t>tag <= prev_tag:  # KIP-482: tags strictly increasing, each once
+            c.bad = 1
+            break
+        prev_tag = tag
         if unknown is None:
             unknown = []
         unknown.append((tag, PyBytes_FromStringAndSize(<const char*>c.p, size)))
@@ -19256,6 +19871,7 @@ cdef object _d_ListGroupsResponseListedGroup_2(Cursor* c):
     cdef uint32_t tag
     cdef Cursor sub
     cdef list unknown = None
+    cdef int64_t prev_tag = -1
     o.group_id = rd_cstring(c)
     o.protocol_type = rd_cstring(c)
     o.group_state = rd_cstring(c)
@@ -19266,6 +19882,10 @@ cdef object _d_ListGroupsResponseListedGroup_2(Cursor* c):
         size = cap_count(c, rd_uvarint(c), 1)
         if c.bad:
             break
+        if <int64_t>tag <= prev_tag:  # KIP-482: tags strictly increasing, each once
+            c.bad = 1
+            break
+        prev_tag = tag
         if unknown is None:
             unknown = []
         unknown.append((tag, PyBytes_FromStringAndSize(<const char*>c.p, size)))
@@ -19300,6 +19920,7 @@ cdef object _d_ListGroupsResponse_3(Cursor* c):
     cdef uint32_t tag
     cdef Cursor sub
     cdef list unknown = None
+    cdef int64_t prev_tag = -1
     o.throttle_time_ms = rd_int32(c)
     o.error_code = rd_int16(c)
     n = cap_count(c, not_null(c, rd_ulen(c)), 4)
@@ -19318,6 +19939,10 @@ cdef object _d_ListGroupsResponse_3(Cursor* c):
         size = cap_count(c, rd_uvarint(c), 1)
         if c.bad:
             break
+        if <int64_t>tag <= prev_tag:  # KIP-482: tags strictly increasing, each once
+            c.bad = 1
+            break
+        prev_tag = tag
         if unknown is None:
             unknown = []
         unknown.append((tag, PyBytes_FromStringAndSize(<const char*>c.p, size)))
@@ -19352,6 +19977,7 @@ cdef object _d_ListGroupsResponseListedGroup_3(Cursor* c):
     cdef uint32_t tag
     cdef Cursor sub
     cdef list unknown = None
+    cdef int64_t prev_tag = -1
     o.group_id = rd_cstring(c)
     o.protocol_type = rd_cstring(c)
     o.group_state = rd_cstring(c)
@@ -19362,6 +19988,10 @@ cdef object _d_ListGroupsResponseListedGroup_3(Cursor* c):
         size = cap_count(c, rd_uvarint(c), 1)
         if c.bad:
             break
+        if <int64_t>tag <= prev_tag:  # KIP-482: tags strictly increasing, each once
+            c.bad = 1
+            break
+        prev_tag = tag
         if unknown is None:
             unknown = []
         unknown.append((tag, PyBytes_FromStringAndSize(<const char*>c.p, size)))
@@ -19399,6 +20029,7 @@ cdef object _d_ListGroupsResponse_4(Cursor* c):
     cdef uint32_t tag
     cdef Cursor sub
     cdef list unknown = None
+    cdef int64_t prev_tag = -1
     o.throttle_time_ms = rd_int32(c)
     o.error_code = rd_int16(c)
     n = cap_count(c, not_null(c, rd_ulen(c)), 5)
@@ -19417,6 +20048,10 @@ cdef object _d_ListGroupsResponse_4(Cursor* c):
         size = cap_count(c, rd_uvarint(c), 1)
         if c.bad:
             break
+        if <int64_t>tag <= prev_tag:  # KIP-482: tags strictly increasing, each once
+            c.bad = 1
+            break
+        prev_tag = tag
         if unknown is None:
             unknown = []
         unknown.append((tag, PyBytes_FromStringAndSize(<const char*>c.p, size)))
@@ -19486,6 +20121,7 @@ cdef object _d_DeleteGroupsRequest_1(Cursor* c):
     cdef uint32_t tag
     cdef Cursor sub
     cdef list unknown = None
+    cdef int64_t prev_tag = -1
     n = cap_count(c, not_null(c, rd_ulen(c)), 1)
     if n < 0:
         o.groups_names = None
@@ -19502,6 +20138,10 @@ cdef object _d_DeleteGroupsRequest_1(Cursor* c):
         size = cap_count(c, rd_uvarint(c), 1)
         if c.bad:
             break
+        if <int64_t>tag <= prev_tag:  # KIP-482: tags strictly increasing, each once
+            c.bad = 1
+            break
+        prev_tag = tag
         if unknown is None:
             unknown = []
         unknown.append((tag, PyBytes_FromStringAndSize(<const char*>c.p, size)))
@@ -19585,6 +20225,7 @@ cdef object _d_DeleteGroupsResponseDeletableGroupResult_1(Cursor* c):
     cdef uint32_t tag
     cdef Cursor sub
     cdef list unknown = None
+    cdef int64_t prev_tag = -1
     o.group_id = rd_cstring(c)
     o.error_code = rd_int16(c)
     ntags = cap_count(c, rd_uvarint(c), 2)
@@ -19593,6 +20234,10 @@ cdef object _d_DeleteGroupsResponseDeletableGroupResult_1(Cursor* c):
         size = cap_count(c, rd_uvarint(c), 1)
         if c.bad:
             break
+        if <int64_t>tag <= prev_tag:  # KIP-482: tags strictly increasing, each once
+            c.bad = 1
+            break
+        prev_tag = tag
         if unknown is None:
             unknown = []
         unknown.append((tag, PyBytes_FromStringAndSize(<const char*>c.p, size)))
@@ -19622,6 +20267,7 @@ cdef object _d_DeleteGroupsResponse_1(Cursor* c):
     cdef uint32_t tag
     cdef Cursor sub
     cdef list unknown = None
+    cdef int64_t prev_tag = -1
     o.throttle_time_ms = rd_int32(c)
     n = cap_count(c, not_null(c, rd_ulen(c)), 4)
     if n < 0:
@@ -19639,6 +20285,10 @@ cdef object _d_DeleteGroupsResponse_1(Cursor* c):
         size = cap_count(c, rd_uvarint(c), 1)
         if c.bad:
             break
+        if <int64_t>tag <= prev_tag:  # KIP-482: tags strictly increasing, each once
+            c.bad = 1
+            break
+        prev_tag = tag
         if unknown is None:
             unknown = []
         unknown.append((tag, PyBytes_FromStringAndSize(<const char*>c.p, size)))
@@ -20101,6 +20751,7 @@ cdef object _d_OffsetCommitRequestPartition_3(Cursor* c):
     cdef uint32_t tag
     cdef Cursor sub
     cdef list unknown = None
+    cdef int64_t prev_tag = -1
     o.partition_index = rd_int32(c)
     o.committed_offset = rd_int64(c)
     o.committed_leader_epoch = rd_int32(c)
@@ -20112,6 +20763,10 @@ cdef object _d_OffsetCommitRequestPartition_3(Cursor* c):
         size = cap_count(c, rd_uvarint(c), 1)
         if c.bad:
             break
+        if <int64_t>tag <= prev_tag:  # KIP-482: tags strictly increasing, each once
+            c.bad = 1
+            break
+        prev_tag = tag
         if unknown is None:
             unknown = []
         unknown.append((tag, PyBytes_FromStringAndSize(<const char*>c.p, size)))
@@ -20143,6 +20798,7 @@ cdef object _d_OffsetCommitRequestTopic_3(Cursor* c):
     cdef uint32_t tag
     cdef Cursor sub
     cdef list unknown = None
+    cdef int64_t prev_tag = -1
     o.name = rd_cstring(c)
     n = cap_count(c, not_null(c, rd_ulen(c)), 18)
     if n < 0:
@@ -20161,6 +20817,10 @@ cdef object _d_OffsetCommitRequestTopic_3(Cursor* c):
         size = cap_count(c, rd_uvarint(c), 1)
         if c.bad:
             break
+        if <int64_t>tag <= prev_tag:  # KIP-482: tags strictly increasing, each once
+            c.bad = 1
+            break
+        prev_tag = tag
         if unknown is None:
             unknown = []
         unknown.append((tag, PyBytes_FromStringAndSize(<const char*>c.p, size)))
@@ -20198,6 +20858,7 @@ cdef object _d_OffsetCommitRequest_6(Cursor* c):
     cdef uint32_t tag
     cdef Cursor sub
     cdef list unknown = None
+    cdef int64_t prev_tag = -1
     o.group_id = rd_cstring(c)
     o.generation_id_or_member_epoch = rd_int32(c)
     o.member_id = rd_cstring(c)
@@ -20219,6 +20880,10 @@ cdef object _d_OffsetCommitRequest_6(Cursor* c):
         size = cap_count(c, rd_uvarint(c), 1)
         if c.bad:
             break
+        if <int64_t>tag <= prev_tag:  # KIP-482: tags strictly increasing, each once
+            c.bad = 1
+            break
+        prev_tag = tag
         if unknown is None:
             unknown = []
         unknown.append((tag, PyBytes_FromStringAndSize(<const char*>c.p, size)))
@@ -20261,6 +20926,7 @@ cdef object _d_OffsetCommitRequestTopic_4(Cursor* c):
     cdef uint32_t tag
     cdef Cursor sub
     cdef list unknown = None
+    cdef int64_t prev_tag = -1
     o.topic_id = rd_uuid(c)
     n = cap_count(c, not_null(c, rd_ulen(c)), 18)
     if n < 0:
@@ -20279,6 +20945,10 @@ cdef object _d_OffsetCommitRequestTopic_4(Cursor* c):
         size = cap_count(c, rd_uvarint(c), 1)
         if c.bad:
             break
+        if <int64_t>tag <= prev_tag:  # KIP-482: tags strictly increasing, each once
+            c.bad = 1
+            break
+        prev_tag = tag
         if unknown is None:
             unknown = []
         unknown.append((tag, PyBytes_FromStringAndSize(<const char*>c.p, size)))
@@ -20316,6 +20986,7 @@ cdef object _d_OffsetCommitRequest_7(Cursor* c):
     cdef uint32_t tag
     cdef Cursor sub
     cdef list unknown = None
+    cdef int64_t prev_tag = -1
     o.group_id = rd_cstring(c)
     o.generation_id_or_member_epoch = rd_int32(c)
     o.member_id = rd_cstring(c)
@@ -20337,6 +21008,10 @@ cdef object _d_OffsetCommitRequest_7(Cursor* c):
         size = cap_count(c, rd_uvarint(c), 1)
         if c.bad:
             break
+        if <int64_t>tag <= prev_tag:  # KIP-482: tags strictly increasing, each once
+            c.bad = 1
+            break
+        prev_tag = tag
         if unknown is None:
             unknown = []
         unknown.append((tag, PyBytes_FromStringAndSize(<const char*>c.p, size)))
@@ -20491,6 +21166,7 @@ cdef object _d_OffsetCommitResponsePartition_1(Cursor* c):
     cdef uint32_t tag
     cdef Cursor sub
     cdef list unknown = None
+    cdef int64_t prev_tag = -1
     o.partition_index = rd_int32(c)
     o.error_code = rd_int16(c)
     ntags = cap_count(c, rd_uvarint(c), 2)
@@ -20499,6 +21175,10 @@ cdef object _d_OffsetCommitResponsePartition_1(Cursor* c):
         size = cap_count(c, rd_uvarint(c), 1)
         if c.bad:
             break
+        if <int64_t>tag <= prev_tag:  # KIP-482: tags strictly increasing, each once
+            c.bad = 1
+            break
+        prev_tag = tag
         if unknown is None:
             unknown = []
         unknown.append((tag, PyBytes_FromStringAndSize(<const char*>c.p, size)))
@@ -20526,6 +21206,7 @@ cdef object _d_OffsetCommitResponseTopic_1(Cursor* c):
     cdef uint32_t tag
     cdef Cursor sub
     cdef list unknown = None
+    cdef int64_t prev_tag = -1
     o.name = rd_cstring(c)
     n = cap_count(c, not_null(c, rd_ulen(c)), 7)
     if n < 0:
@@ -20544,6 +21225,10 @@ cdef object _d_OffsetCommitResponseTopic_1(Cursor* c):
         size = cap_count(c, rd_uvarint(c), 1)
         if c.bad:
             break
+        if <int64_t>tag <= prev_tag:  # KIP-482: tags strictly increasing, each once
+            c.bad = 1
+            break
+        prev_tag = tag
         if unknown is None:
             unknown = []
         unknown.append((tag, PyBytes_FromStringAndSize(<const char*>c.p, size)))
@@ -20581,6 +21266,7 @@ cdef object _d_OffsetCommitResponse_2(Cursor* c):
     cdef uint32_t tag
     cdef Cursor sub
     cdef list unknown = None
+    cdef int64_t prev_tag = -1
     o.throttle_time_ms = rd_int32(c)
     n = cap_count(c, not_null(c, rd_ulen(c)), 3)
     if n < 0:
@@ -20598,6 +21284,10 @@ cdef object _d_OffsetCommitResponse_2(Cursor* c):
         size = cap_count(c, rd_uvarint(c), 1)
         if c.bad:
             break
+        if <int64_t>tag <= prev_tag:  # KIP-482: tags strictly increasing, each once
+            c.bad = 1
+            break
+        prev_tag = tag
         if unknown is None:
             unknown = []
         unknown.append((tag, PyBytes_FromStringAndSize(<const char*>c.p, size)))
@@ -20633,6 +21323,7 @@ cdef object _d_OffsetCommitResponseTopic_2(Cursor* c):
     cdef uint32_t tag
     cdef Cursor sub
     cdef list unknown = None
+    cdef int64_t prev_tag = -1
     o.topic_id = rd_uuid(c)
     n = cap_count(c, not_null(c, rd_ulen(c)), 7)
     if n < 0:
@@ -20651,6 +21342,10 @@ cdef object _d_OffsetCommitResponseTopic_2(Cursor* c):
         size = cap_count(c, rd_uvarint(c), 1)
         if c.bad:
             break
+        if <int64_t>tag <= prev_tag:  # KIP-482: tags strictly increasing, each once
+            c.bad = 1
+            break
+        prev_tag = tag
         if unknown is None:
             unknown = []
         unknown.append((tag, PyBytes_FromStringAndSize(<const char*>c.p, size)))
@@ -20688,6 +21383,7 @@ cdef object _d_OffsetCommitResponse_3(Cursor* c):
     cdef uint32_t tag
     cdef Cursor sub
     cdef list unknown = None
+    cdef int64_t prev_tag = -1
     o.throttle_time_ms = rd_int32(c)
     n = cap_count(c, not_null(c, rd_ulen(c)), 18)
     if n < 0:
@@ -20705,6 +21401,10 @@ cdef object _d_OffsetCommitResponse_3(Cursor* c):
         size = cap_count(c, rd_uvarint(c), 1)
         if c.bad:
             break
+        if <int64_t>tag <= prev_tag:  # KIP-482: tags strictly increasing, each once
+            c.bad = 1
+            break
+        prev_tag = tag
         if unknown is None:
             unknown = []
         unknown.append((tag, PyBytes_FromStringAndSize(<const char*>c.p, size)))
@@ -20855,6 +21555,7 @@ cdef object _d_OffsetFetchRequestTopic_1(Cursor* c):
     cdef uint32_t tag
     cdef Cursor sub
     cdef list unknown = None
+    cdef int64_t prev_tag = -1
     o.name = rd_cstring(c)
     n = cap_count(c, not_null(c, rd_ulen(c)), 4)
     if n < 0:
@@ -20872,6 +21573,10 @@ cdef object _d_OffsetFetchRequestTopic_1(Cursor* c):
         size = cap_count(c, rd_uvarint(c), 1)
         if c.bad:
             break
+        if <int64_t>tag <= prev_tag:  # KIP-482: tags strictly increasing, each once
+            c.bad = 1
+            break
+        prev_tag = tag
         if unknown is None:
             unknown = []
         unknown.append((tag, PyBytes_FromStringAndSize(<const char*>c.p, size)))
@@ -20909,6 +21614,7 @@ cdef object _d_OffsetFetchRequest_2(Cursor* c):
     cdef uint32_t tag
     cdef Cursor sub
     cdef list unknown = None
+    cdef int64_t prev_tag = -1
     o.group_id = rd_cstring(c)
     n = cap_count(c, rd_ulen(c), 3)
     if n < 0:
@@ -20927,6 +21633,10 @@ cdef object _d_OffsetFetchRequest_2(Cursor* c):
         size = cap_count(c, rd_uvarint(c), 1)
         if c.bad:
             break
+        if <int64_t>tag <= prev_tag:  # KIP-482: tags strictly increasing, each once
+            c.bad = 1
+            break
+        prev_tag = tag
         if unknown is None:
             unknown = []
         unknown.append((tag, PyBytes_FromStringAndSize(<const char*>c.p, size)))
@@ -20968,6 +21678,7 @@ cdef object _d_OffsetFetchRequest_3(Cursor* c):
     cdef uint32_t tag
     cdef Cursor sub
     cdef list unknown = None
+    cdef int64_t prev_tag = -1
     o.group_id = rd_cstring(c)
     n = cap_count(c, rd_ulen(c), 3)
     if n < 0:
@@ -20987,6 +21698,10 @@ cdef object _d_OffsetFetchRequest_3(Cursor* c):
         size = cap_count(c, rd_uvarint(c), 1)
         if c.bad:
             break
+        if <int64_t>tag <= prev_tag:  # KIP-482: tags strictly increasing, each once
+            c.bad = 1
+            break
+        prev_tag = tag
         if unknown is None:
             unknown = []
         unknown.append((tag, PyBytes_FromStringAndSize(<const char*>c.p, size)))
@@ -21027,6 +21742,7 @@ cdef object _d_OffsetFetchRequestTopics_0(Cursor* c):
     cdef uint32_t tag
     cdef Cursor sub
     cdef list unknown = None
+    cdef int64_t prev_tag = -1
     o.name = rd_cstring(c)
     n = cap_count(c, not_null(c, rd_ulen(c)), 4)
     if n < 0:
@@ -21045,6 +21761,10 @@ cdef object _d_OffsetFetchRequestTopics_0(Cursor* c):
         size = cap_count(c, rd_uvarint(c), 1)
         if c.bad:
             break
+        if <int64_t>tag <= prev_tag:  # KIP-482: tags strictly increasing, each once
+            c.bad = 1
+            break
+        prev_tag = tag
         if unknown is None:
             unknown = []
         unknown.append((tag, PyBytes_FromStringAndSize(<const char*>c.p, size)))
@@ -21082,6 +21802,7 @@ cdef object _d_OffsetFetchRequestGroup_0(Cursor* c):
     cdef uint32_t tag
     cdef Cursor sub
     cdef list unknown = None
+    cdef int64_t prev_tag = -1
     o.group_id = rd_cstring(c)
     n = cap_count(c, rd_ulen(c), 3)
     if n < 0:
@@ -21100,6 +21821,10 @@ cdef object _d_OffsetFetchRequestGroup_0(Cursor* c):
         size = cap_count(c, rd_uvarint(c), 1)
         if c.bad:
             break
+        if <int64_t>tag <= prev_tag:  # KIP-482: tags strictly increasing, each once
+            c.bad = 1
+            break
+        prev_tag = tag
         if unknown is None:
             unknown = []
         unknown.append((tag, PyBytes_FromStringAndSize(<const char*>c.p, size)))
@@ -21137,6 +21862,7 @@ cdef object _d_OffsetFetchRequest_4(Cursor* c):
     cdef uint32_t tag
     cdef Cursor sub
     cdef list unknown = None
+    cdef int64_t prev_tag = -1
     n = cap_count(c, not_null(c, rd_ulen(c)), 3)
     if n < 0:
         o.groups = None
@@ -21156,6 +21882,10 @@ cdef object _d_OffsetFetchRequest_4(Cursor* c):
         size = cap_count(c, rd_uvarint(c), 1)
         if c.bad:
             break
+        if <int64_t>tag <= prev_tag:  # KIP-482: tags strictly increasing, each once
+            c.bad = 1
+            break
+        prev_tag = tag
         if unknown is None:
             unknown = []
         unknown.append((tag, PyBytes_FromStringAndSize(<const char*>c.p, size)))
@@ -21195,6 +21925,7 @@ cdef object _d_OffsetFetchRequestGroup_1(Cursor* c):
     cdef uint32_t tag
     cdef Cursor sub
     cdef list unknown = None
+    cdef int64_t prev_tag = -1
     o.group_id = rd_cstring(c)
     o.member_id = rd_cnstring(c)
     o.member_epoch = rd_int32(c)
@@ -21214,6 +21945,10 @@ cdef object _d_OffsetFetchRequestGroup_1(Cursor* c):
         size = cap_count(c, rd_uvarint(c), 1)
         if c.bad:
             break
+        if <int64_t>tag <= prev_tag:  # KIP-482: tags strictly increasing, each once
+            c.bad = 1
+            break
+        prev_tag = tag
         if unknown is None:
             unknown = []
         unknown.append((tag, PyBytes_FromStringAndSize(<const char*>c.p, size)))
@@ -21253,6 +21988,7 @@ cdef object _d_OffsetFetchRequest_5(Cursor* c):
     cdef uint32_t tag
     cdef Cursor sub
     cdef list unknown = None
+    cdef int64_t prev_tag = -1
     n = cap_count(c, not_null(c, rd_ulen(c)), 8)
     if n < 0:
         o.groups = None
@@ -21272,6 +22008,10 @@ cdef object _d_OffsetFetchRequest_5(Cursor* c):
         size = cap_count(c, rd_uvarint(c), 1)
         if c.bad:
             break
+        if <int64_t>tag <= prev_tag:  # KIP-482: tags strictly increasing, each once
+            c.bad = 1
+            break
+        prev_tag = tag
         if unknown is None:
             unknown = []
         unknown.append((tag, PyBytes_FromStringAndSize(<const char*>c.p, size)))
@@ -21311,6 +22051,7 @@ cdef object _d_OffsetFetchRequestTopics_1(Cursor* c):
     cdef uint32_t tag
     cdef Cursor sub
     cdef list unknown = None
+    cdef int64_t prev_tag = -1
     o.topic_id = rd_uuid(c)
     n = cap_count(c, not_null(c, rd_ulen(c)), 4)
     if n < 0:
@@ -21329,6 +22070,10 @@ cdef object _d_OffsetFetchRequestTopics_1(Cursor* c):
         size = cap_count(c, rd_uvarint(c), 1)
         if c.bad:
             break
+        if <int64_t>tag <= prev_tag:  # KIP-482: tags strictly increasing, each once
+            c.bad = 1
+            break
+        prev_tag = tag
         if unknown is None:
             unknown = []
         unknown.append((tag, PyBytes_FromStringAndSize(<const char*>c.p, size)))
@@ -21366,6 +22111,7 @@ cdef object _d_OffsetFetchRequestGroup_2(Cursor* c):
     cdef uint32_t tag
     cdef Cursor sub
     cdef list unknown = None
+    cdef int64_t prev_tag = -1
     o.group_id = rd_cstring(c)
     o.member_id = rd_cnstring(c)
     o.member_epoch = rd_int32(c)
@@ -21385,6 +22131,10 @@ cdef object _d_OffsetFetchRequestGroup_2(Cursor* c):
         size = cap_count(c, rd_uvarint(c), 1)
         if c.bad:
             break
+        if <int64_t>tag <= prev_tag:  # KIP-482: tags strictly increasing, each once
+            c.bad = 1
+            break
+        prev_tag = tag
         if unknown is None:
             unknown = []
         unknown.append((tag, PyBytes_FromStringAndSize(<const char*>c.p, size)))
@@ -21424,6 +22174,7 @@ cdef object _d_OffsetFetchRequest_6(Cursor* c):
     cdef uint32_t tag
     cdef Cursor sub
     cdef list unknown = None
+    cdef int64_t prev_tag = -1
     n = cap_count(c, not_null(c, rd_ulen(c)), 8)
     if n < 0:
         o.groups = None
@@ -21443,6 +22194,10 @@ cdef object _d_OffsetFetchRequest_6(Cursor* c):
         size = cap_count(c, rd_uvarint(c), 1)
         if c.bad:
             break
+        if <int64_t>tag <= prev_tag:  # KIP-482: tags strictly increasing, each once
+            c.bad = 1
+            break
+        prev_tag = tag
         if unknown is None:
             unknown = []
         unknown.append((tag, PyBytes_FromStringAndSize(<const char*>c.p, size)))
@@ -21735,6 +22490,7 @@ cdef object _d_OffsetFetchResponsePartition_2(Cursor* c):
     cdef uint32_t tag
     cdef Cursor sub
     cdef list unknown = None
+    cdef int64_t prev_tag = -1
     o.partition_index = rd_int32(c)
     o.committed_offset = rd_int64(c)
     o.committed_leader_epoch = rd_int32(c)
@@ -21746,6 +22502,10 @@ cdef object _d_OffsetFetchResponsePartition_2(Cursor* c):
         size = cap_count(c, rd_uvarint(c), 1)
         if c.bad:
             break
+        if <int64_t>tag <= prev_tag:  # KIP-482: tags strictly increasing, each once
+            c.bad = 1
+            break
+        prev_tag = tag
         if unknown is None:
             unknown = []
         unknown.append((tag, PyBytes_FromStringAndSize(<const char*>c.p, size)))
@@ -21776,6 +22536,7 @@ cdef object _d_OffsetFetchResponseTopic_2(Cursor* c):
     cdef uint32_t tag
     cdef Cursor sub
     cdef list unknown = None
+    cdef int64_t prev_tag = -1
     o.name = rd_cstring(c)
     n = cap_count(c, not_null(c, rd_ulen(c)), 20)
     if n < 0:
@@ -21793,6 +22554,10 @@ cdef object _d_OffsetFetchResponseTopic_2(Cursor* c):
         size = cap_count(c, rd_uvarint(c), 1)
         if c.bad:
             break
+        if <int64_t>tag <= prev_tag:  # KIP-482: tags strictly increasing, each once
+            c.bad = 1
+            break
+        prev_tag = tag
         if unknown is None:
             unknown = []
         unknown.append((tag, PyBytes_FromStringAndSize(<const char*>c.p, size)))
@@ -21830,6 +22595,7 @@ cdef object _d_OffsetFetchResponse_4(Cursor* c):
     cdef uint32_t tag
     cdef Cursor sub
     cdef list unknown = None
+    cdef int64_t prev_tag = -1
     o.throttle_time_ms = rd_int32(c)
     n = cap_count(c, not_null(c, rd_ulen(c)), 3)
     if n < 0:
@@ -21849,6 +22615,10 @@ cdef object _d_OffsetFetchResponse_4(Cursor* c):
         size = cap_count(c, rd_uvarint(c), 1)
         if c.bad:
             break
+        if <int64_t>tag <= prev_tag:  # KIP-482: tags strictly increasing, each once
+            c.bad = 1
+            break
+        prev_tag = tag
         if unknown is None:
             unknown = []
         unknown.append((tag, PyBytes_FromStringAndSize(<const char*>c.p, size)))
@@ -21885,6 +22655,7 @@ cdef object _d_OffsetFetchResponsePartitions_0(Cursor* c):
     cdef uint32_t tag
     cdef Cursor sub
     cdef list unknown = None
+    cdef int64_t prev_tag = -1
     o.partition_index = rd_int32(c)
     o.committed_offset = rd_int64(c)
     o.committed_leader_epoch = rd_int32(c)
@@ -21896,6 +22667,10 @@ cdef object _d_OffsetFetchResponsePartitions_0(Cursor* c):
         size = cap_count(c, rd_uvarint(c), 1)
         if c.bad:
             break
+        if <int64_t>tag <= prev_tag:  # KIP-482: tags strictly increasing, each once
+            c.bad = 1
+            break
+        prev_tag = tag
         if unknown is None:
             unknown = []
         unknown.append((tag, PyBytes_FromStringAndSize(<const char*>c.p, size)))
@@ -21926,6 +22701,7 @@ cdef object _d_OffsetFetchResponseTopics_0(Cursor* c):
     cdef uint32_t tag
     cdef Cursor sub
     cdef list unknown = None
+    cdef int64_t prev_tag = -1
     o.name = rd_cstring(c)
     n = cap_count(c, not_null(c, rd_ulen(c)), 20)
     if n < 0:
@@ -21944,6 +22720,10 @@ cdef object _d_OffsetFetchResponseTopics_0(Cursor* c):
         size = cap_count(c, rd_uvarint(c), 1)
         if c.bad:
             break
+        if <int64_t>tag <= prev_tag:  # KIP-482: tags strictly increasing, each once
+            c.bad = 1
+            break
+        prev_tag = tag
         if unknown is None:
             unknown = []
         unknown.append((tag, PyBytes_FromStringAndSize(<const char*>c.p, size)))
@@ -21981,6 +22761,7 @@ cdef object _d_OffsetFetchResponseGroup_0(Cursor* c):
     cdef uint32_t tag
     cdef Cursor sub
     cdef list unknown = None
+    cdef int64_t prev_tag = -1
     o.group_id = rd_cstring(c)
     n = cap_count(c, not_null(c, rd_ulen(c)), 3)
     if n < 0:
@@ -21999,6 +22780,10 @@ cdef object _d_OffsetFetchResponseGroup_0(Cursor* c):
         size = cap_count(c, rd_uvarint(c), 1)
         if c.bad:
             break
+        if <int64_t>tag <= prev_tag:  # KIP-482: tags strictly increasing, each once
+            c.bad = 1
+            break
+        prev_tag = tag
         if unknown is None:
             unknown = []
         unknown.append((tag, PyBytes_FromStringAndSize(<const char*>c.p, size)))
@@ -22037,6 +22822,7 @@ cdef object _d_OffsetFetchResponse_5(Cursor* c):
     cdef uint32_t tag
     cdef Cursor sub
     cdef list unknown = None
+    cdef int64_t prev_tag = -1
     o.throttle_time_ms = rd_int32(c)
     n = cap_count(c, not_null(c, rd_ulen(c)), 5)
     if n < 0:
@@ -22055,6 +22841,10 @@ cdef object _d_OffsetFetchResponse_5(Cursor* c):
         size = cap_count(c, rd_uvarint(c), 1)
         if c.bad:
             break
+        if <int64_t>tag <= prev_tag:  # KIP-482: tags strictly increasing, each once
+            c.bad = 1
+            break
+        prev_tag = tag
         if unknown is None:
             unknown = []
         unknown.append((tag, PyBytes_FromStringAndSize(<const char*>c.p, size)))
@@ -22092,6 +22882,7 @@ cdef object _d_OffsetFetchResponseTopics_1(Cursor* c):
     cdef uint32_t tag
     cdef Cursor sub
     cdef list unknown = None
+    cdef int64_t prev_tag = -1
     o.topic_id = rd_uuid(c)
     n = cap_count(c, not_null(c, rd_ulen(c)), 20)
     if n < 0:
@@ -22110,6 +22901,10 @@ cdef object _d_OffsetFetchResponseTopics_1(Cursor* c):
         size = cap_count(c, rd_uvarint(c), 1)
         if c.bad:
             break
+        if <int64_t>tag <= prev_tag:  # KIP-482: tags strictly increasing, each once
+            c.bad = 1
+            break
+        prev_tag = tag
         if unknown is None:
             unknown = []
         unknown.append((tag, PyBytes_FromStringAndSize(<const char*>c.p, size)))
@@ -22147,6 +22942,7 @@ cdef object _d_OffsetFetchResponseGroup_1(Cursor* c):
     cdef uint32_t tag
     cdef Cursor sub
     cdef list unknown = None
+    cdef int64_t prev_tag = -1
     o.group_id = rd_cstring(c)
     n = cap_count(c, not_null(c, rd_ulen(c)), 18)
     if n < 0:
@@ -22165,6 +22961,10 @@ cdef object _d_OffsetFetchResponseGroup_1(Cursor* c):
         size = cap_count(c, rd_uvarint(c), 1)
         if c.bad:
             break
+        if <int64_t>tag <= prev_tag:  # KIP-482: tags strictly increasing, each once
+            c.bad = 1
+            break
+        prev_tag = tag
         if unknown is None:
             unknown = []
         unknown.append((tag, PyBytes_FromStringAndSize(<const char*>c.p, size)))
@@ -22203,6 +23003,7 @@ cdef object _d_OffsetFetchResponse_6(Cursor* c):
     cdef uint32_t tag
     cdef Cursor sub
     cdef list unknown = None
+    cdef int64_t prev_tag = -1
     o.throttle_time_ms = rd_int32(c)
     n = cap_count(c, not_null(c, rd_ulen(c)), 5)
     if n < 0:
@@ -22221,6 +23022,10 @@ cdef object _d_OffsetFetchResponse_6(Cursor* c):
         size = cap_count(c, rd_uvarint(c), 1)
         if c.bad:
             break
+        if <int64_t>tag <= prev_tag:  # KIP-482: tags strictly increasing, each once
+            c.bad = 1
+            break
+        prev_tag = tag
         if unknown is None:
             unknown = []
         unknown.append((tag, PyBytes_FromStringAndSize(<const char*>c.p, size)))
@@ -22424,6 +23229,7 @@ cdef object _d_ConsumerGroupHeartbeatRequestTopicPartitions_0(Cursor* c):
     cdef uint32_t tag
     cdef Cursor sub
     cdef list unknown = None
+    cdef int64_t prev_tag = -1
     o.topic_id = rd_uuid(c)
     n = cap_count(c, not_null(c, rd_ulen(c)), 4)
     if n < 0:
@@ -22441,6 +23247,10 @@ cdef object _d_ConsumerGroupHeartbeatRequestTopicPartitions_0(Cursor* c):
         size = cap_count(c, rd_uvarint(c), 1)
         if c.bad:
             break
+        if <int64_t>tag <= prev_tag:  # KIP-482: tags strictly increasing, each once
+            c.bad = 1
+            break
+        prev_tag = tag
         if unknown is None:
             unknown = []
         unknown.append((tag, PyBytes_FromStringAndSize(<const char*>c.p, size)))
@@ -22478,6 +23288,7 @@ cdef object _d_ConsumerGroupHeartbeatRequest_0(Cursor* c):
     cdef uint32_t tag
     cdef Cursor sub
     cdef list unknown = None
+    cdef int64_t prev_tag = -1
     o.group_id = rd_cstring(c)
     o.member_id = rd_cstring(c)
     o.member_epoch = rd_int32(c)
@@ -22511,6 +23322,10 @@ cdef object _d_ConsumerGroupHeartbeatRequest_0(Cursor* c):
         size = cap_count(c, rd_uvarint(c), 1)
         if c.bad:
             break
+        if <int64_t>tag <= prev_tag:  # KIP-482: tags strictly increasing, each once
+            c.bad = 1
+            break
+        prev_tag = tag
         if unknown is None:
             unknown = []
         unknown.append((tag, PyBytes_FromStringAndSize(<const char*>c.p, size)))
@@ -22568,6 +23383,7 @@ cdef object _d_ConsumerGroupHeartbeatRequest_1(Cursor* c):
     cdef uint32_t tag
     cdef Cursor sub
     cdef list unknown = None
+    cdef int64_t prev_tag = -1
     o.group_id = rd_cstring(c)
     o.member_id = rd_cstring(c)
     o.member_epoch = rd_int32(c)
@@ -22602,6 +23418,10 @@ cdef object _d_ConsumerGroupHeartbeatRequest_1(Cursor* c):
         size = cap_count(c, rd_uvarint(c), 1)
         if c.bad:
             break
+        if <int64_t>tag <= prev_tag:  # KIP-482: tags strictly increasing, each once
+            c.bad = 1
+            break
+        prev_tag = tag
         if unknown is None:
             unknown = []
         unknown.append((tag, PyBytes_FromStringAndSize(<const char*>c.p, size)))
@@ -22658,6 +23478,7 @@ cdef object _d_ConsumerGroupHeartbeatResponseTopicPartitions_0(Cursor* c):
     cdef uint32_t tag
     cdef Cursor sub
     cdef list unknown = None
+    cdef int64_t prev_tag = -1
     o.topic_id = rd_uuid(c)
     n = cap_count(c, not_null(c, rd_ulen(c)), 4)
     if n < 0:
@@ -22675,6 +23496,10 @@ cdef object _d_ConsumerGroupHeartbeatResponseTopicPartitions_0(Cursor* c):
         size = cap_count(c, rd_uvarint(c), 1)
         if c.bad:
             break
+        if <int64_t>tag <= prev_tag:  # KIP-482: tags strictly increasing, each once
+            c.bad = 1
+            break
+        prev_tag = tag
         if unknown is None:
             unknown = []
         unknown.append((tag, PyBytes_FromStringAndSize(<const char*>c.p, size)))
@@ -22712,6 +23537,7 @@ cdef object _d_ConsumerGroupHeartbeatResponseAssignment_0(Cursor* c):
     cdef uint32_t tag
     cdef Cursor sub
     cdef list unknown = None
+    cdef int64_t prev_tag = -1
     n = cap_count(c, not_null(c, rd_ulen(c)), 18)
     if n < 0:
         o.topic_partitions = None
@@ -22728,6 +23554,10 @@ cdef object _d_ConsumerGroupHeartbeatResponseAssignment_0(Cursor* c):
         size = cap_count(c, rd_uvarint(c), 1)
         if c.bad:
             break
+        if <int64_t>tag <= prev_tag:  # KIP-482: tags strictly increasing, each once
+            c.bad = 1
+            break
+        prev_tag = tag
         if unknown is None:
             unknown = []
         unknown.append((tag, PyBytes_FromStringAndSize(<const char*>c.p, size)))
@@ -22760,6 +23590,7 @@ cdef object _d_ConsumerGroupHeartbeatResponse_0(Cursor* c):
     cdef uint32_t tag
     cdef Cursor sub
     cdef list unknown = None
+    cdef int64_t prev_tag = -1
     o.throttle_time_ms = rd_int32(c)
     o.error_code = rd_int16(c)
     o.error_message = rd_cnstring(c)
@@ -22776,6 +23607,10 @@ cdef object _d_ConsumerGroupHeartbeatResponse_0(Cursor* c):
         size = cap_count(c, rd_uvarint(c), 1)
         if c.bad:
             break
+        if <int64_t>tag <= prev_tag:  # KIP-482: tags strictly increasing, each once
+            c.bad = 1
+            break
+        prev_tag = tag
         if unknown is None:
             unknown = []
         unknown.append((tag, PyBytes_FromStringAndSize(<const char*>c.p, size)))
@@ -22812,6 +23647,7 @@ cdef object _d_ConsumerGroupDescribeRequest_0(Cursor* c):
     cdef uint32_t tag
     cdef Cursor sub
     cdef list unknown = None
+    cdef int64_t prev_tag = -1
     n = cap_count(c, not_null(c, rd_ulen(c)), 1)
     if n < 0:
         o.group_ids = None
@@ -22829,6 +23665,10 @@ cdef object _d_ConsumerGroupDescribeRequest_0(Cursor* c):
         size = cap_count(c, rd_uvarint(c), 1)
         if c.bad:
             break
+        if <int64_t>tag <= prev_tag:  # KIP-482: tags strictly increasing, each once
+            c.bad = 1
+            break
+        prev_tag = tag
         if unknown is None:
             unknown = []
         unknown.append((tag, PyBytes_FromStringAndSize(<const char*>c.p, size)))
@@ -22866,6 +23706,7 @@ cdef object _d_ConsumerGroupDescribeResponseTopicPartitions_0(Cursor* c):
     cdef uint32_t tag
     cdef Cursor sub
     cdef list unknown = None
+    cdef int64_t prev_tag = -1
     o.topic_id = rd_uuid(c)
     o.topic_name = rd_cstring(c)
     n = cap_count(c, not_null(c, rd_ulen(c)), 4)
@@ -22884,6 +23725,10 @@ cdef object _d_ConsumerGroupDescribeResponseTopicPartitions_0(Cursor* c):
         size = cap_count(c, rd_uvarint(c), 1)
         if c.bad:
             break
+        if <int64_t>tag <= prev_tag:  # KIP-482: tags strictly increasing, each once
+            c.bad = 1
+            break
+        prev_tag = tag
         if unknown is None:
             unknown = []
         unknown.append((tag, PyBytes_FromStringAndSize(<const char*>c.p, size)))
@@ -22924,6 +23769,7 @@ cdef object _d_ConsumerGroupDescribeResponseAssignment_0(Cursor* c):
     cdef uint32_t tag
     cdef Cursor sub
     cdef list unknown = None
+    cdef int64_t prev_tag = -1
     n = cap_count(c, not_null(c, rd_ulen(c)), 19)
     if n < 0:
         o.topic_partitions = None
@@ -22940,6 +23786,10 @@ cdef object _d_ConsumerGroupDescribeResponseAssignment_0(Cursor* c):
         size = cap_count(c, rd_uvarint(c), 1)
         if c.bad:
             break
+        if <int64_t>tag <= prev_tag:  # KIP-482: tags strictly increasing, each once
+            c.bad = 1
+            break
+        prev_tag = tag
         if unknown is None:
             unknown = []
         unknown.append((tag, PyBytes_FromStringAndSize(<const char*>c.p, size)))
@@ -22974,6 +23824,7 @@ cdef object _d_ConsumerGroupDescribeResponseMember_0(Cursor* c):
     cdef uint32_t tag
     cdef Cursor sub
     cdef list unknown = None
+    cdef int64_t prev_tag = -1
     o.member_id = rd_cstring(c)
     o.instance_id = rd_cnstring(c)
     o.rack_id = rd_cnstring(c)
@@ -23000,6 +23851,10 @@ cdef object _d_ConsumerGroupDescribeResponseMember_0(Cursor* c):
         size = cap_count(c, rd_uvarint(c), 1)
         if c.bad:
             break
+        if <int64_t>tag <= prev_tag:  # KIP-482: tags strictly increasing, each once
+            c.bad = 1
+            break
+        prev_tag = tag
         if unknown is None:
             unknown = []
         unknown.append((tag, PyBytes_FromStringAndSize(<const char*>c.p, size)))
@@ -23057,6 +23912,7 @@ cdef object _d_ConsumerGroupDescribeResponseDescribedGroup_0(Cursor* c):
     cdef uint32_t tag
     cdef Cursor sub
     cdef list unknown = None
+    cdef int64_t prev_tag = -1
     o.error_code = rd_int16(c)
     o.error_message = rd_cnstring(c)
     o.group_id = rd_cstring(c)
@@ -23081,6 +23937,10 @@ cdef object _d_ConsumerGroupDescribeResponseDescribedGroup_0(Cursor* c):
         size = cap_count(c, rd_uvarint(c), 1)
         if c.bad:
             break
+        if <int64_t>tag <= prev_tag:  # KIP-482: tags strictly increasing, each once
+            c.bad = 1
+            break
+        prev_tag = tag
         if unknown is None:
             unknown = []
         unknown.append((tag, PyBytes_FromStringAndSize(<const char*>c.p, size)))
@@ -23129,6 +23989,7 @@ cdef object _d_ConsumerGroupDescribeResponse_0(Cursor* c):
     cdef uint32_t tag
     cdef Cursor sub
     cdef list unknown = None
+    cdef int64_t prev_tag = -1
     o.throttle_time_ms = rd_int32(c)
     n = cap_count(c, not_null(c, rd_ulen(c)), 20)
     if n < 0:
@@ -23146,6 +24007,10 @@ cdef object _d_ConsumerGroupDescribeResponse_0(Cursor* c):
         size = cap_count(c, rd_uvarint(c), 1)
         if c.bad:
             break
+        if <int64_t>tag <= prev_tag:  # KIP-482: tags strictly increasing, each once
+            c.bad = 1
+            break
+        prev_tag = tag
         if unknown is None:
             unknown = []
         unknown.append((tag, PyBytes_FromStringAndSize(<const char*>c.p, size)))
@@ -23181,6 +24046,7 @@ cdef object _d_ConsumerGroupDescribeResponseMember_1(Cursor* c):
     cdef uint32_t tag
     cdef Cursor sub
     cdef list unknown = None
+    cdef int64_t prev_tag = -1
     o.member_id = rd_cstring(c)
     o.instance_id = rd_cnstring(c)
     o.rack_id = rd_cnstring(c)
@@ -23207,6 +24073,10 @@ cdef object _d_ConsumerGroupDescribeResponseMember_1(Cursor* c):
         size = cap_count(c, rd_uvarint(c), 1)
         if c.bad:
             break
+        if <int64_t>tag <= prev_tag:  # KIP-482: tags strictly increasing, each once
+            c.bad = 1
+            break
+        prev_tag = tag
         if unknown is None:
             unknown = []
         unknown.append((tag, PyBytes_FromStringAndSize(<const char*>c.p, size)))
@@ -23265,6 +24135,7 @@ cdef object _d_ConsumerGroupDescribeResponseDescribedGroup_1(Cursor* c):
     cdef uint32_t tag
     cdef Cursor sub
     cdef list unknown = None
+    cdef int64_t prev_tag = -1
     o.error_code = rd_int16(c)
     o.error_message = rd_cnstring(c)
     o.group_id = rd_cstring(c)
@@ -23289,6 +24160,10 @@ cdef object _d_ConsumerGroupDescribeResponseDescribedGroup_1(Cursor* c):
         size = cap_count(c, rd_uvarint(c), 1)
         if c.bad:
             break
+        if <int64_t>tag <= prev_tag:  # KIP-482: tags strictly increasing, each once
+            c.bad = 1
+            break
+        prev_tag = tag
         if unknown is None:
             unknown = []
         unknown.append((tag, PyBytes_FromStringAndSize(<const char*>c.p, size)))
@@ -23337,6 +24212,7 @@ cdef object _d_ConsumerGroupDescribeResponse_1(Cursor* c):
     cdef uint32_t tag
     cdef Cursor sub
     cdef list unknown = None
+    cdef int64_t prev_tag = -1
     o.throttle_time_ms = rd_int32(c)
     n = cap_count(c, not_null(c, rd_ulen(c)), 20)
     if n < 0:
@@ -23354,6 +24230,10 @@ cdef object _d_ConsumerGroupDescribeResponse_1(Cursor* c):
         size = cap_count(c, rd_uvarint(c), 1)
         if c.bad:
             break
+        if <int64_t>tag <= prev_tag:  # KIP-482: tags strictly increasing, each once
+            c.bad = 1
+            break
+        prev_tag = tag
         if unknown is None:
             unknown = []
         unknown.append((tag, PyBytes_FromStringAndSize(<const char*>c.p, size)))
@@ -23980,6 +24860,7 @@ cdef object _d_GroupMetadataValueMemberMetadata_3(Cursor* c):
     cdef uint32_t tag
     cdef Cursor sub
     cdef list unknown = None
+    cdef int64_t prev_tag = -1
     o.member_id = rd_cstring(c)
     o.group_instance_id = rd_cnstring(c)
     o.client_id = rd_cstring(c)
@@ -23994,6 +24875,10 @@ cdef object _d_GroupMetadataValueMemberMetadata_3(Cursor* c):
         size = cap_count(c, rd_uvarint(c), 1)
         if c.bad:
             break
+        if <int64_t>tag <= prev_tag:  # KIP-482: tags strictly increasing, each once
+            c.bad = 1
+            break
+        prev_tag = tag
         if unknown is None:
             unknown = []
         unknown.append((tag, PyBytes_FromStringAndSize(<const char*>c.p, size)))
@@ -24037,6 +24922,7 @@ cdef object _d_GroupMetadataValue_4(Cursor* c):
     cdef uint32_t tag
     cdef Cursor sub
     cdef list unknown = None
+    cdef int64_t prev_tag = -1
     o.protocol_type = rd_cstring(c)
     o.generation = rd_int32(c)
     o.protocol = rd_cnstring(c)
@@ -24058,6 +24944,10 @@ cdef object _d_GroupMetadataValue_4(Cursor* c):
         size = cap_count(c, rd_uvarint(c), 1)
         if c.bad:
             break
+        if <int64_t>tag <= prev_tag:  # KIP-482: tags strictly increasing, each once
+            c.bad = 1
+            break
+        prev_tag = tag
         if unknown is None:
             unknown = []
         unknown.append((tag, PyBytes_FromStringAndSize(<const char*>c.p, size)))
@@ -24179,6 +25069,7 @@ cdef object _d_OffsetCommitValue_3(Cursor* c):
     cdef uint32_t tag
     cdef Cursor sub
     cdef list unknown = None
+    cdef int64_t prev_tag = -1
     o.offset = rd_int64(c)
     o.leader_epoch = rd_int32(c)
     o.metadata = rd_cstring(c)
@@ -24190,6 +25081,10 @@ cdef object _d_OffsetCommitValue_3(Cursor* c):
         size = cap_count(c, rd_uvarint(c), 1)
         if c.bad:
             break
+        if <int64_t>tag <= prev_tag:  # KIP-482: tags strictly increasing, each once
+            c.bad = 1
+            break
+        prev_tag = tag
         if unknown is None:
             unknown = []
         unknown.append((tag, PyBytes_FromStringAndSize(<const char*>c.p, size)))
@@ -24233,6 +25128,7 @@ cdef object _d_ConsumerGroupMetadataValue_0(Cursor* c):
     cdef uint32_t tag
     cdef Cursor sub
     cdef list unknown = None
+    cdef int64_t prev_tag = -1
     o.epoch = rd_int32(c)
     ntags = cap_count(c, rd_uvarint(c), 2)
     for _ in range(ntags):
@@ -24240,6 +25136,10 @@ cdef object _d_ConsumerGroupMetadataValue_0(Cursor* c):
         size = cap_count(c, rd_uvarint(c), 1)
         if c.bad:
             break
+        if <int64_t>tag <= prev_tag:  # KIP-482: tags strictly increasing, each once
+            c.bad = 1
+            break
+        prev_tag = tag
         if unknown is None:
             unknown = []
         unknown.append((tag, PyBytes_FromStringAndSize(<const char*>c.p, size)))
@@ -24280,6 +25180,7 @@ cdef object _d_ConsumerGroupPartitionMetadataValuePartitionMetadata_0(Cursor* c)
     cdef uint32_t tag
     cdef Cursor sub
     cdef list unknown = None
+    cdef int64_t prev_tag = -1
     o.partition = rd_int32(c)
     n = cap_count(c, not_null(c, rd_ulen(c)), 1)
     if n < 0:
@@ -24297,6 +25198,10 @@ cdef object _d_ConsumerGroupPartitionMetadataValuePartitionMetadata_0(Cursor* c)
         size = cap_count(c, rd_uvarint(c), 1)
         if c.bad:
             break
+        if <int64_t>tag <= prev_tag:  # KIP-482: tags strictly increasing, each once
+            c.bad = 1
+            break
+        prev_tag = tag
         if unknown is None:
             unknown = []
         unknown.append((tag, PyBytes_FromStringAndSize(<const char*>c.p, size)))
@@ -24334,6 +25239,7 @@ cdef object _d_ConsumerGroupPartitionMetadataValueTopicMetadata_0(Cursor* c):
     cdef uint32_t tag
     cdef Cursor sub
     cdef list unknown = None
+    cdef int64_t prev_tag = -1
     o.topic_id = rd_uuid(c)
     o.topic_name = rd_cstring(c)
     o.num_partitions = rd_int32(c)
@@ -24353,6 +25259,10 @@ cdef object _d_ConsumerGroupPartitionMetadataValueTopicMetadata_0(Cursor* c):
         size = cap_count(c, rd_uvarint(c), 1)
         if c.bad:
             break
+        if <int64_t>tag <= prev_tag:  # KIP-482: tags strictly increasing, each once
+            c.bad = 1
+            break
+        prev_tag = tag
         if unknown is None:
             unknown = []
         unknown.append((tag, PyBytes_FromStringAndSize(<const char*>c.p, size)))
@@ -24394,6 +25304,7 @@ cdef object _d_ConsumerGroupPartitionMetadataValue_0(Cursor* c):
     cdef uint32_t tag
     cdef Cursor sub
     cdef list unknown = None
+    cdef int64_t prev_tag = -1
     n = cap_count(c, not_null(c, rd_ulen(c)), 23)
     if n < 0:
         o.topics = None
@@ -24410,6 +25321,10 @@ cdef object _d_ConsumerGroupPartitionMetadataValue_0(Cursor* c):
         size = cap_count(c, rd_uvarint(c), 1)
         if c.bad:
             break
+        if <int64_t>tag <= prev_tag:  # KIP-482: tags strictly increasing, each once
+            c.bad = 1
+            break
+        prev_tag = tag
         if unknown is None:
             unknown = []
         unknown.append((tag, PyBytes_FromStringAndSize(<const char*>c.p, size)))
@@ -24460,6 +25375,7 @@ cdef object _d_ConsumerGroupMemberMetadataValueClassicProtocol_0(Cursor* c):
     cdef uint32_t tag
     cdef Cursor sub
     cdef list unknown = None
+    cdef int64_t prev_tag = -1
     o.name = rd_cstring(c)
     o.metadata = rd_cbytes(c)
     ntags = cap_count(c, rd_uvarint(c), 2)
@@ -24468,6 +25384,10 @@ cdef object _d_ConsumerGroupMemberMetadataValueClassicProtocol_0(Cursor* c):
         size = cap_count(c, rd_uvarint(c), 1)
         if c.bad:
             break
+        if <int64_t>tag <= prev_tag:  # KIP-482: tags strictly increasing, each once
+            c.bad = 1
+            break
+        prev_tag = tag
         if unknown is None:
             unknown = []
         unknown.append((tag, PyBytes_FromStringAndSize(<const char*>c.p, size)))
@@ -24499,6 +25419,7 @@ cdef object _d_ConsumerGroupMemberMetadataValueClassicMemberMetadata_0(Cursor* c
     cdef uint32_t tag
     cdef Cursor sub
     cdef list unknown = None
+    cdef int64_t prev_tag = -1
     o.session_timeout_ms = rd_int32(c)
     n = cap_count(c, not_null(c, rd_ulen(c)), 3)
     if n < 0:
@@ -24516,6 +25437,10 @@ cdef object _d_ConsumerGroupMemberMetadataValueClassicMemberMetadata_0(Cursor* c
         size = cap_count(c, rd_uvarint(c), 1)
         if c.bad:
             break
+        if <int64_t>tag <= prev_tag:  # KIP-482: tags strictly increasing, each once
+            c.bad = 1
+            break
+        prev_tag = tag
         if unknown is None:
             unknown = []
         unknown.append((tag, PyBytes_FromStringAndSize(<const char*>c.p, size)))
@@ -24551,6 +25476,7 @@ cdef object _d_ConsumerGroupMemberMetadataValue_0(Cursor* c):
     cdef uint32_t tag
     cdef Cursor sub
     cdef list unknown = None
+    cdef int64_t prev_tag = -1
     o.instance_id = rd_cnstring(c)
     o.rack_id = rd_cnstring(c)
     o.client_id = rd_cstring(c)
@@ -24574,6 +25500,10 @@ cdef object _d_ConsumerGroupMemberMetadataValue_0(Cursor* c):
         size = cap_count(c, rd_uvarint(c), 1)
         if c.bad:
             break
+        if <int64_t>tag <= prev_tag:  # KIP-482: tags strictly increasing, each once
+            c.bad = 1
+            break
+        prev_tag = tag
         if tag == 0:
             sub.p = c.p
             sub.end = c.p + size
@@ -24663,6 +25593,7 @@ cdef object _d_ConsumerGroupTargetAssignmentMetadataValue_0(Cursor* c):
     cdef uint32_t tag
     cdef Cursor sub
     cdef list unknown = None
+    cdef int64_t prev_tag = -1
     o.assignment_epoch = rd_int32(c)
     ntags = cap_count(c, rd_uvarint(c), 2)
     for _ in range(ntags):
@@ -24670,6 +25601,10 @@ cdef object _d_ConsumerGroupTargetAssignmentMetadataValue_0(Cursor* c):
         size = cap_count(c, rd_uvarint(c), 1)
         if c.bad:
             break
+        if <int64_t>tag <= prev_tag:  # KIP-482: tags strictly increasing, each once
+            c.bad = 1
+            break
+        prev_tag = tag
         if unknown is None:
             unknown = []
         unknown.append((tag, PyBytes_FromStringAndSize(<const char*>c.p, size)))
@@ -24714,6 +25649,7 @@ cdef object _d_ConsumerGroupTargetAssignmentMemberValueTopicPartition_0(Cursor* 
     cdef uint32_t tag
     cdef Cursor sub
     cdef list unknown = None
+    cdef int64_t prev_tag = -1
     o.topic_id = rd_uuid(c)
     n = cap_count(c, not_null(c, rd_ulen(c)), 4)
     if n < 0:
@@ -24731,6 +25667,10 @@ cdef object _d_ConsumerGroupTargetAssignmentMemberValueTopicPartition_0(Cursor* 
         size = cap_count(c, rd_uvarint(c), 1)
         if c.bad:
             break
+        if <int64_t>tag <= prev_tag:  # KIP-482: tags strictly increasing, each once
+            c.bad = 1
+            break
+        prev_tag = tag
         if unknown is None:
             unknown = []
         unknown.append((tag, PyBytes_FromStringAndSize(<const char*>c.p, size)))
@@ -24768,6 +25708,7 @@ cdef object _d_ConsumerGroupTargetAssignmentMemberValue_0(Cursor* c):
     cdef uint32_t tag
     cdef Cursor sub
     cdef list unknown = None
+    cdef int64_t prev_tag = -1
     n = cap_count(c, not_null(c, rd_ulen(c)), 18)
     if n < 0:
         o.topic_partitions = None
@@ -24784,6 +25725,10 @@ cdef object _d_ConsumerGroupTargetAssignmentMemberValue_0(Cursor* c):
         size = cap_count(c, rd_uvarint(c), 1)
         if c.bad:
             break
+        if <int64_t>tag <= prev_tag:  # KIP-482: tags strictly increasing, each once
+            c.bad = 1
+            break
+        prev_tag = tag
         if unknown is None:
             unknown = []
         unknown.append((tag, PyBytes_FromStringAndSize(<const char*>c.p, size)))
@@ -24836,6 +25781,7 @@ cdef object _d_ConsumerGroupCurrentMemberAssignmentValueTopicPartitions_0(Cursor
     cdef uint32_t tag
     cdef Cursor sub
     cdef list unknown = None
+    cdef int64_t prev_tag = -1
     o.topic_id = rd_uuid(c)
     n = cap_count(c, not_null(c, rd_ulen(c)), 4)
     if n < 0:
@@ -24853,6 +25799,10 @@ cdef object _d_ConsumerGroupCurrentMemberAssignmentValueTopicPartitions_0(Cursor
         size = cap_count(c, rd_uvarint(c), 1)
         if c.bad:
             break
+        if <int64_t>tag <= prev_tag:  # KIP-482: tags strictly increasing, each once
+            c.bad = 1
+            break
+        prev_tag = tag
         if unknown is None:
             unknown = []
         unknown.append((tag, PyBytes_FromStringAndSize(<const char*>c.p, size)))
@@ -24890,6 +25840,7 @@ cdef object _d_ConsumerGroupCurrentMemberAssignmentValue_0(Cursor* c):
     cdef uint32_t tag
     cdef Cursor sub
     cdef list unknown = None
+    cdef int64_t prev_tag = -1
     o.member_epoch = rd_int32(c)
     o.previous_member_epoch = rd_int32(c)
     o.state = rd_int8(c)
@@ -24919,6 +25870,10 @@ cdef object _d_ConsumerGroupCurrentMemberAssignmentValue_0(Cursor* c):
         size = cap_count(c, rd_uvarint(c), 1)
         if c.bad:
             break
+        if <int64_t>tag <= prev_tag:  # KIP-482: tags strictly increasing, each once
+            c.bad = 1
+            break
+        prev_tag = tag
         if unknown is None:
             unknown = []
         unknown.append((tag, PyBytes_FromStringAndSize(<const char*>c.p, size)))
@@ -24962,6 +25917,7 @@ cdef object _d_ConnectGroupHeartbeatRequestAssignor_0(Cursor* c):
     cdef uint32_t tag
     cdef Cursor sub
     cdef list unknown = None
+    cdef int64_t prev_tag = -1
     o.name = rd_cstring(c)
     o.minimum_version = rd_int16(c)
     o.maximum_version = rd_int16(c)
@@ -24974,6 +25930,10 @@ cdef object _d_ConnectGroupHeartbeatRequestAssignor_0(Cursor* c):
         size = cap_count(c, rd_uvarint(c), 1)
         if c.bad:
             break
+        if <int64_t>tag <= prev_tag:  # KIP-482: tags strictly increasing, each once
+            c.bad = 1
+            break
+        prev_tag = tag
         if unknown is None:
             unknown = []
         unknown.append((tag, PyBytes_FromStringAndSize(<const char*>c.p, size)))
@@ -25009,6 +25969,7 @@ cdef object _d_ConnectGroupHeartbeatRequestConnectorTasks_0(Cursor* c):
     cdef uint32_t tag
     cdef Cursor sub
     cdef list unknown = None
+    cdef int64_t prev_tag = -1
     o.connector = rd_cstring(c)
     n = cap_count(c, not_null(c, rd_ulen(c)), 4)
     if n < 0:
@@ -25026,6 +25987,10 @@ cdef object _d_ConnectGroupHeartbeatRequestConnectorTasks_0(Cursor* c):
         size = cap_count(c, rd_uvarint(c), 1)
         if c.bad:
             break
+        if <int64_t>tag <= prev_tag:  # KIP-482: tags strictly increasing, each once
+            c.bad = 1
+            break
+        prev_tag = tag
         if unknown is None:
             unknown = []
         unknown.append((tag, PyBytes_FromStringAndSize(<const char*>c.p, size)))
@@ -25063,6 +26028,7 @@ cdef object _d_ConnectGroupHeartbeatRequestConnectorsAndTasks_0(Cursor* c):
     cdef uint32_t tag
     cdef Cursor sub
     cdef list unknown = None
+    cdef int64_t prev_tag = -1
     n = cap_count(c, not_null(c, rd_ulen(c)), 1)
     if n < 0:
         o.connectors = None
@@ -25089,6 +26055,10 @@ cdef object _d_ConnectGroupHeartbeatRequestConnectorsAndTasks_0(Cursor* c):
         size = cap_count(c, rd_uvarint(c), 1)
         if c.bad:
             break
+        if <int64_t>tag <= prev_tag:  # KIP-482: tags strictly increasing, each once
+            c.bad = 1
+            break
+        prev_tag = tag
         if unknown is None:
             unknown = []
         unknown.append((tag, PyBytes_FromStringAndSize(<const char*>c.p, size)))
@@ -25133,6 +26103,7 @@ cdef object _d_ConnectGroupHeartbeatRequest_0(Cursor* c):
     cdef uint32_t tag
     cdef Cursor sub
     cdef list unknown = None
+    cdef int64_t prev_tag = -1
     o.group_id = rd_cstring(c)
     o.member_id = rd_cstring(c)
     o.member_epoch = rd_int32(c)
@@ -25159,6 +26130,10 @@ cdef object _d_ConnectGroupHeartbeatRequest_0(Cursor* c):
         size = cap_count(c, rd_uvarint(c), 1)
         if c.bad:
             break
+        if <int64_t>tag <= prev_tag:  # KIP-482: tags strictly increasing, each once
+            c.bad = 1
+            break
+        prev_tag = tag
         if unknown is None:
             unknown = []
         unknown.append((tag, PyBytes_FromStringAndSize(<const char*>c.p, size)))
@@ -25208,6 +26183,7 @@ cdef object _d_ConnectGroupHeartbeatResponseConnectorTasks_0(Cursor* c):
     cdef uint32_t tag
     cdef Cursor sub
     cdef list unknown = None
+    cdef int64_t prev_tag = -1
     o.connector = rd_cstring(c)
     n = cap_count(c, not_null(c, rd_ulen(c)), 4)
     if n < 0:
@@ -25225,6 +26201,10 @@ cdef object _d_ConnectGroupHeartbeatResponseConnectorTasks_0(Cursor* c):
         size = cap_count(c, rd_uvarint(c), 1)
         if c.bad:
             break
+        if <int64_t>tag <= prev_tag:  # KIP-482: tags strictly increasing, each once
+            c.bad = 1
+            break
+        prev_tag = tag
         if unknown is None:
             unknown = []
         unknown.append((tag, PyBytes_FromStringAndSize(<const char*>c.p, size)))
@@ -25262,6 +26242,7 @@ cdef object _d_ConnectGroupHeartbeatResponseConnectorsAndTasks_0(Cursor* c):
     cdef uint32_t tag
     cdef Cursor sub
     cdef list unknown = None
+    cdef int64_t prev_tag = -1
     n = cap_count(c, not_null(c, rd_ulen(c)), 1)
     if n < 0:
         o.connectors = None
@@ -25288,6 +26269,10 @@ cdef object _d_ConnectGroupHeartbeatResponseConnectorsAndTasks_0(Cursor* c):
         size = cap_count(c, rd_uvarint(c), 1)
         if c.bad:
             break
+        if <int64_t>tag <= prev_tag:  # KIP-482: tags strictly increasing, each once
+            c.bad = 1
+            break
+        prev_tag = tag
         if unknown is None:
             unknown = []
         unknown.append((tag, PyBytes_FromStringAndSize(<const char*>c.p, size)))
@@ -25330,6 +26315,7 @@ cdef object _d_ConnectGroupHeartbeatResponseAssignment_0(Cursor* c):
     cdef uint32_t tag
     cdef Cursor sub
     cdef list unknown = None
+    cdef int64_t prev_tag = -1
     o.error = rd_int8(c)
     o.connectors_and_tasks = _d_ConnectGroupHeartbeatResponseConnectorsAndTasks_0(c)
     o.version = rd_int16(c)
@@ -25340,6 +26326,10 @@ cdef object _d_ConnectGroupHeartbeatResponseAssignment_0(Cursor* c):
         size = cap_count(c, rd_uvarint(c), 1)
         if c.bad:
             break
+        if <int64_t>tag <= prev_tag:  # KIP-482: tags strictly increasing, each once
+            c.bad = 1
+            break
+        prev_tag = tag
         if unknown is None:
             unknown = []
         unknown.append((tag, PyBytes_FromStringAndSize(<const char*>c.p, size)))
@@ -25372,6 +26362,7 @@ cdef object _d_ConnectGroupHeartbeatResponse_0(Cursor* c):
     cdef uint32_t tag
     cdef Cursor sub
     cdef list unknown = None
+    cdef int64_t prev_tag = -1
     o.throttle_time_ms = rd_int32(c)
     o.error_code = rd_int16(c)
     o.error_message = rd_cnstring(c)
@@ -25390,6 +26381,10 @@ cdef object _d_ConnectGroupHeartbeatResponse_0(Cursor* c):
         size = cap_count(c, rd_uvarint(c), 1)
         if c.bad:
             break
+        if <int64_t>tag <= prev_tag:  # KIP-482: tags strictly increasing, each once
+            c.bad = 1
+            break
+        prev_tag = tag
         if unknown is None:
             unknown = []
         unknown.append((tag, PyBytes_FromStringAndSize(<const char*>c.p, size)))
@@ -25426,6 +26421,7 @@ cdef object _d_ConnectGroupPrepareAssignmentRequest_0(Cursor* c):
     cdef uint32_t tag
     cdef Cursor sub
     cdef list unknown = None
+    cdef int64_t prev_tag = -1
     o.group_id = rd_cstring(c)
     o.member_id = rd_cstring(c)
     o.member_epoch = rd_int32(c)
@@ -25435,6 +26431,10 @@ cdef object _d_ConnectGroupPrepareAssignmentRequest_0(Cursor* c):
         size = cap_count(c, rd_uvarint(c), 1)
         if c.bad:
             break
+        if <int64_t>tag <= prev_tag:  # KIP-482: tags strictly increasing, each once
+            c.bad = 1
+            break
+        prev_tag = tag
         if unknown is None:
             unknown = []
         unknown.append((tag, PyBytes_FromStringAndSize(<const char*>c.p, size)))
@@ -25467,6 +26467,7 @@ cdef object _d_ConnectGroupPrepareAssignmentResponseConnectorTasks_0(Cursor* c):
     cdef uint32_t tag
     cdef Cursor sub
     cdef list unknown = None
+    cdef int64_t prev_tag = -1
     o.connector = rd_cstring(c)
     n = cap_count(c, not_null(c, rd_ulen(c)), 4)
     if n < 0:
@@ -25484,6 +26485,10 @@ cdef object _d_ConnectGroupPrepareAssignmentResponseConnectorTasks_0(Cursor* c):
         size = cap_count(c, rd_uvarint(c), 1)
         if c.bad:
             break
+        if <int64_t>tag <= prev_tag:  # KIP-482: tags strictly increasing, each once
+            c.bad = 1
+            break
+        prev_tag = tag
         if unknown is None:
             unknown = []
         unknown.append((tag, PyBytes_FromStringAndSize(<const char*>c.p, size)))
@@ -25521,6 +26526,7 @@ cdef object _d_ConnectGroupPrepareAssignmentResponseConnectorsAndTasks_0(Cursor*
     cdef uint32_t tag
     cdef Cursor sub
     cdef list unknown = None
+    cdef int64_t prev_tag = -1
     n = cap_count(c, not_null(c, rd_ulen(c)), 1)
     if n < 0:
         o.connectors = None
@@ -25547,6 +26553,10 @@ cdef object _d_ConnectGroupPrepareAssignmentResponseConnectorsAndTasks_0(Cursor*
         size = cap_count(c, rd_uvarint(c), 1)
         if c.bad:
             break
+        if <int64_t>tag <= prev_tag:  # KIP-482: tags strictly increasing, each once
+            c.bad = 1
+            break
+        prev_tag = tag
         if unknown is None:
             unknown = []
         unknown.append((tag, PyBytes_FromStringAndSize(<const char*>c.p, size)))
@@ -25589,6 +26599,7 @@ cdef object _d_ConnectGroupPrepareAssignmentResponseMember_0(Cursor* c):
     cdef uint32_t tag
     cdef Cursor sub
     cdef list unknown = None
+    cdef int64_t prev_tag = -1
     o.member_id = rd_cstring(c)
     o.member_epoch = rd_int32(c)
     o.instance_id = rd_cnstring(c)
@@ -25605,6 +26616,10 @@ cdef object _d_ConnectGroupPrepareAssignmentResponseMember_0(Cursor* c):
         size = cap_count(c, rd_uvarint(c), 1)
         if c.bad:
             break
+        if <int64_t>tag <= prev_tag:  # KIP-482: tags strictly increasing, each once
+            c.bad = 1
+            break
+        prev_tag = tag
         if unknown is None:
             unknown = []
         unknown.append((tag, PyBytes_FromStringAndSize(<const char*>c.p, size)))
@@ -25647,6 +26662,7 @@ cdef object _d_ConnectGroupPrepareAssignmentResponseDepartedMember_0(Cursor* c):
     cdef uint32_t tag
     cdef Cursor sub
     cdef list unknown = None
+    cdef int64_t prev_tag = -1
     o.member_id = rd_cstring(c)
     o.instance_id = rd_cnstring(c)
     o.target = _d_ConnectGroupPrepareAssignmentResponseConnectorsAndTasks_0(c)
@@ -25656,6 +26672,10 @@ cdef object _d_ConnectGroupPrepareAssignmentResponseDepartedMember_0(Cursor* c):
         size = cap_count(c, rd_uvarint(c), 1)
         if c.bad:
             break
+        if <int64_t>tag <= prev_tag:  # KIP-482: tags strictly increasing, each once
+            c.bad = 1
+            break
+        prev_tag = tag
         if unknown is None:
             unknown = []
         unknown.append((tag, PyBytes_FromStringAndSize(<const char*>c.p, size)))
@@ -25689,6 +26709,7 @@ cdef object _d_ConnectGroupPrepareAssignmentResponse_0(Cursor* c):
     cdef uint32_t tag
     cdef Cursor sub
     cdef list unknown = None
+    cdef int64_t prev_tag = -1
     o.throttle_time_ms = rd_int32(c)
     o.error_code = rd_int16(c)
     o.error_message = rd_cnstring(c)
@@ -25723,6 +26744,10 @@ cdef object _d_ConnectGroupPrepareAssignmentResponse_0(Cursor* c):
         size = cap_count(c, rd_uvarint(c), 1)
         if c.bad:
             break
+        if <int64_t>tag <= prev_tag:  # KIP-482: tags strictly increasing, each once
+            c.bad = 1
+            break
+        prev_tag = tag
         if unknown is None:
             unknown = []
         unknown.append((tag, PyBytes_FromStringAndSize(<const char*>c.p, size)))
@@ -25775,6 +26800,7 @@ cdef object _d_ConnectGroupInstallAssignmentRequestConnectorTasks_0(Cursor* c):
     cdef uint32_t tag
     cdef Cursor sub
     cdef list unknown = None
+    cdef int64_t prev_tag = -1
     o.connector = rd_cstring(c)
     n = cap_count(c, not_null(c, rd_ulen(c)), 4)
     if n < 0:
@@ -25792,6 +26818,10 @@ cdef object _d_ConnectGroupInstallAssignmentRequestConnectorTasks_0(Cursor* c):
         size = cap_count(c, rd_uvarint(c), 1)
         if c.bad:
             break
+        if <int64_t>tag <= prev_tag:  # KIP-482: tags strictly increasing, each once
+            c.bad = 1
+            break
+        prev_tag = tag
         if unknown is None:
             unknown = []
         unknown.append((tag, PyBytes_FromStringAndSize(<const char*>c.p, size)))
@@ -25829,6 +26859,7 @@ cdef object _d_ConnectGroupInstallAssignmentRequestConnectorsAndTasks_0(Cursor* 
     cdef uint32_t tag
     cdef Cursor sub
     cdef list unknown = None
+    cdef int64_t prev_tag = -1
     n = cap_count(c, not_null(c, rd_ulen(c)), 1)
     if n < 0:
         o.connectors = None
@@ -25855,6 +26886,10 @@ cdef object _d_ConnectGroupInstallAssignmentRequestConnectorsAndTasks_0(Cursor* 
         size = cap_count(c, rd_uvarint(c), 1)
         if c.bad:
             break
+        if <int64_t>tag <= prev_tag:  # KIP-482: tags strictly increasing, each once
+            c.bad = 1
+            break
+        prev_tag = tag
         if unknown is None:
             unknown = []
         unknown.append((tag, PyBytes_FromStringAndSize(<const char*>c.p, size)))
@@ -25897,6 +26932,7 @@ cdef object _d_ConnectGroupInstallAssignmentRequestMember_0(Cursor* c):
     cdef uint32_t tag
     cdef Cursor sub
     cdef list unknown = None
+    cdef int64_t prev_tag = -1
     o.member_id = rd_cstring(c)
     o.connectors_and_tasks = _d_ConnectGroupInstallAssignmentRequestConnectorsAndTasks_0(c)
     o.version = rd_int16(c)
@@ -25907,6 +26943,10 @@ cdef object _d_ConnectGroupInstallAssignmentRequestMember_0(Cursor* c):
         size = cap_count(c, rd_uvarint(c), 1)
         if c.bad:
             break
+        if <int64_t>tag <= prev_tag:  # KIP-482: tags strictly increasing, each once
+            c.bad = 1
+            break
+        prev_tag = tag
         if unknown is None:
             unknown = []
         unknown.append((tag, PyBytes_FromStringAndSize(<const char*>c.p, size)))
@@ -25943,6 +26983,7 @@ cdef object _d_ConnectGroupInstallAssignmentRequest_0(Cursor* c):
     cdef uint32_t tag
     cdef Cursor sub
     cdef list unknown = None
+    cdef int64_t prev_tag = -1
     o.group_id = rd_cstring(c)
     o.member_id = rd_cstring(c)
     o.member_epoch = rd_int32(c)
@@ -25966,6 +27007,10 @@ cdef object _d_ConnectGroupInstallAssignmentRequest_0(Cursor* c):
         size = cap_count(c, rd_uvarint(c), 1)
         if c.bad:
             break
+        if <int64_t>tag <= prev_tag:  # KIP-482: tags strictly increasing, each once
+            c.bad = 1
+            break
+        prev_tag = tag
         if unknown is None:
             unknown = []
         unknown.append((tag, PyBytes_FromStringAndSize(<const char*>c.p, size)))
@@ -26009,6 +27054,7 @@ cdef object _d_ConnectGroupInstallAssignmentResponse_0(Cursor* c):
     cdef uint32_t tag
     cdef Cursor sub
     cdef list unknown = None
+    cdef int64_t prev_tag = -1
     o.throttle_time_ms = rd_int32(c)
     o.error_code = rd_int16(c)
     o.error_message = rd_cnstring(c)
@@ -26018,6 +27064,10 @@ cdef object _d_ConnectGroupInstallAssignmentResponse_0(Cursor* c):
         size = cap_count(c, rd_uvarint(c), 1)
         if c.bad:
             break
+        if <int64_t>tag <= prev_tag:  # KIP-482: tags strictly increasing, each once
+            c.bad = 1
+            break
+        prev_tag = tag
         if unknown is None:
             unknown = []
         unknown.append((tag, PyBytes_FromStringAndSize(<const char*>c.p, size)))
@@ -26046,6 +27096,7 @@ cdef object _d_ConnectGroupDescribeRequest_0(Cursor* c):
     cdef uint32_t tag
     cdef Cursor sub
     cdef list unknown = None
+    cdef int64_t prev_tag = -1
     n = cap_count(c, not_null(c, rd_ulen(c)), 1)
     if n < 0:
         o.group_ids = None
@@ -26063,6 +27114,10 @@ cdef object _d_ConnectGroupDescribeRequest_0(Cursor* c):
         size = cap_count(c, rd_uvarint(c), 1)
         if c.bad:
             break
+        if <int64_t>tag <= prev_tag:  # KIP-482: tags strictly increasing, each once
+            c.bad = 1
+            break
+        prev_tag = tag
         if unknown is None:
             unknown = []
         unknown.append((tag, PyBytes_FromStringAndSize(<const char*>c.p, size)))
@@ -26100,6 +27155,7 @@ cdef object _d_ConnectGroupDescribeResponseConnectorTasks_0(Cursor* c):
     cdef uint32_t tag
     cdef Cursor sub
     cdef list unknown = None
+    cdef int64_t prev_tag = -1
     o.connector = rd_cstring(c)
     n = cap_count(c, not_null(c, rd_ulen(c)), 4)
     if n < 0:
@@ -26117,6 +27173,10 @@ cdef object _d_ConnectGroupDescribeResponseConnectorTasks_0(Cursor* c):
         size = cap_count(c, rd_uvarint(c), 1)
         if c.bad:
             break
+        if <int64_t>tag <= prev_tag:  # KIP-482: tags strictly increasing, each once
+            c.bad = 1
+            break
+        prev_tag = tag
         if unknown is None:
             unknown = []
         unknown.append((tag, PyBytes_FromStringAndSize(<const char*>c.p, size)))
@@ -26154,6 +27214,7 @@ cdef object _d_ConnectGroupDescribeResponseConnectorsAndTasks_0(Cursor* c):
     cdef uint32_t tag
     cdef Cursor sub
     cdef list unknown = None
+    cdef int64_t prev_tag = -1
     n = cap_count(c, not_null(c, rd_ulen(c)), 1)
     if n < 0:
         o.connectors = None
@@ -26180,6 +27241,10 @@ cdef object _d_ConnectGroupDescribeResponseConnectorsAndTasks_0(Cursor* c):
         size = cap_count(c, rd_uvarint(c), 1)
         if c.bad:
             break
+        if <int64_t>tag <= prev_tag:  # KIP-482: tags strictly increasing, each once
+            c.bad = 1
+            break
+        prev_tag = tag
         if unknown is None:
             unknown = []
         unknown.append((tag, PyBytes_FromStringAndSize(<const char*>c.p, size)))
@@ -26222,6 +27287,7 @@ cdef object _d_ConnectGroupDescribeResponseMember_0(Cursor* c):
     cdef uint32_t tag
     cdef Cursor sub
     cdef list unknown = None
+    cdef int64_t prev_tag = -1
     o.member_id = rd_cstring(c)
     o.instance_id = rd_cnstring(c)
     o.member_epoch = rd_int32(c)
@@ -26239,6 +27305,10 @@ cdef object _d_ConnectGroupDescribeResponseMember_0(Cursor* c):
         size = cap_count(c, rd_uvarint(c), 1)
         if c.bad:
             break
+        if <int64_t>tag <= prev_tag:  # KIP-482: tags strictly increasing, each once
+            c.bad = 1
+            break
+        prev_tag = tag
         if unknown is None:
             unknown = []
         unknown.append((tag, PyBytes_FromStringAndSize(<const char*>c.p, size)))
@@ -26290,6 +27360,7 @@ cdef object _d_ConnectGroupDescribeResponseRebalance_0(Cursor* c):
     cdef uint32_t tag
     cdef Cursor sub
     cdef list unknown = None
+    cdef int64_t prev_tag = -1
     o.group_epoch = rd_int32(c)
     o.timestamp_ms = rd_int64(c)
     o.reason = rd_cstring(c)
@@ -26299,6 +27370,10 @@ cdef object _d_ConnectGroupDescribeResponseRebalance_0(Cursor* c):
         size = cap_count(c, rd_uvarint(c), 1)
         if c.bad:
             break
+        if <int64_t>tag <= prev_tag:  # KIP-482: tags strictly increasing, each once
+            c.bad = 1
+            break
+        prev_tag = tag
         if unknown is None:
             unknown = []
         unknown.append((tag, PyBytes_FromStringAndSize(<const char*>c.p, size)))
@@ -26329,6 +27404,7 @@ cdef object _d_ConnectGroupDescribeResponseDescribedGroup_0(Cursor* c):
     cdef uint32_t tag
     cdef Cursor sub
     cdef list unknown = None
+    cdef int64_t prev_tag = -1
     o.error_code = rd_int16(c)
     o.error_message = rd_cnstring(c)
     o.group_id = rd_cstring(c)
@@ -26367,6 +27443,10 @@ cdef object _d_ConnectGroupDescribeResponseDescribedGroup_0(Cursor* c):
         size = cap_count(c, rd_uvarint(c), 1)
         if c.bad:
             break
+        if <int64_t>tag <= prev_tag:  # KIP-482: tags strictly increasing, each once
+            c.bad = 1
+            break
+        prev_tag = tag
         if unknown is None:
             unknown = []
         unknown.append((tag, PyBytes_FromStringAndSize(<const char*>c.p, size)))
@@ -26425,6 +27505,7 @@ cdef object _d_ConnectGroupDescribeResponse_0(Cursor* c):
     cdef uint32_t tag
     cdef Cursor sub
     cdef list unknown = None
+    cdef int64_t prev_tag = -1
     o.throttle_time_ms = rd_int32(c)
     n = cap_count(c, not_null(c, rd_ulen(c)), 32)
     if n < 0:
@@ -26442,6 +27523,10 @@ cdef object _d_ConnectGroupDescribeResponse_0(Cursor* c):
         size = cap_count(c, rd_uvarint(c), 1)
         if c.bad:
             break
+        if <int64_t>tag <= prev_tag:  # KIP-482: tags strictly increasing, each once
+            c.bad = 1
+            break
+        prev_tag = tag
         if unknown is None:
             unknown = []
         unknown.append((tag, PyBytes_FromStringAndSize(<const char*>c.p, size)))
@@ -26491,6 +27576,7 @@ cdef object _d_ConnectGroupMetadataValueDepartedMember_0(Cursor* c):
     cdef uint32_t tag
     cdef Cursor sub
     cdef list unknown = None
+    cdef int64_t prev_tag = -1
     o.member_id = rd_cstring(c)
     o.instance_id = rd_cnstring(c)
     n = cap_count(c, not_null(c, rd_ulen(c)), 4)
@@ -26509,6 +27595,10 @@ cdef object _d_ConnectGroupMetadataValueDepartedMember_0(Cursor* c):
         size = cap_count(c, rd_uvarint(c), 1)
         if c.bad:
             break
+        if <int64_t>tag <= prev_tag:  # KIP-482: tags strictly increasing, each once
+            c.bad = 1
+            break
+        prev_tag = tag
         if unknown is None:
             unknown = []
         unknown.append((tag, PyBytes_FromStringAndSize(<const char*>c.p, size)))
@@ -26547,6 +27637,7 @@ cdef object _d_ConnectGroupMetadataValue_0(Cursor* c):
     cdef uint32_t tag
     cdef Cursor sub
     cdef list unknown = None
+    cdef int64_t prev_tag = -1
     o.epoch = rd_int32(c)
     o.assignor_state = rd_cnbytes(c)
     o.delay_deadline_ms = rd_int64(c)
@@ -26566,6 +27657,10 @@ cdef object _d_ConnectGroupMetadataValue_0(Cursor* c):
         size = cap_count(c, rd_uvarint(c), 1)
         if c.bad:
             break
+        if <int64_t>tag <= prev_tag:  # KIP-482: tags strictly increasing, each once
+            c.bad = 1
+            break
+        prev_tag = tag
         if unknown is None:
             unknown = []
         unknown.append((tag, PyBytes_FromStringAndSize(<const char*>c.p, size)))
@@ -26617,6 +27712,7 @@ cdef object _d_ConnectGroupUnitsValue_0(Cursor* c):
     cdef uint32_t tag
     cdef Cursor sub
     cdef list unknown = None
+    cdef int64_t prev_tag = -1
     n = cap_count(c, not_null(c, rd_ulen(c)), 1)
     if n < 0:
         o.connectors = None
@@ -26653,6 +27749,10 @@ cdef object _d_ConnectGroupUnitsValue_0(Cursor* c):
         size = cap_count(c, rd_uvarint(c), 1)
         if c.bad:
             break
+        if <int64_t>tag <= prev_tag:  # KIP-482: tags strictly increasing, each once
+            c.bad = 1
+            break
+        prev_tag = tag
         if unknown is None:
             unknown = []
         unknown.append((tag, PyBytes_FromStringAndSize(<const char*>c.p, size)))
@@ -26721,6 +27821,7 @@ cdef object _d_ConnectGroupMemberMetadataValueAssignor_0(Cursor* c):
     cdef uint32_t tag
     cdef Cursor sub
     cdef list unknown = None
+    cdef int64_t prev_tag = -1
     o.name = rd_cstring(c)
     o.minimum_version = rd_int16(c)
     o.maximum_version = rd_int16(c)
@@ -26733,6 +27834,10 @@ cdef object _d_ConnectGroupMemberMetadataValueAssignor_0(Cursor* c):
         size = cap_count(c, rd_uvarint(c), 1)
         if c.bad:
             break
+        if <int64_t>tag <= prev_tag:  # KIP-482: tags strictly increasing, each once
+            c.bad = 1
+            break
+        prev_tag = tag
         if unknown is None:
             unknown = []
         unknown.append((tag, PyBytes_FromStringAndSize(<const char*>c.p, size)))
@@ -26768,6 +27873,7 @@ cdef object _d_ConnectGroupMemberMetadataValue_0(Cursor* c):
     cdef uint32_t tag
     cdef Cursor sub
     cdef list unknown = None
+    cdef int64_t prev_tag = -1
     o.instance_id = rd_cnstring(c)
     o.client_id = rd_cstring(c)
     o.client_host = rd_cstring(c)
@@ -26789,6 +27895,10 @@ cdef object _d_ConnectGroupMemberMetadataValue_0(Cursor* c):
         size = cap_count(c, rd_uvarint(c), 1)
         if c.bad:
             break
+        if <int64_t>tag <= prev_tag:  # KIP-482: tags strictly increasing, each once
+            c.bad = 1
+            break
+        prev_tag = tag
         if unknown is None:
             unknown = []
         unknown.append((tag, PyBytes_FromStringAndSize(<const char*>c.p, size)))
@@ -26844,6 +27954,7 @@ cdef object _d_ConnectGroupTargetAssignmentMetadataValue_0(Cursor* c):
     cdef uint32_t tag
     cdef Cursor sub
     cdef list unknown = None
+    cdef int64_t prev_tag = -1
     o.assignment_epoch = rd_int32(c)
     o.assignor_name = rd_cnstring(c)
     o.assignor_version = rd_int16(c)
@@ -26853,6 +27964,10 @@ cdef object _d_ConnectGroupTargetAssignmentMetadataValue_0(Cursor* c):
         size = cap_count(c, rd_uvarint(c), 1)
         if c.bad:
             break
+        if <int64_t>tag <= prev_tag:  # KIP-482: tags strictly increasing, each once
+            c.bad = 1
+            break
+        prev_tag = tag
         if unknown is None:
             unknown = []
         unknown.append((tag, PyBytes_FromStringAndSize(<const char*>c.p, size)))
@@ -26899,6 +28014,7 @@ cdef object _d_ConnectGroupTargetAssignmentMemberValue_0(Cursor* c):
     cdef uint32_t tag
     cdef Cursor sub
     cdef list unknown = None
+    cdef int64_t prev_tag = -1
     n = cap_count(c, not_null(c, rd_ulen(c)), 4)
     if n < 0:
         o.units = None
@@ -26917,6 +28033,10 @@ cdef object _d_ConnectGroupTargetAssignmentMemberValue_0(Cursor* c):
         size = cap_count(c, rd_uvarint(c), 1)
         if c.bad:
             break
+        if <int64_t>tag <= prev_tag:  # KIP-482: tags strictly increasing, each once
+            c.bad = 1
+            break
+        prev_tag = tag
         if unknown is None:
             unknown = []
         unknown.append((tag, PyBytes_FromStringAndSize(<const char*>c.p, size)))
@@ -26973,6 +28093,7 @@ cdef object _d_ConnectGroupCurrentMemberAssignmentValue_0(Cursor* c):
     cdef uint32_t tag
     cdef Cursor sub
     cdef list unknown = None
+    cdef int64_t prev_tag = -1
     o.member_epoch = rd_int32(c)
     o.previous_member_epoch = rd_int32(c)
     o.state = rd_int8(c)
@@ -27002,6 +28123,10 @@ cdef object _d_ConnectGroupCurrentMemberAssignmentValue_0(Cursor* c):
         size = cap_count(c, rd_uvarint(c), 1)
         if c.bad:
             break
+        if <int64_t>tag <= prev_tag:  # KIP-482: tags strictly increasing, each once
+            c.bad = 1
+            break
+        prev_tag = tag
         if unknown is None:
             unknown = []
         unknown.append((tag, PyBytes_FromStringAndSize(<const char*>c.p, size)))
