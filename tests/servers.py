@@ -41,12 +41,13 @@ class Server:
         assert self.proc.poll() is None, f"the server exited with {self.proc.returncode}:\n{self.log_tail()}"
 
 
-def serve(port: int, log: Path, *args: str, timeout: float = 30.0) -> Server:
-    """`kcoord serve --port PORT ARGS...`, output appended to `log`; returns once it accepts connections."""
+def serve(port: int, log: Path, *args: str, timeout: float = 30.0, preexec_fn=None) -> Server:
+    """`kcoord serve --port PORT ARGS...`, output appended to `log`; returns once it accepts connections.
+    `preexec_fn` runs in the child before kcoord starts (resource limits)."""
     with open(log, "ab") as out:
         proc = subprocess.Popen([sys.executable, "-m", "kcoord.cli", "serve", "--port", str(port), *args],
                                 stdout=out, stderr=subprocess.STDOUT, cwd=ROOT,
-                                env={**os.environ, "PYTHONUNBUFFERED": "1"})
+                                env={**os.environ, "PYTHONUNBUFFERED": "1"}, preexec_fn=preexec_fn)
     srv = Server(proc, port, log)
     deadline = time.monotonic() + timeout
     while True:
