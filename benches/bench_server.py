@@ -177,3 +177,60 @@ def test_thousand_member_group_forms(benchmark: Any, delay_ms: int) -> None:
     benchmark.extra_info.update(kind="form-1k", delay_ms=delay, stable_s=group.stable_s)
     print(f"\n1,000 members Empty -> Stable with group.initial.rebalance.delay.ms={delay}: {group.stable_s * 1e3:.0f} ms")
     assert group.generation == 1
+
+
+def _scrape_every_second(port: int, stop: threading.Event, scrapes: list[int]) -> None:
+    import urllib.request
+
+    while not stop.wait(1.0):
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as r:
+            assert r.status == 200 and b"kcoord_requests_total" in r.read()
+        scrapes.append(1)
+
+
+def _heartbeats_per_cpu_second(metrics: bool) -> tuple[float, int]:
+    """Saturated heartbeats from 10,000 members on 100 connections, per second of server CPU; with the endpoint
+    on (and scraped every second, far more often than Prometheus's default 1 min) or off."""
+    mport = free_port()
+    with ServerProcess("group.initial.rebalance.delay.ms=300",
+                       args=("--metrics-port", str(mport)) if metrics else ()) as srv:
+        group = asyncio.run(form_group(srv.port, "load", 10_000, 100))
+        stop, scrapes = threading.Event(), []
+        scraper = threading.Thread(target=_scrape_every_second, args=(mport, stop, scrapes), daemon=True)
+        if metrics:
+            scraper.start()
+        cpu0 = srv.cpu_seconds()
+        load = asyncio.run(heartbeat_load(srv.port, group, 100, 5.0))
+        per_core = load.requests / max(srv.cpu_seconds() - cpu0, 1e-9)
+        stop.set()
+        if metrics:
+            scraper.join(15)
+    return per_core, len(scrapes)
+
+
+@pytest.mark.slow
+@pytest.mark.benchmark(group="server: the metrics endpoint's cost on heartbeats")
+def test_metrics_endpoint_cost(benchmark: Any) -> None:
+    """Heartbeats per second of server CPU with and without --metrics-port, alternated in one run (3 rounds
+    each); the medians must be within 5% (the operability issue's target)."""
+    runs: dict[bool, list[float]] = {False: [], True: []}
+    scraped = 0
+
+    def measure() -> None:
+        nonlocal scraped
+        for _ in range(3):
+            for metrics in (False, True):
+                rate, n = _heartbeats_per_cpu_second(metrics)
+                runs[metrics].append(rate)
+                scraped += n
+
+    benchmark.pedantic(measure, rounds=1, iterations=1)
+    off, on = sorted(runs[False])[1], sorted(runs[True])[1]
+    cost = 1 - on / off
+    benchmark.extra_info.update(kind="metrics-cost", without=[round(r) for r in runs[False]],
+                                with_endpoint=[round(r) for r in runs[True]], cost_percent=round(cost * 100, 2),
+                                scrapes=scraped)
+    print(f"\nheartbeats per server CPU-second, median of 3: without the endpoint {off:,.0f}, with it (scraped "
+          f"every 1 s, {scraped} scrapes) {on:,.0f}: {cost:+.1%} cost; runs {runs}")
+    assert scraped >= 10
+    assert cost <= 0.05, f"the metrics endpoint costs {cost:.1%} of heartbeat throughput (target: at most 5%)"

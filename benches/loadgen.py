@@ -27,10 +27,11 @@ class ServerProcess:
     """`kcoord serve` in a subprocess on a free loopback port."""
 
     def __init__(self, *settings: str, topics: tuple[str, ...] = ("orders:12",), data_dir: str | None = None,
-                 pythonpath: str | None = None) -> None:
-        """`pythonpath`: run the kcoord found there (another build, e.g. a baseline commit's) instead of this one."""
+                 pythonpath: str | None = None, args: tuple[str, ...] = ()) -> None:
+        """`pythonpath`: run the kcoord found there (another build, e.g. a baseline commit's) instead of this one.
+        `args`: more `kcoord serve` options."""
         self.port = free_port()
-        args = [sys.executable, "-m", "kcoord.cli", "serve", "--port", str(self.port)]
+        args = [sys.executable, "-m", "kcoord.cli", "serve", "--port", str(self.port), *args]
         if data_dir is not None:
             args += ["--data-dir", data_dir]
         for t in topics:

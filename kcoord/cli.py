@@ -25,7 +25,6 @@ from __future__ import annotations
 import argparse
 import datetime
 import json
-import logging
 import os
 import sys
 
@@ -33,6 +32,7 @@ from . import errors as E
 from . import wire
 from .assignors import AssignmentError, decode_assignment
 from .client import Client, KafkaError
+from .events import LOG_FORMATS, configure_logging
 from .groups.base import KCOORD_DESCRIBE_TAG
 from .server import ServerConfig, run
 from .store import STORE_FILE, StoreError, accept_store, check_store
@@ -92,12 +92,12 @@ def server_config(args) -> ServerConfig:
             raise ValueError(f"--topic {spec}: {e}") from None
     return ServerConfig.from_kafka(settings, host=args.host, port=args.port, advertised_host=args.advertised_host,
                                    advertised_port=args.advertised_port, topics=list(args.topic or ()),
-                                   data_dir=args.data_dir)
+                                   data_dir=args.data_dir, metrics_port=args.metrics_port,
+                                   metrics_host=args.metrics_host)
 
 
 def _serve(args) -> int:
-    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    configure_logging("DEBUG" if args.verbose else args.log_level, args.log_format)
     try:
         cfg = server_config(args)
     except ValueError as e:
@@ -499,7 +499,14 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--config", metavar="FILE", help="a properties file of Kafka-named settings")
     sp.add_argument("--loop", choices=("auto", "asyncio", "uvloop"), default="auto",
                     help="event loop (auto: uvloop when installed)")
-    sp.add_argument("-v", "--verbose", action="store_true")
+    sp.add_argument("--metrics-port", type=tcp_port(0), metavar="PORT",
+                    help="serve Prometheus metrics on http://HOST:PORT/metrics, with /healthz and /readyz "
+                         "(0: any free port; default: no endpoint)")
+    sp.add_argument("--metrics-host", metavar="HOST", help="address the metrics endpoint listens on (default: --host)")
+    sp.add_argument("--log-level", choices=("DEBUG", "INFO", "WARNING", "ERROR"), default="INFO", type=str.upper,
+                    help="INFO: starts, stops, rebalances, expiries, admin removals; DEBUG adds connections")
+    sp.add_argument("--log-format", choices=LOG_FORMATS, default="text", help="json: one JSON object per line")
+    sp.add_argument("-v", "--verbose", action="store_true", help="the same as --log-level DEBUG")
     sp.set_defaults(func=_serve)
 
     def group_cmd(name: str, help: str, func) -> argparse.ArgumentParser:

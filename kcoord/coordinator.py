@@ -19,6 +19,7 @@ from . import errors as E
 from . import records as R
 from . import wire
 from .config import GroupConfig
+from .events import GroupEvents
 from .groups.base import Group
 from .groups.classic import ClassicGroup
 from .groups.connect import ConnectGroup
@@ -51,6 +52,7 @@ class Coordinator:
         self.config = config or GroupConfig()
         self.clock = clock or Clock()
         self.timers = Timers(self.clock)
+        self.events = GroupEvents()  # what happens to groups, for the metrics endpoint and the log
         self._store = store if store is not None else NullStore()
         # In-process, each handle()/poll() commits what it staged before returning. The server turns this off
         # and commits once per event-loop turn, holding every response until then (kcoord.server).
@@ -126,6 +128,7 @@ class Coordinator:
 
     def new_group(self, cls: type, group_id: str) -> Group:
         g = self.groups[group_id] = cls(group_id, self.config, self.timers, self._store, self.topics)
+        g.events = self.events
         if cls is ConsumerGroup:
             g.downgrade = self._downgrade
         return g
@@ -134,6 +137,7 @@ class Coordinator:
         """Online migration: a non-empty group becomes one of the other type, filled from it by `fill` (which
         stages the old group's tombstones and the new group's records); its offsets stay."""
         new = cls(old.group_id, self.config, self.timers, self._store, self.topics)
+        new.events = self.events
         if cls is ConsumerGroup:
             new.downgrade = self._downgrade
         fill(old, new)

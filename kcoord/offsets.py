@@ -33,6 +33,7 @@ class Offsets:
         self.clock = clock
         self.metadata_max_bytes = metadata_max_bytes
         self.by_group: dict[str, dict[tuple[str, int], Committed]] = {}
+        self.commit_count = 0  # offsets accepted by OffsetCommit since start (Kafka's offset-commit-count)
         self.handlers = {wire.OffsetCommitRequest.API_KEY: self.offset_commit,
                          wire.OffsetFetchRequest.API_KEY: self.offset_fetch,
                          wire.OffsetDeleteRequest.API_KEY: self.offset_delete}
@@ -122,6 +123,7 @@ class Offsets:
             topics.append(wire.OffsetCommitResponseTopic(name=t.name, topic_id=t.topic_id, partitions=parts))
         if accepted:
             self._write(req.group_id, accepted)
+            self.commit_count += len(accepted)
         return wire.OffsetCommitResponse(topics=topics)
 
     # ---- OffsetFetch --------------------------------------------------------------------------------------

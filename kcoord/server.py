@@ -16,6 +16,7 @@ import logging
 import signal
 from collections import deque
 from dataclasses import dataclass, field
+from time import perf_counter
 
 from . import errors as E
 from . import wire
@@ -23,6 +24,7 @@ from .broker import Broker
 from .config import SERVER_BOUNDS, GroupConfig, check_bounds, kafka_settings
 from .config import SETTINGS as GROUP_SETTINGS
 from .coordinator import Coordinator, LoadStats
+from .events import LATENCY_BUCKETS, Histogram, RequestStats
 from .reply import Reply
 from .store import FSYNC_POLICIES, GroupStore, NullStore, Records, SqliteRecords, StoreError
 from .timers import Clock
@@ -53,6 +55,8 @@ class ServerConfig:
     topics: list[str] = field(default_factory=list)  # NAME:PARTITIONS
     data_dir: str | None = None  # the embedded store (kcoord.store); None keeps state in memory only
     store_fsync: str = "always"  # store.fsync: "always" (fsync every commit) or "off" (leave it to the OS)
+    metrics_port: int | None = None  # the Prometheus endpoint (kcoord.metrics); None: none
+    metrics_host: str | None = None  # where it listens (default: host)
     group: GroupConfig = field(default_factory=GroupConfig)
 
     def __post_init__(self) -> None:
@@ -60,7 +64,8 @@ class ServerConfig:
         if self.store_fsync not in FSYNC_POLICIES:
             raise ValueError(f"store.fsync: {self.store_fsync!r} is not one of {', '.join(FSYNC_POLICIES)}")
         check_bounds(self, SETTINGS, SERVER_BOUNDS)
-        for name, port, lo in (("port", self.port, 0), ("advertised port", self.advertised_port, 1)):
+        for name, port, lo in (("port", self.port, 0), ("advertised port", self.advertised_port, 1),
+                               ("metrics port", self.metrics_port, 0)):
             if port is not None and not lo <= port <= 65535:
                 raise ValueError(f"{name}: {port} is not a TCP port ({lo}..65535)")
         if self.num_partitions > self.topic_max_partitions:
@@ -130,6 +135,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
             transport.abort()
             return
         srv.connections.add(self)
+        srv.connections_accepted += 1
         peer = transport.get_extra_info("peername")
         self.host = f"/{peer[0]}" if peer else ""
         self.last_active = srv.loop.time()
@@ -179,7 +185,9 @@ class KafkaConnection(asyncio.BufferedProtocol):
             return memoryview(bytearray(4096))  # the transport is closing; what lands here is dropped
 
     def buffer_updated(self, nbytes: int) -> None:
-        self.last_active = self.server.loop.time()
+        srv = self.server
+        self.last_active = srv.loop.time()
+        srv.bytes_in += nbytes
         try:
             frames = self.reader.buffer_updated(nbytes)
         except wire.FrameError as e:
@@ -217,7 +225,9 @@ class KafkaConnection(asyncio.BufferedProtocol):
             if srv.store.dirty:  # what a response acknowledges is durable before any response leaves
                 srv.held.add(self)
                 return
-            self.transport.write(out[0] if len(out) == 1 else b"".join(out))
+            data = out[0] if len(out) == 1 else b"".join(out)
+            self.transport.write(data)
+            srv.bytes_out += len(data)
             out.clear()
             self.out_size = 0
 
@@ -225,6 +235,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
 
     def handle(self, frame: bytes) -> bool:
         """Answer (or park) one request; False closes the connection."""
+        t0 = perf_counter()
         srv = self.server
         if srv.key_map is not None:
             frame = srv.key_map.to_codec(frame)
@@ -232,7 +243,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
             header, body = wire.decode_request(frame)
         except wire.UnsupportedVersionError as e:
             if e.api_key == API_VERSIONS_KEY:
-                self.respond(srv.broker.unsupported_api_versions(), API_VERSIONS_KEY, 0, e.correlation_id)
+                self.respond(srv.broker.unsupported_api_versions(), API_VERSIONS_KEY, 0, e.correlation_id, t0)
                 return True
             log.info("closing %s: %s", self.host, e)
             return False
@@ -248,15 +259,17 @@ class KafkaConnection(asyncio.BufferedProtocol):
         try:
             response = handler(body, version, header.client_id or "", self.host)
             if response is not None:  # None: Produce with acks=0 is never answered
-                self.respond(response, key, version, header.correlation_id)
+                self.respond(response, key, version, header.correlation_id, t0)
         except Exception:
             log.exception("closing %s: API %d v%d failed", self.host, key, version)
             return False
         return True
 
-    def respond(self, response, key: int, version: int, correlation_id: int) -> None:
+    def respond(self, response, key: int, version: int, correlation_id: int, t0: float) -> None:
+        """Encode `response` into the answers to write, or queue it behind a parked one (`t0`: when the request
+        was read, for its latency)."""
         if type(response) is Reply and not response.done:
-            self.queue.append((response, key, version, correlation_id))
+            self.queue.append((response, key, version, correlation_id, t0))
             response.on_done(self._flush)
             if len(self.queue) >= MAX_QUEUED:
                 self._update_reading()
@@ -264,11 +277,14 @@ class KafkaConnection(asyncio.BufferedProtocol):
         if type(response) is Reply:
             response = response.response
         if self.queue:
-            self.queue.append((response, key, version, correlation_id))
+            self.queue.append((response, key, version, correlation_id, t0))
             return
         data = wire.encode_response(key, version, correlation_id, response)
         self.out.append(data)
         self.out_size += len(data)
+        stats = self.server.request_stats
+        if stats is not None:
+            stats.observe(key, version, response, perf_counter() - t0)
 
     def _flush(self, _=None) -> None:
         # Called when a parked reply is answered, from inside the group's state change: never raise here.
@@ -276,7 +292,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         out = []
         try:
             while q:
-                response, key, version, corr = q[0]
+                response, key, version, corr, t0 = q[0]
                 if type(response) is Reply:
                     if not response.done:
                         break
@@ -284,6 +300,9 @@ class KafkaConnection(asyncio.BufferedProtocol):
                 q.popleft()
                 out.append(data := wire.encode_response(key, version, corr, response))
                 self.out_size += len(data)
+                stats = self.server.request_stats
+                if stats is not None:
+                    stats.observe(key, version, response, perf_counter() - t0)
         except Exception:
             log.exception("closing %s: a parked response could not be encoded", self.host)
             q.clear()
@@ -371,6 +390,17 @@ class Server:
         self._reaper: asyncio.Task | None = None
         base = self.coordinator.config.group_connect_api_key_base
         self.key_map = PrivateKeys(base) if base != wire.ConnectGroupHeartbeatRequest.API_KEY else None
+        # What the metrics endpoint reads (kcoord.metrics); the request path only adds to these. Requests are
+        # counted and timed only when the endpoint is on, so a server without it pays nothing per request.
+        self.request_stats = RequestStats() if cfg.metrics_port is not None else None
+        self.store_commit_seconds = Histogram(LATENCY_BUCKETS)
+        self.bytes_in = self.bytes_out = self.connections_accepted = 0
+        self.metrics = None
+
+    @property
+    def ready(self) -> bool:
+        """The store is loaded (it is, once constructed) and the server listens and has not failed."""
+        return self._server is not None and self._server.is_serving() and self.failed is None
 
     @property
     def port(self) -> int:
@@ -390,6 +420,10 @@ class Server:
                              key_map=self.key_map)
         self.handlers = {**self.broker.handlers, **self.coordinator.handlers}
         self._reaper = self.loop.create_task(self._reap_idle())
+        if cfg.metrics_port is not None:
+            from .metrics import MetricsEndpoint  # prometheus_client is imported only when the endpoint is asked for
+            self.metrics = MetricsEndpoint(self)
+            await self.metrics.start(cfg.metrics_host or cfg.host, cfg.metrics_port)
         gc.freeze()  # what start-up made lives as long as the server: keep it out of every collection
 
     # ---- the store ---------------------------------------------------------------------------------
@@ -400,11 +434,13 @@ class Server:
 
     def _commit_turn(self) -> None:
         """Commit what this turn staged, then release the responses that waited for it."""
+        t0 = perf_counter()
         try:
             self.store.commit()
         except Exception as e:
             self._fail(e)
             return
+        self.store_commit_seconds.observe(perf_counter() - t0)
         held, self.held = self.held, set()
         for conn in held:
             if conn.transport is not None and not conn.transport.is_closing():
@@ -457,7 +493,7 @@ class Server:
             cutoff = self.loop.time() - idle
             for conn in list(self.connections):
                 if conn.last_active < cutoff and not conn.queue:
-                    log.info("closing idle connection %s", conn.host)
+                    log.debug("closing idle connection %s", conn.host)
                     conn.transport.close()
 
     # ---- lifecycle -------------------------------------------------------------------------------
@@ -487,26 +523,40 @@ class Server:
             conn.transport.close()
         await self._server.wait_closed()
         self._server = None
+        if self.metrics is not None:
+            await self.metrics.close()
         self.store.close()
 
     async def serve_forever(self) -> None:
+        cfg = self.config
+        if self.loaded is not None:  # before listening: whoever can connect can read what was loaded
+            ld = self.loaded
+            log.info("kcoord loaded %d groups, %d members, %d offsets and %d topics from %s in %.2f s", ld.groups,
+                     ld.members, ld.offsets, ld.topics, cfg.data_dir, ld.seconds,
+                     extra={"kcoord": {"event": "loaded", "groups": ld.groups, "members": ld.members,
+                                       "offsets": ld.offsets, "topics": ld.topics, "data_dir": cfg.data_dir,
+                                       "seconds": round(ld.seconds, 3)}})
         await self.start()
         stop = self._stop = asyncio.Event()
         for sig in (signal.SIGINT, signal.SIGTERM):
             self.loop.add_signal_handler(sig, stop.set)
-        cfg = self.config
-        if self.loaded is not None:
-            ld = self.loaded
-            print(f"kcoord loaded {ld.groups} groups, {ld.members} members, {ld.offsets} offsets and {ld.topics} "
-                  f"topics from {cfg.data_dir} in {ld.seconds:.2f} s", flush=True)
-        elif cfg.data_dir is None:
+        if cfg.data_dir is None:
             log.warning("no --data-dir: groups and committed offsets are kept in memory only")
-        print(f"kcoord listening on {cfg.host}:{cfg.port} (node {cfg.node_id}, "
-              f"{len(self.topics.by_name)} topics)", flush=True)
+        metrics = f", metrics on http://{cfg.metrics_host or cfg.host}:{self.metrics.port}/metrics" \
+            if self.metrics is not None else ""
+        log.info("kcoord listening on %s:%d (node %d, %d topics%s)", cfg.host, cfg.port, cfg.node_id,
+                 len(self.topics.by_name), metrics,
+                 extra={"kcoord": {"event": "started", "host": cfg.host, "port": cfg.port, "node": cfg.node_id,
+                                   "topics": len(self.topics.by_name),
+                                   "metrics_port": self.metrics.port if self.metrics is not None else None}})
         await stop.wait()
+        groups, members = len(self.coordinator.groups), sum(len(g.members) for g in self.coordinator.groups.values())
         await self.close()
         if self.failed is not None:
             raise self.failed
+        log.info("kcoord stopped: %d groups, %d members, %d connections served", groups, members,
+                 self.connections_accepted, extra={"kcoord": {"event": "stopped", "groups": groups, "members": members,
+                                                              "connections": self.connections_accepted}})
 
 
 def run(config: ServerConfig, loop: str = "auto") -> None:

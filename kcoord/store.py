@@ -289,6 +289,11 @@ class SqliteRecords:
         self._write_witness()
         self.commits += 1
 
+    @property
+    def fsyncs(self) -> int:
+        """fsyncs of the WAL so far: SQLite's synchronous=FULL syncs it once per commit under store.fsync=always."""
+        return self.commits if self.fsync == "always" else 0
+
     def scan(self) -> Iterator[tuple[bytes, bytes]]:
         crc32 = zlib.crc32
         try:
@@ -493,6 +498,10 @@ class GroupStore:
         self.dirty = False
         self.records.put(batch)
         self.commits += 1
+
+    @property
+    def fsyncs(self) -> int:
+        return getattr(self.records, "fsyncs", 0)
 
     def close(self) -> None:
         self.records.close()

@@ -21,9 +21,10 @@ PACKAGE = ROOT / "kcoord"
 LAYERS: tuple[tuple[str, ...], ...] = (
     ("kcoord",),  # the package face: re-exports, loaded on first use
     ("kcoord.cli",),
-    ("kcoord.plan_cli",),
+    ("kcoord.plan_cli", "kcoord.admin_cli"),  # `kcoord plan`; `kcoord offsets`, `kcoord delete`
     ("kcoord.connect",),  # the connect worker client: a client of the server, above the codec and its assignor
     ("kcoord.server",),
+    ("kcoord.metrics",),  # the Prometheus endpoint: reads the server, the coordinator and the store
     ("kcoord.broker",),
     ("kcoord.coordinator",),
     ("kcoord.groups.migration",),  # converts a group of one type into the other: above both
@@ -31,7 +32,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("kcoord.groups", "kcoord.groups.base", "kcoord.groups.modern"),
     ("kcoord.store",),
     ("kcoord.records", "kcoord.topics", "kcoord.timers", "kcoord.config", "kcoord.client", "kcoord.spark",
-     "kcoord.tables"),
+     "kcoord.tables", "kcoord.events"),
     ("kcoord.assignors", "kcoord.connect_assignor"),
     ("kcoord.wire", "kcoord.errors", "kcoord.reply"),
     ("kcoord.protocol", "kcoord._core"),  # the message definitions and the compiled core: import nothing above

@@ -24,11 +24,10 @@ from .. import wire
 from .._core._members import ClassicMember, MemberTable
 from ..assignors import AssignmentError, decode_subscription
 from ..config import CLASSIC_GROUP_NEW_MEMBER_JOIN_TIMEOUT_MS, GroupConfig
+from ..events import ADMIN_REMOVAL_REASON, NO_EVENTS, GroupEvents, join_reason
 from ..reply import Reply
 from ..timers import Timers
 from .base import KCOORD_DESCRIBE_TAG, MemberTimers, RecordSink
-
-ADMIN_REMOVAL_REASON = "member was removed by an admin"  # KIP-800: the admin client's default reason
 
 
 class State(str, Enum):
@@ -78,16 +77,13 @@ def random_uuid() -> str:
     return f"{h[:8]}-{h[8:12]}-4{h[13:16]}-{'89ab'[int(h[16], 16) & 3]}{h[17:20]}-{h[20:]}"
 
 
-def join_reason(reason: str | None) -> str:
-    return reason if reason else "not provided"
-
-
 SESSION, PENDING = "session", "pending"  # the kinds of member timers
 
 
 class ClassicGroup:
     GROUP_TYPE = "classic"
     RECORD_TYPES = (R.GROUP_METADATA,)
+    events: GroupEvents = NO_EVENTS  # the coordinator's, set when it makes the group
 
     def __init__(self, group_id: str, config: GroupConfig, timers: Timers, store: RecordSink,
                  topics: object = None) -> None:
@@ -110,6 +106,8 @@ class ClassicGroup:
         self.sync_timer = timers.new()
         self.member_timers = MemberTimers(timers, self.on_member_timer)
         self.history: deque[RebalanceEvent] = deque(maxlen=config.group_rebalance_history_size)
+        self.last_change: tuple[str, str] | None = None  # (trigger, reason) of the latest history entry
+        self.rebalance_start_ms = 0
 
     # ---- small queries -------------------------------------------------------------------------------
 
@@ -138,6 +136,8 @@ class ClassicGroup:
         unless they carry a reason (Kafka only logs these; the history is for what an operator asks)."""
         self.history.append(RebalanceEvent(self.timers.clock.wall_ms(), self.generation, trigger, member_id,
                                            instance_id, reason))
+        self.last_change = (trigger, reason)
+        self.events.member_event("classic", self.group_id, self.generation, trigger, member_id, instance_id, reason)
 
     def select_protocol(self) -> str:
         members = list(self.members.members.values())
@@ -393,6 +393,12 @@ class ClassicGroup:
         self.pending_sync.clear()
         initial = self.state == State.EMPTY
         self.transition(State.PREPARING_REBALANCE)
+        # The trigger is the change just recorded (a join, leave, expiry, ...); `reason` is what Kafka logs.
+        trigger, why = self.last_change or ("other", "")
+        self.last_change = None
+        self.rebalance_start_ms = self._now()
+        self.events.rebalance_started("classic", self.group_id, self.generation, len(self.members), trigger,
+                                      why or reason)
         if initial:
             delay = self.config.group_initial_rebalance_delay_ms
             remaining = max(self.rebalance_timeout_ms() - delay, 0)
@@ -450,10 +456,13 @@ class ClassicGroup:
         if self.members.members:
             self.protocol_name = self.select_protocol()
             self.transition(State.COMPLETING_REBALANCE)
+            self.events.join_completed(self.group_id, self.generation, len(self.members), self.leader_id)
         else:
             self.protocol_name = None
             self.transition(State.EMPTY)
             self.stage_metadata()
+            self.events.rebalance_completed("classic", self.group_id, self.generation, 0,
+                                            (self._now() - self.rebalance_start_ms) / 1000, "Empty")
             return
         leader_members = self.member_list()
         for m in list(self.members.members.values()):
@@ -568,6 +577,8 @@ class ClassicGroup:
                     r.resolve(self.sync_response(E.NONE, member.assignment))
                     self.arm_heartbeat(member)
             self.transition(State.STABLE)
+            self.events.rebalance_completed("classic", self.group_id, self.generation, len(self.members),
+                                            (self._now() - self.rebalance_start_ms) / 1000)
         return reply
 
     @staticmethod

@@ -373,6 +373,7 @@ class ConnectGroup(ModernGroup, ConnectGroupCore):
             if m is None:
                 results.append(E.UNKNOWN_MEMBER_ID)
                 continue
+            self.note("admin-removal", m.member_id, m.instance_id, reason or "")
             self.fence(m, f"member {m.member_id} was removed by an admin" + (f": {reason}" if reason else ""))
             results.append(E.NONE)
         return E.NONE, results
@@ -443,6 +444,7 @@ class ConnectGroup(ModernGroup, ConnectGroupCore):
         # Epoch 0 from a known member is a rejoin (KAFKA-19233): it is answered in full, its units as they are.
         reason = self.update_member(m, req, client_id, client_host, new)
         if reason is not None:
+            self.change = ("join" if new else "member-change", "")
             self.bump(reason)
         self.owe_computation()
         before, delivered = m.assigned, m.delivered
@@ -769,6 +771,8 @@ class ConnectGroup(ModernGroup, ConnectGroupCore):
     def replace_static_member(self, old: ConnectMember, member_id: str) -> ConnectMember:
         """A static worker back under a new member id after its -2: it takes over the old one's units, target and
         epoch 0 without a group epoch bump (as a KIP-848 static member does)."""
+        self.events.member_event("connect", self.group_id, self.group_epoch, "static-rejoin", member_id,
+                                 old.instance_id, "")
         m = old.copy_as(member_id)
         m.member_epoch = m.previous_member_epoch = 0
         target = self.target.get(old.member_id)
@@ -806,6 +810,7 @@ class ConnectGroup(ModernGroup, ConnectGroupCore):
             if self.computing == m.member_id:
                 self._rotate("the computing worker left for now")
         else:
+            self.note("leave", m.member_id, m.instance_id)
             self.fence(m, f"member {m.member_id} left the group")
         return wire.ConnectGroupHeartbeatResponse(member_id=req.member_id, member_epoch=epoch,
                                                   heartbeat_interval_ms=self.heartbeat_interval_ms)
@@ -852,6 +857,9 @@ class ConnectGroup(ModernGroup, ConnectGroupCore):
         self.group_epoch += 1
         self.history.append(Rebalance(self.group_epoch, self.timers.clock.wall_ms(), reason))
         self.stage_group()
+        trigger = self.change[0] if self.change is not None else "other"
+        self.change = None
+        self.events.rebalance_started("connect", self.group_id, self.group_epoch, len(self.members), trigger, reason)
         m = self.members.get(self.computing) if self.computing is not None else None
         if m is not None and self.prepared:
             self.prepared = False
@@ -895,6 +903,7 @@ class ConnectGroup(ModernGroup, ConnectGroupCore):
                 self._rotate("the compute lease expired")  # the slow worker is not fenced (D8)
             elif kind == DELAY:
                 self.delay_deadline_ms = -1
+                self.change = ("scheduled-delay", "")
                 self.bump("the scheduled rebalance delay ended")
                 self.owe_computation()
             return
@@ -902,8 +911,10 @@ class ConnectGroup(ModernGroup, ConnectGroupCore):
         if m is None:
             return
         if kind == SESSION:
+            self.note("session-timeout", member_id, m.instance_id)
             self.fence(m, f"member {member_id} was fenced: its session timed out")
         elif m.state == UNREVOKED and m.member_epoch == m.rebalance_armed_epoch:
+            self.note("rebalance-timeout", member_id, m.instance_id)
             self.fence(m, f"member {member_id} was fenced: it did not revoke its units within its rebalance "
                           "timeout")
 

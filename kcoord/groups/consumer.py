@@ -41,6 +41,7 @@ from ..assignors import (
     kafka_order,
 )
 from ..config import GroupConfig
+from ..events import ADMIN_REMOVAL_REASON, join_reason
 from ..reply import Reply
 from ..timers import Timers
 from ..topics import TopicCatalogue
@@ -396,6 +397,8 @@ class ConsumerGroup(ModernGroup, ConsumerGroupCore):
         subscription_changed = self.update_member(m, as_heartbeat, client_id, client_host, new)
         if changed_classic and not (new or subscription_changed):
             self.stage_member_metadata(m)
+        if new or subscription_changed:
+            self.change = ("join", join_reason(req.reason)) if new else ("subscription-change", "")
         self.catch_up(new or subscription_changed or self.group_epoch == 0)
         self.reconcile(m, self.space.from_names(sub.owned_partitions), subscription_changed)
         self.member_timers.cancel(m.member_id, JOIN)
@@ -468,7 +471,7 @@ class ConsumerGroup(ModernGroup, ConsumerGroupCore):
         """LeaveGroup: classic members leaving, or Kafka's admin client removing members of either protocol; each
         member named by instance id (member id "") or member id is fenced, as a -1 leave is."""
         results = []
-        for member_id, iid, _reason in members:
+        for member_id, iid, reason in members:
             if member_id == "":
                 mid = self.static.get(iid) if iid is not None else None
                 m = self.members.get(mid) if mid is not None else None
@@ -480,6 +483,10 @@ class ConsumerGroup(ModernGroup, ConsumerGroupCore):
             if m is None:
                 results.append(E.UNKNOWN_MEMBER_ID)
                 continue
+            if member_id == "":
+                self.note("admin-removal", m.member_id, iid, reason or ADMIN_REMOVAL_REASON)
+            else:
+                self.note("leave", m.member_id, iid, join_reason(reason))
             successor = self.fence(m)
             results.append(E.NONE)
             if successor is not self:  # the group went back to the classic protocol: it takes the rest
@@ -567,6 +574,8 @@ class ConsumerGroup(ModernGroup, ConsumerGroupCore):
             subscription_changed = False  # a regular heartbeat: nothing of the member's to update
         else:
             subscription_changed = self.update_member(m, req, client_id, client_host, new)
+        if new or subscription_changed:
+            self.change = ("join", "") if new else ("subscription-change", "")
         self.catch_up(new or subscription_changed or self.group_epoch == 0)
         before = m.assigned  # reconcile keeps the same array object when the assignment does not change
         if not (m.state == STABLE and m.member_epoch == self.assignment_epoch and not subscription_changed):
@@ -653,6 +662,8 @@ class ConsumerGroup(ModernGroup, ConsumerGroupCore):
         (None: it speaks the consumer protocol), if it is not the old member's."""
         m = old.copy_as(member_id)
         m.member_epoch = m.previous_member_epoch = 0
+        self.events.member_event("consumer", self.group_id, self.group_epoch, "static-rejoin", member_id,
+                                 old.instance_id, "")
         if classic is not _KEEP:
             m.classic = classic
         m.topic_names, m.regex = (), None  # counted again below, as the old member's are uncounted
@@ -687,6 +698,7 @@ class ConsumerGroup(ModernGroup, ConsumerGroupCore):
             # A static member leaves for now: it keeps its partitions and target, its session keeps running.
             self.leave_for_now(m)
         else:
+            self.note("leave", m.member_id, m.instance_id)
             self.fence(m)
         return self.response(member_id=req.member_id, epoch=epoch)
 
@@ -739,6 +751,9 @@ class ConsumerGroup(ModernGroup, ConsumerGroupCore):
         if self.store.persistent:
             self.store.stage(R.consumer_group_key(self.group_id),
                              R.consumer_group_value(wire.ConsumerGroupMetadataValue(epoch=self.group_epoch)))
+        trigger, reason = self.change or ("metadata-change", "")
+        self.change = None
+        self.events.rebalance_started("consumer", self.group_id, self.group_epoch, len(self.members), trigger, reason)
 
     def refresh_metadata(self) -> bool:
         """Resolve the members' regexes again and compare the subscribed topics with the catalogue; True (and the
@@ -895,8 +910,11 @@ class ConsumerGroup(ModernGroup, ConsumerGroupCore):
         if m is None:
             return
         if kind in (SESSION, JOIN, SYNC):
-            self.fence(m)  # session expired, or a classic member did not rejoin / sync in time: fenced
+            # session expired, or a classic member did not rejoin / sync in time: fenced
+            self.note(f"{kind}-timeout", member_id, m.instance_id)
+            self.fence(m)
         elif m.state == UNREVOKED_PARTITIONS and m.member_epoch == m.rebalance_armed_epoch:
+            self.note("rebalance-timeout", member_id, m.instance_id)
             self.fence(m)  # did not revoke within its rebalance timeout
 
     # ---- records --------------------------------------------------------------------------------------------------

@@ -12,6 +12,7 @@ from .. import errors as E
 from .. import wire
 from .._core import _assign
 from .._core._members import EMPTY_IDS
+from ..events import NO_EVENTS, GroupEvents
 
 _NONE = EMPTY_IDS
 
@@ -57,6 +58,15 @@ class ModernGroup:
     (ConsumerGroupCore, ConnectGroupCore), which holds `members`, `group_epoch` and `assignment_epoch`."""
 
     PROTOCOL_TYPE: str  # the protocol type ListGroups reports
+    GROUP_TYPE: str
+    events: GroupEvents = NO_EVENTS  # the coordinator's, set when it makes the group
+    change: tuple[str, str] | None = None  # (trigger, reason) of the change the next epoch bump is for
+
+    def note(self, trigger: str, member_id: str, instance_id: str | None, reason: str = "") -> None:
+        """A member's change (kcoord.events triggers): the trigger of the bump it causes, counted and logged."""
+        self.change = (trigger, reason)
+        self.events.member_event(self.GROUP_TYPE, self.group_id, self.group_epoch, trigger, member_id, instance_id,
+                                 reason)
 
     @property
     def state_name(self) -> str:

@@ -1,0 +1,236 @@
+"""The Prometheus endpoint of `kcoord serve --metrics-port`: /metrics, /healthz and /readyz.
+
+The exposition (text format, or OpenMetrics when the scraper asks for it) is prometheus_client's; the values are
+read at scrape time from what the server already keeps: plain counters the request path and the groups add to
+(kcoord.events), the groups and connections themselves for the gauges. So serving a request costs a few integer
+additions whether or not anyone scrapes, and a scrape costs one pass over the groups.
+
+The HTTP side is a small asyncio protocol on the server's own event loop rather than prometheus_client's thread:
+a scrape then reads the coordinator between two of its turns, never while a turn changes it.
+
+Names follow Prometheus's conventions (`_total` counters, base units, `kcoord_` prefix) and, where Kafka's group
+coordinator has a metric, its name: `group-count` (kcoord_groups), `group-rebalance-count`
+(kcoord_group_rebalances_started_total), `group-completed-rebalance-count` (..._completed_total),
+`offset-commit-count` (kcoord_offset_commits_total), RequestMetrics' `RequestsPerSec`, `ErrorsPerSec` and
+`TotalTimeMs` (kcoord_requests_total, kcoord_request_errors_total, kcoord_request_duration_seconds).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Iterator
+from typing import Any
+
+from prometheus_client.core import CollectorRegistry, CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
+from prometheus_client.exposition import choose_encoder
+from prometheus_client.metrics_core import Metric
+
+from . import errors as E
+from . import wire
+from .events import Histogram, RequestStats
+from .reply import Reply
+
+Server = Any  # kcoord.server.Server, which starts the endpoint (an import of it here would point up the layers)
+
+log = logging.getLogger("kcoord.metrics")
+
+MAX_REQUEST_HEAD = 8192  # an HTTP request head longer than this is refused (431) and the connection closed
+
+
+def api_name(key: int) -> str:
+    cls = wire.REQUEST_TYPES.get(key)
+    return cls.__name__.removesuffix("Request") if cls is not None else str(key)
+
+
+def _histogram(name: str, doc: str, labels: list[str], items: Iterator[tuple[list[str], Histogram]]) -> Metric:
+    m = HistogramMetricFamily(name, doc, labels=labels)
+    for values, h in items:
+        m.add_metric(values, h.cumulative(), h.sum)
+    return m
+
+
+class ServerCollector:
+    """prometheus_client's custom-collector protocol over one running Server."""
+
+    def __init__(self, server: Server) -> None:
+        self.server = server
+
+    def collect(self) -> Iterator[Metric]:
+        srv = self.server
+        coord = srv.coordinator
+        stats = srv.request_stats or RequestStats()
+        ev = coord.events
+
+        requests = CounterMetricFamily("kcoord_requests", "Requests answered, by API and version",
+                                       labels=["api", "version"])
+        errors = CounterMetricFamily("kcoord_request_errors", "Responses with a top-level error code, by API, "
+                                     "version and Kafka error name", labels=["api", "version", "error"])
+        for (key, version), (n, errs) in sorted(stats.by_key.items()):
+            api = api_name(key)
+            requests.add_metric([api, str(version)], n)
+            for code, count in sorted(errs.items()):
+                errors.add_metric([api, str(version), E.name(code)], count)
+        yield requests
+        yield errors
+        yield _histogram("kcoord_request_duration_seconds", "Time from a request's arrival to its response being "
+                         "ready (a parked JoinGroup, SyncGroup or Fetch included), by API", ["api"],
+                         (([api_name(k)], h) for k, h in sorted(stats.latency.items())))
+
+        groups: dict[tuple[str, str], int] = {}
+        members: dict[str, int] = {}
+        for g in coord.groups.values():
+            t = g.GROUP_TYPE
+            k = (t, g.state_name)
+            groups[k] = groups.get(k, 0) + 1
+            members[t] = members.get(t, 0) + len(g.members)
+        gauge = GaugeMetricFamily("kcoord_groups", "Groups by type and state", labels=["group_type", "state"])
+        for (t, state), n in sorted(groups.items()):
+            gauge.add_metric([t, state], n)
+        yield gauge
+        gauge = GaugeMetricFamily("kcoord_group_members", "Members of groups, by group type", labels=["group_type"])
+        for t, n in sorted(members.items()):
+            gauge.add_metric([t], n)
+        yield gauge
+
+        c = CounterMetricFamily("kcoord_group_rebalances_started", "Rebalances begun (a classic join phase, or a "
+                                "consumer or connect group's epoch bump), by group type and trigger (the class of "
+                                "KIP-800 reason)", labels=["group_type", "trigger"])
+        for (t, trigger), n in sorted(ev.rebalances_started.items()):
+            c.add_metric([t, trigger], n)
+        yield c
+        c = CounterMetricFamily("kcoord_group_rebalances_completed", "Classic rebalances ended (the group Stable "
+                                "again, or Empty)", labels=["group_type"])
+        for t, n in sorted(ev.rebalances_completed.items()):
+            c.add_metric([t], n)
+        yield c
+        yield _histogram("kcoord_group_rebalance_duration_seconds", "Classic rebalances, from PreparingRebalance to "
+                         "Stable (or Empty)", ["group_type"],
+                         (([t], h) for t, h in sorted(ev.rebalance_seconds.items())))
+        c = CounterMetricFamily("kcoord_member_expirations", "Members removed because a deadline passed (session, "
+                                "join, sync or rebalance timeout), by group type and deadline",
+                                labels=["group_type", "trigger"])
+        for (t, trigger), n in sorted(ev.expiries.items()):
+            c.add_metric([t, trigger], n)
+        yield c
+        for name, doc, counts in (
+                ("kcoord_static_member_replacements", "Static members (KIP-345) taken over by a new instance",
+                 ev.static_replacements),
+                ("kcoord_admin_member_removals", "Members removed by an admin (LeaveGroup by instance id)",
+                 ev.admin_removals)):
+            c = CounterMetricFamily(name, doc, labels=["group_type"])
+            for t, n in sorted(counts.items()):
+                c.add_metric([t], n)
+            yield c
+        yield CounterMetricFamily("kcoord_offset_commits", "Offsets accepted by OffsetCommit",
+                                  value=coord.offsets.commit_count)
+
+        store = srv.store
+        yield _histogram("kcoord_store_commit_duration_seconds", "Store commits (one transaction per event-loop "
+                         "turn that staged records), fsync included", [], iter([([], srv.store_commit_seconds)]))
+        yield CounterMetricFamily("kcoord_store_fsyncs", "fsyncs of the store's write-ahead log (one per commit "
+                                  "under store.fsync=always)", value=getattr(store, "fsyncs", 0))
+
+        yield GaugeMetricFamily("kcoord_connections", "Open client connections", value=len(srv.connections))
+        yield CounterMetricFamily("kcoord_connections_accepted", "Client connections accepted",
+                                  value=srv.connections_accepted)
+        yield CounterMetricFamily("kcoord_network_received_bytes", "Bytes read from clients", value=srv.bytes_in)
+        yield CounterMetricFamily("kcoord_network_sent_bytes", "Bytes written to clients", value=srv.bytes_out)
+        parked = 0
+        for conn in srv.connections:
+            for item in conn.queue:
+                if type(item[0]) is Reply and not item[0].done:
+                    parked += 1
+        yield GaugeMetricFamily("kcoord_parked_requests", "Requests waiting for their answer (JoinGroup, "
+                                "SyncGroup, a held Fetch)", value=parked)
+        yield GaugeMetricFamily("kcoord_ready", "1 when the store is loaded and the server listens", value=int(
+            srv.ready))
+
+
+class HttpConnection(asyncio.Protocol):
+    """One HTTP/1.1 connection: GET /metrics, /healthz or /readyz; anything else 404 (405 for other methods)."""
+
+    def __init__(self, endpoint: MetricsEndpoint) -> None:
+        self.endpoint = endpoint
+        self.buf = b""
+        self.transport: asyncio.Transport | None = None
+
+    def connection_made(self, transport) -> None:
+        self.transport = transport
+
+    def data_received(self, data: bytes) -> None:
+        self.buf += data
+        while b"\r\n\r\n" in self.buf:
+            head, _, self.buf = self.buf.partition(b"\r\n\r\n")
+            if not self.answer(head):
+                self.transport.close()
+                return
+        if len(self.buf) > MAX_REQUEST_HEAD:
+            self.send(431, "text/plain", b"request header too large\n", close=True)
+
+    def answer(self, head: bytes) -> bool:
+        lines = head.decode("latin-1").split("\r\n")
+        parts = lines[0].split(" ")
+        if len(parts) != 3 or not parts[2].startswith("HTTP/"):
+            self.send(400, "text/plain", b"bad request\n", close=True)
+            return False
+        method, target, proto = parts
+        headers = {}
+        for line in lines[1:]:
+            name, sep, value = line.partition(":")
+            if sep:
+                headers[name.strip().lower()] = value.strip()
+        close = headers.get("connection", "").lower() == "close" or proto == "HTTP/1.0"
+        path = target.split("?", 1)[0]
+        if method not in ("GET", "HEAD"):
+            self.send(405, "text/plain", b"method not allowed\n", close, head_only=False)
+        elif path == "/metrics":
+            encoder, content_type = choose_encoder(headers.get("accept", ""))
+            try:
+                body = encoder(self.endpoint.registry)
+            except Exception:
+                log.exception("a metrics scrape failed")
+                self.send(500, "text/plain", b"scrape failed\n", close, method == "HEAD")
+            else:
+                self.send(200, content_type, body, close, method == "HEAD")
+        elif path == "/healthz":
+            self.send(200, "text/plain", b"ok\n", close, method == "HEAD")
+        elif path == "/readyz":
+            ready = self.endpoint.server.ready
+            self.send(200 if ready else 503, "text/plain", b"ready\n" if ready else b"not ready\n", close,
+                      method == "HEAD")
+        else:
+            self.send(404, "text/plain", b"not found: /metrics, /healthz, /readyz\n", close, method == "HEAD")
+        return not close
+
+    def send(self, status: int, content_type: str, body: bytes, close: bool, head_only: bool = False) -> None:
+        reason = {200: "OK", 400: "Bad Request", 404: "Not Found", 405: "Method Not Allowed",
+                  431: "Request Header Fields Too Large", 500: "Internal Server Error",
+                  503: "Service Unavailable"}[status]
+        head = (f"HTTP/1.1 {status} {reason}\r\nContent-Type: {content_type}\r\nContent-Length: {len(body)}\r\n"
+                f"{'Connection: close' + chr(13) + chr(10) if close else ''}\r\n").encode()
+        self.transport.write(head if head_only else head + body)
+        if close:
+            self.transport.close()
+
+
+class MetricsEndpoint:
+    """The HTTP listener, started and stopped with the server."""
+
+    def __init__(self, server: Server) -> None:
+        self.server = server
+        self.registry = CollectorRegistry(auto_describe=False)
+        self.registry.register(ServerCollector(server))
+        self._listener: asyncio.AbstractServer | None = None
+        self.port = 0
+
+    async def start(self, host: str, port: int) -> None:
+        loop = asyncio.get_running_loop()
+        self._listener = await loop.create_server(lambda: HttpConnection(self), host, port, reuse_address=True)
+        self.port = self._listener.sockets[0].getsockname()[1]
+
+    async def close(self) -> None:
+        if self._listener is not None:
+            self._listener.close()
+            await self._listener.wait_closed()
+            self._listener = None
