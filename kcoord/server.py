@@ -451,7 +451,9 @@ class Server:
     def _fail(self, exc: BaseException) -> None:
         """The store could not make acknowledged state durable: stop without sending what it would have
         acknowledged (as a database stops on a failed fsync). Clients see the connection drop and look again."""
-        log.critical("store commit failed, stopping without answering: %s", exc)
+        log.critical("store commit failed, stopping without answering: %s", exc,
+                     extra={"kcoord": {"event": "store-failure", "error": str(exc),
+                                       "connections": len(self.connections)}})
         self.failed = exc
         self.held.clear()
         for conn in list(self.connections):

@@ -5,6 +5,7 @@ a failed write, restarts on the same data directory, and the crash test (SIGKILL
 from __future__ import annotations
 
 import asyncio
+import logging
 import random
 import signal
 import socket
@@ -125,7 +126,8 @@ def test_pipelined_commits_share_transactions_and_are_answered_in_order() -> Non
     assert srv.error is None
 
 
-def test_a_failed_commit_stops_the_server_without_answering() -> None:
+def test_a_failed_commit_stops_the_server_without_answering(caplog) -> None:
+    caplog.set_level(logging.INFO)
     records = CountingRecords(fail_after=1)  # the topic catalogue's first commit succeeds... nothing else does
     srv = ThreadServer(records, topics=["t:4"])
     try:
@@ -137,6 +139,10 @@ def test_a_failed_commit_stops_the_server_without_answering() -> None:
         srv.thread.join(10)
         assert not srv.thread.is_alive()
         assert isinstance(srv.error, StoreError) or isinstance(srv.server.failed, StoreError)
+        # one CRITICAL line says so, with the store's error (what the JSON log format writes as fields)
+        failures = [r for r in caplog.records if getattr(r, "kcoord", {}).get("event") == "store-failure"]
+        assert len(failures) == 1 and failures[0].levelname == "CRITICAL"
+        assert failures[0].kcoord["error"] == str(srv.server.failed) and "simulated I/O error" in failures[0].kcoord["error"]
     finally:
         srv.close()
 
