@@ -8,6 +8,10 @@
     kcoord topics [--create NAME:PARTITIONS] [--grow NAME:PARTITIONS] [--delete NAME] [--json]
     kcoord apis [--json]
     kcoord store check DIR [--json]
+    kcoord offsets GROUP [--reset (--to N | --to-earliest | --to-latest | --shift-by N) [--topic T[:P,...]]
+                   [--dry-run]] [--json]
+    kcoord delete GROUP [GROUP...] [--json]
+    kcoord --version
 
 The group commands talk to a running server over the Kafka protocol (--bootstrap, default 127.0.0.1:9092).
 
@@ -23,6 +27,7 @@ quietly with 141, as a process killed by SIGPIPE.
 from __future__ import annotations
 
 import argparse
+import copy
 import datetime
 import json
 import os
@@ -30,6 +35,7 @@ import sys
 
 from . import errors as E
 from . import wire
+from .admin_cli import add_admin_parsers, kcoord_version  # `kcoord offsets`, `kcoord delete`, --version
 from .assignors import AssignmentError, decode_assignment
 from .client import Client, KafkaError
 from .events import LOG_FORMATS, configure_logging
@@ -475,8 +481,34 @@ def _apis(args) -> int:
     return 0
 
 
+class HelpFormatter(argparse.HelpFormatter):
+    """Each option's help ends with its default, "(default: X)", unless its text already says it or it has none
+    (None, False, an empty list); an option with a default but no help text gets that line alone."""
+
+    @staticmethod
+    def _shows_default(action: argparse.Action) -> bool:
+        return bool(action.option_strings) and action.default not in (None, False, [], argparse.SUPPRESS)
+
+    def _format_action(self, action: argparse.Action) -> str:
+        if action.help is None and self._shows_default(action):
+            action = copy.copy(action)
+            action.help = "(default: %(default)s)"
+        return super()._format_action(action)
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        text = action.help or ""
+        if "default" in text or not self._shows_default(action):
+            return text
+        return f"{text} (default: %(default)s)"
+
+
 class Parser(argparse.ArgumentParser):
-    """argparse with a mistake reported as one line, `kcoord COMMAND: problem`, and exit status 2."""
+    """argparse with a mistake reported as one line, `kcoord COMMAND: problem`, and exit status 2; every
+    command's help shows the defaults (HelpFormatter)."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        kwargs.setdefault("formatter_class", HelpFormatter)
+        super().__init__(*args, **kwargs)
 
     def error(self, message: str) -> None:  # type: ignore[override]
         self.exit(2, f"{self.prog}: {message}\n")
@@ -484,6 +516,7 @@ class Parser(argparse.ArgumentParser):
 
 def build_parser() -> argparse.ArgumentParser:
     ap = Parser(prog="kcoord", description="A Kafka-compatible group coordinator.")
+    ap.add_argument("--version", action="version", version=f"kcoord {kcoord_version()}")
     sub = ap.add_subparsers(dest="command", required=True)
     sp = sub.add_parser("serve", help="run the coordinator (a Kafka-wire server)")
     sp.add_argument("--host", default="127.0.0.1")
@@ -533,6 +566,7 @@ def build_parser() -> argparse.ArgumentParser:
     tp.add_argument("--grow", action="append", metavar="NAME:PARTITIONS", help="raise the partition count")
     tp.add_argument("--delete", action="append", metavar="NAME",
                     help="delete a topic and every group's committed offsets of it (DeleteTopics)")
+    add_admin_parsers(sub, group_cmd, error=CliError, connect=connect, describe_group=describe_group)
     sa = sub.add_parser("apis", help="list the APIs and versions the codec implements")
     sa.add_argument("--json", action="store_true")
     sa.set_defaults(func=_apis)
