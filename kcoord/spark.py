@@ -54,10 +54,17 @@ plan, as they are from the in-process result.
 Input is validated on the driver, with Spark SQL, before any task runs; bad input raises `PlanError` naming the
 group and the row (a member subscribed to an unknown topic, a negative partition count, a duplicate member or
 instance id, a null group id, ...).
+
+Any SparkSession will do, `local_session`'s or one the caller built for a cluster. The tasks run in the executors'
+Python workers, which need kcoord (with its own dependencies) and pyarrow installed on the nodes or shipped
+to them (e.g. a packed venv through ``spark.archives``; the README shows how); PySpark itself they get
+from Spark. What the driver sends them is a reference to this module's task function and the assignor's name:
+nothing of the driver's interpreter, paths or environment.
 """
 
 from __future__ import annotations
 
+import functools
 import math
 import os
 import sys
@@ -117,8 +124,17 @@ KIND_TOPIC, KIND_SUBSCRIPTION, KIND_MEMBER = 0, 1, 2  # the order of a group's r
 
 
 def local_session(master: str = "local[*]", app: str = "kcoord", conf: Mapping[str, str] | None = None) -> SparkSession:
-    """A Spark session for planning: Python workers run this interpreter (unless PYSPARK_PYTHON says otherwise),
-    Spark's UI and console progress bar are off, and its log says only errors."""
+    """A Spark session for planning: Python workers run this interpreter (unless PYSPARK_PYTHON or the setting
+    ``spark.pyspark.python`` says otherwise), Spark's UI and console progress bar are off, and its log says only
+    errors.
+
+    ``spark.pyspark.python`` in `conf` (e.g. ``./environment/bin/python`` with a venv shipped in
+    ``spark.archives``) names the executors' Python: PySpark reads the workers' Python from the PYSPARK_PYTHON
+    environment variable of the driver's process when the session starts (the setting alone reaches only a
+    ``spark-submit``), so it is put there."""
+    worker_python = (conf or {}).get("spark.pyspark.python")
+    if worker_python:
+        os.environ["PYSPARK_PYTHON"] = worker_python
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     builder = (SparkSession.builder.master(master).appName(app)
@@ -665,11 +681,8 @@ def plan(members_df: DataFrame, topics_df: DataFrame, assignor: str = "range", *
     execution). ``check=False`` skips validation (for input derived from validated input).
     """
     work = _work(*_prepare(members_df, topics_df, assignor, split_partitions, check), partitions)
-
-    def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        return _plan_batches(batches, assignor)
-
-    return work.mapInArrow(run, PLAN_SCHEMA)
+    # pickled by reference (kcoord.spark._plan_batches and a string): the executors import kcoord themselves
+    return work.mapInArrow(functools.partial(_plan_batches, assignor=assignor), PLAN_SCHEMA)
 
 
 def _prepare(members_df: DataFrame, topics_df: DataFrame, assignor: str, split_partitions: int | None,
