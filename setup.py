@@ -45,6 +45,7 @@ EXTENSIONS = [
     ext("kcoord._core._wire", ["src/_core/wire/_wire.pyx"]),
     ext("kcoord._core._members", ["src/_core/members/_members.pyx"]),
     ext("kcoord._core._reply", ["src/_core/reply/_reply.pyx"]),
+    ext("kcoord._core._stats", ["src/_core/stats/_stats.pyx"]),
     ext("kcoord._core._assign", ["src/_core/assign/_assign.pyx"], numpy_api=True),
 ]
 

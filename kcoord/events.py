@@ -117,34 +117,10 @@ class GroupEvents:
                       epoch=epoch, member=member_id, instance=instance_id, reason=reason)
 
 
-# Request latencies: from a heartbeat's tens of microseconds to a JoinGroup parked for a whole rebalance.
+# Request latencies (kcoord._core._stats counts them): from a heartbeat's tens of microseconds to a JoinGroup parked
+# for a whole rebalance.
 LATENCY_BUCKETS = (0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0,
                    10.0, 30.0, 60.0, 300.0)
-
-
-class RequestStats:
-    """Requests answered and their top-level error codes by (API key, version), and latency by API key: what the
-    server adds to for every response it encodes (a dict lookup, a bisect and a few additions)."""
-
-    __slots__ = ("by_key", "latency")
-
-    def __init__(self) -> None:
-        self.by_key: dict[tuple[int, int], list] = {}  # (key, version): [count, Counter of error codes]
-        self.latency: dict[int, Histogram] = {}
-
-    def observe(self, key: int, version: int, response: object, seconds: float) -> None:
-        c = self.by_key.get((key, version))
-        if c is None:
-            c = self.by_key[key, version] = [0, Counter()]
-        c[0] += 1
-        error = getattr(response, "error_code", 0)
-        if error:
-            c[1][error] += 1
-        h = self.latency.get(key)
-        if h is None:
-            h = self.latency[key] = Histogram(LATENCY_BUCKETS)
-        h.counts[bisect_left(h.bounds, seconds)] += 1
-        h.sum += seconds
 
 
 NO_EVENTS = GroupEvents()  # what a group built outside a coordinator reports to (tests, tools)

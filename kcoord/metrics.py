@@ -18,6 +18,7 @@ coordinator has a metric, its name: `group-count` (kcoord_groups), `group-rebala
 from __future__ import annotations
 
 import asyncio
+import itertools
 import logging
 from collections.abc import Iterator
 from typing import Any
@@ -28,7 +29,8 @@ from prometheus_client.metrics_core import Metric
 
 from . import errors as E
 from . import wire
-from .events import Histogram, RequestStats
+from ._core._stats import RequestStats
+from .events import LATENCY_BUCKETS, Histogram
 from .reply import Reply
 
 Server = Any  # kcoord.server.Server, which starts the endpoint (an import of it here would point up the layers)
@@ -59,23 +61,26 @@ class ServerCollector:
     def collect(self) -> Iterator[Metric]:
         srv = self.server
         coord = srv.coordinator
-        stats = srv.request_stats or RequestStats()
+        stats = srv.request_stats or RequestStats(LATENCY_BUCKETS)
         ev = coord.events
 
         requests = CounterMetricFamily("kcoord_requests", "Requests answered, by API and version",
                                        labels=["api", "version"])
         errors = CounterMetricFamily("kcoord_request_errors", "Responses with a top-level error code, by API, "
                                      "version and Kafka error name", labels=["api", "version", "error"])
-        for (key, version), (n, errs) in sorted(stats.by_key.items()):
-            api = api_name(key)
-            requests.add_metric([api, str(version)], n)
-            for code, count in sorted(errs.items()):
-                errors.add_metric([api, str(version), E.name(code)], count)
+        for (key, version), n in sorted(stats.requests().items()):
+            requests.add_metric([api_name(key), str(version)], n)
+        for (key, version, code), n in sorted(stats.errors.items()):
+            errors.add_metric([api_name(key), str(version), E.name(code)], n)
         yield requests
         yield errors
-        yield _histogram("kcoord_request_duration_seconds", "Time from a request's arrival to its response being "
-                         "ready (a parked JoinGroup, SyncGroup or Fetch included), by API", ["api"],
-                         (([api_name(k)], h) for k, h in sorted(stats.latency.items())))
+        latency = HistogramMetricFamily("kcoord_request_duration_seconds", "Time from reading a request to its "
+                                        "response being ready (a parked JoinGroup, SyncGroup or Fetch included), "
+                                        "by API", labels=["api"])
+        bounds = (*map(str, stats.latency_bounds), "+Inf")
+        for key, (counts, total) in sorted(stats.latency().items()):
+            latency.add_metric([api_name(key)], list(zip(bounds, itertools.accumulate(counts), strict=True)), total)
+        yield latency
 
         groups: dict[tuple[str, str], int] = {}
         members: dict[str, int] = {}

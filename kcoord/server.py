@@ -20,11 +20,13 @@ from time import perf_counter
 
 from . import errors as E
 from . import wire
+from ._core._stats import RequestStats
+from ._core._stats import now as stats_clock
 from .broker import Broker
 from .config import SERVER_BOUNDS, GroupConfig, check_bounds, kafka_settings
 from .config import SETTINGS as GROUP_SETTINGS
 from .coordinator import Coordinator, LoadStats
-from .events import LATENCY_BUCKETS, Histogram, RequestStats
+from .events import LATENCY_BUCKETS, Histogram
 from .reply import Reply
 from .store import FSYNC_POLICIES, GroupStore, NullStore, Records, SqliteRecords, StoreError
 from .timers import Clock
@@ -124,6 +126,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self.reading_paused = False
         self.out_size = 0  # bytes in `out`
         self.backlog: deque | None = None  # frames read but not handled while answers cannot leave
+        self.stats = server.request_stats  # None when the metrics endpoint is off
+        self.read_at = 0.0  # when the frames in hand were read (stats_clock), for their latency
 
     # ---- asyncio protocol ------------------------------------------------------------------------
 
@@ -188,6 +192,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
         srv = self.server
         self.last_active = srv.loop.time()
         srv.bytes_in += nbytes
+        if self.stats is not None:
+            self.read_at = stats_clock()
         try:
             frames = self.reader.buffer_updated(nbytes)
         except wire.FrameError as e:
@@ -235,7 +241,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
 
     def handle(self, frame: bytes) -> bool:
         """Answer (or park) one request; False closes the connection."""
-        t0 = perf_counter()
+        t0 = self.read_at
         srv = self.server
         if srv.key_map is not None:
             frame = srv.key_map.to_codec(frame)
@@ -282,9 +288,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
         data = wire.encode_response(key, version, correlation_id, response)
         self.out.append(data)
         self.out_size += len(data)
-        stats = self.server.request_stats
-        if stats is not None:
-            stats.observe(key, version, response, perf_counter() - t0)
+        if self.stats is not None:
+            self.stats.observe(key, version, response, t0)
 
     def _flush(self, _=None) -> None:
         # Called when a parked reply is answered, from inside the group's state change: never raise here.
@@ -300,9 +305,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
                 q.popleft()
                 out.append(data := wire.encode_response(key, version, corr, response))
                 self.out_size += len(data)
-                stats = self.server.request_stats
-                if stats is not None:
-                    stats.observe(key, version, response, perf_counter() - t0)
+                if self.stats is not None:
+                    self.stats.observe(key, version, response, t0)
         except Exception:
             log.exception("closing %s: a parked response could not be encoded", self.host)
             q.clear()
@@ -392,7 +396,7 @@ class Server:
         self.key_map = PrivateKeys(base) if base != wire.ConnectGroupHeartbeatRequest.API_KEY else None
         # What the metrics endpoint reads (kcoord.metrics); the request path only adds to these. Requests are
         # counted and timed only when the endpoint is on, so a server without it pays nothing per request.
-        self.request_stats = RequestStats() if cfg.metrics_port is not None else None
+        self.request_stats = RequestStats(LATENCY_BUCKETS) if cfg.metrics_port is not None else None
         self.store_commit_seconds = Histogram(LATENCY_BUCKETS)
         self.bytes_in = self.bytes_out = self.connections_accepted = 0
         self.metrics = None
