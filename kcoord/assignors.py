@@ -221,20 +221,30 @@ def assign_arrays(
     (uniform). Racks (range only, KIP-881) are small integers: one per member (-1: none) and a CSR row of the
     replicas' racks per partition. "range" without racks is also the server-side range assignor.
     """
+    owners, withheld = assign_owners(assignor, partition_counts, member_sets, set_indptr, set_topics,
+                                     owned_indptr=owned_indptr, owned_partitions=owned_partitions,
+                                     generations=generations, member_racks=member_racks,
+                                     partition_rack_indptr=partition_rack_indptr, partition_racks=partition_racks)
+    indptr, parts = _assign.owners_to_csr(owners, len(member_sets))
+    return CsrAssignment(indptr, parts, owners, withheld)
+
+
+def assign_owners(assignor: str, partition_counts, member_sets, set_indptr, set_topics, *, owned_indptr=None,
+                  owned_partitions=None, generations=None, member_racks=None, partition_rack_indptr=None,
+                  partition_racks=None) -> tuple[np.ndarray, np.ndarray | None]:
+    """`assign_arrays` without its per-member CSR: each global partition's owner (member rank, -1: none) and the
+    sticky assignors' withheld partitions. What a caller that turns owners into rows itself needs (kcoord.spark)."""
     if assignor not in BULK_ASSIGNORS:
         raise AssignmentError(f"unknown assignor {assignor!r}; expected one of {', '.join(BULK_ASSIGNORS)}")
     prep = _assign.prepare(partition_counts, member_sets, set_indptr, set_topics)
-    withheld = None
     if assignor == "range":
-        racks = (member_racks, partition_rack_indptr, partition_racks)
-        owners = _assign.range_owners(prep, *racks) if any(r is not None for r in racks) else _assign.range_owners(prep)
-    elif assignor == "roundrobin":
-        owners = _assign.roundrobin_owners(prep)
-    else:
-        owners, withheld = _assign.sticky_owners(prep, owned_indptr, owned_partitions, generations, mode=assignor,
-                                                 max_passes=16 if assignor == "uniform" else -1)
-    indptr, parts = _assign.owners_to_csr(owners, prep.n_members)
-    return CsrAssignment(indptr, parts, owners, withheld)
+        if member_racks is None and partition_rack_indptr is None and partition_racks is None:
+            return _assign.range_owners(prep), None
+        return _assign.range_owners(prep, member_racks, partition_rack_indptr, partition_racks), None
+    if assignor == "roundrobin":
+        return _assign.roundrobin_owners(prep), None
+    return _assign.sticky_owners(prep, owned_indptr, owned_partitions, generations, mode=assignor,
+                                 max_passes=16 if assignor == "uniform" else -1)
 
 
 # ---------------------------------------------------------------------------------------------------------------

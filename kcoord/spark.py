@@ -537,30 +537,30 @@ class _Batch:
         return dense_member, ptr, inverse[nm:].astype(np.int32)
 
     def plan(self) -> pa.RecordBatch:
-        owners_all = []
-        member_base = []
-        empties = []
-        for s in range(self.n_segs):
-            ta, tb = int(self.t_ptr[s]), int(self.t_ptr[s + 1])
-            ma, mb = int(self.m_ptr[s]), int(self.m_ptr[s + 1])
-            counts = self.t_eff[ta:tb]
-            owners = self._owners(s, ta, tb, ma, mb, counts)
-            owners_all.append(owners)
-            member_base.append(np.full(owners.shape[0], ma, dtype=np.int64))
-            if self.nchunks[s] <= 1:
-                got = np.bincount(owners[owners >= 0], minlength=mb - ma) > 0
-                empties.append(ma + np.flatnonzero(~got))
-            elif self.chunk[s] == 0:
-                empties.append(ma + self._range_empties(s, ta, ma, mb))
+        # The one loop over groups calls the compiled assignor; everything around it is done for the whole batch.
+        t_ptr, m_ptr, t_eff = self.t_ptr, self.m_ptr, self.t_eff
+        owners_all = [self._owners(s, int(t_ptr[s]), int(t_ptr[s + 1]), int(m_ptr[s]), int(m_ptr[s + 1]),
+                                   t_eff[t_ptr[s]:t_ptr[s + 1]]) for s in range(self.n_segs)]
         owners = np.concatenate(owners_all) if owners_all else np.zeros(0, dtype=np.int32)
-        base = np.concatenate(member_base) if member_base else np.zeros(0, dtype=np.int64)
-        t_rep = np.repeat(self.t_rows, self.t_eff)
-        part = np.arange(owners.shape[0], dtype=np.int64) - np.repeat(np.cumsum(self.t_eff) - self.t_eff, self.t_eff)
+        ends = np.concatenate([[0], np.cumsum(t_eff)])
+        base = np.repeat(m_ptr[:-1], ends[t_ptr[1:]] - ends[t_ptr[:-1]])  # each partition's group's first member
         assigned = owners >= 0
-        m_out = self.m_rows[(base + owners)[assigned]]
+        member = (base + owners)[assigned]  # the batch's member index of each assigned partition
+        # members that get nothing are rows too: in an unsplit group, those owning no partition; in a split one,
+        # those range gives nothing in any chunk (found once, by chunk 0)
+        got = np.zeros(int(m_ptr[-1]), dtype=bool)
+        got[member] = True
+        unsplit = np.repeat(self.nchunks <= 1, np.diff(m_ptr))
+        empties = [np.flatnonzero(unsplit & ~got)]
+        for s in np.flatnonzero((self.nchunks > 1) & (self.chunk == 0)):
+            ma, mb = int(m_ptr[s]), int(m_ptr[s + 1])
+            empties.append(ma + self._range_empties(s, int(t_ptr[s]), ma, mb))
+        t_rep = np.repeat(self.t_rows, t_eff)
+        part = np.arange(owners.shape[0], dtype=np.int64) - np.repeat(np.cumsum(t_eff) - t_eff, t_eff)
+        m_out = self.m_rows[member]
         t_out = t_rep[assigned]
         p_out = part[assigned].astype(np.int32)
-        empty = np.concatenate(empties) if empties else np.zeros(0, dtype=np.int64)
+        empty = np.sort(np.concatenate(empties))  # in group order, as the rows of each group are
         m_all = np.concatenate([m_out, self.m_rows[empty]])
         n_a, n_e = m_out.shape[0], empty.shape[0]
         t_idx = pa.array(np.concatenate([t_out, np.zeros(n_e, dtype=np.int64)]),
@@ -591,7 +591,7 @@ class _Batch:
             kw["member_racks"], kw["partition_rack_indptr"], kw["partition_racks"] = self._group_racks(s, ta, tb,
                                                                                                        ma, mb)
         try:
-            return A.assign_arrays(self.assignor, counts, member_sets, set_indptr, set_topics, **kw).owners
+            return A.assign_owners(self.assignor, counts, member_sets, set_indptr, set_topics, **kw)[0]
         except A.AssignmentError as exc:  # validation on the driver should have caught it; name the group
             gid = self.tbl.column("group_id")[int(self.seg_row[s])].as_py()
             raise PlanError(f"group {gid!r}: {exc}") from None
