@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import logging
+import sys
 import time
 from bisect import bisect_left
 from collections import Counter
@@ -148,13 +149,34 @@ class JsonFormatter(logging.Formatter):
 LOG_FORMATS = ("text", "json")
 
 
+class StderrHandler(logging.StreamHandler):
+    """Writes to whatever `sys.stderr` is when a line is written, not the stream of the moment it was made (an
+    embedding program or a test harness may swap it, and a closed one must not be written to)."""
+
+    def __init__(self) -> None:
+        super().__init__(sys.stderr)
+
+    @property
+    def stream(self):  # type: ignore[override]
+        return sys.stderr
+
+    @stream.setter
+    def stream(self, _value) -> None:
+        pass
+
+
+_handler: logging.Handler | None = None
+
+
 def configure_logging(level: str = "INFO", fmt: str = "text") -> None:
-    """The server's logging: to stderr, at `level` (a logging level name), as text or JSON lines."""
-    handler = logging.StreamHandler()
-    handler.setFormatter(JsonFormatter() if fmt == "json" else
-                         logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    """The server's logging: to stderr, at `level` (a logging level name), as text or JSON lines. Called again, it
+    replaces its own handler and leaves any other alone."""
+    global _handler
     root = logging.getLogger()
-    for h in list(root.handlers):
-        root.removeHandler(h)
-    root.addHandler(handler)
+    if _handler is not None:
+        root.removeHandler(_handler)
+    _handler = StderrHandler()
+    _handler.setFormatter(JsonFormatter() if fmt == "json" else
+                          logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    root.addHandler(_handler)
     root.setLevel(level)
