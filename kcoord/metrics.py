@@ -212,8 +212,9 @@ class HttpConnection(asyncio.Protocol):
         reason = {200: "OK", 400: "Bad Request", 404: "Not Found", 405: "Method Not Allowed",
                   431: "Request Header Fields Too Large", 500: "Internal Server Error",
                   503: "Service Unavailable"}[status]
+        connection = "Connection: close\r\n" if close else ""
         head = (f"HTTP/1.1 {status} {reason}\r\nContent-Type: {content_type}\r\nContent-Length: {len(body)}\r\n"
-                f"{'Connection: close' + chr(13) + chr(10) if close else ''}\r\n").encode()
+                f"{connection}\r\n").encode()
         self.transport.write(head if head_only else head + body)
         if close:
             self.transport.close()

@@ -16,8 +16,6 @@ import json
 import re
 import subprocess
 import sys
-import time
-from collections.abc import Callable
 
 import pytest
 
@@ -27,6 +25,8 @@ from kcoord.cli import build_parser
 
 from .interop_member import MEMBERS, Member
 from .servers import ROOT, Server, free_port, serve
+from .test_cli_errors import one_line
+from .test_interop_consumer import wait_until
 
 TOPICS = {"orders": 4, "events": 2}
 LEADER_EPOCH = 3  # what the kafka-python consumer commits with its offsets
@@ -66,17 +66,6 @@ def kcoord(*args: str, timeout: float = 60) -> subprocess.CompletedProcess:
 def ok(r: subprocess.CompletedProcess) -> str:
     assert r.returncode == 0 and not r.stderr, f"exit {r.returncode}:\n{r.stdout}\n{r.stderr}"
     return r.stdout
-
-
-def one_line(r: subprocess.CompletedProcess, code: int, *names: str) -> str:
-    """The single stderr line of a failed command, checked to name each of `names`."""
-    assert r.returncode == code, f"exit {r.returncode}, not {code}:\n{r.stdout}\n{r.stderr}"
-    assert "Traceback" not in r.stderr, r.stderr
-    lines = r.stderr.splitlines()
-    assert len(lines) == 1, f"stderr is not one line:\n{r.stderr}"
-    for name in names:
-        assert name in lines[0], f"{name!r} not named in: {lines[0]}"
-    return lines[0]
 
 
 def cli_offsets(server: Server, group: str) -> dict[tuple[str, int], tuple[int, int | None, str]]:
@@ -121,22 +110,11 @@ def admin_groups(admin) -> set[str]:
     return {g.group_id for g in res.valid}
 
 
-def wait_until(check: Callable[[], tuple[bool, object]], what: str, timeout: float = 60.0):
-    deadline = time.monotonic() + timeout
-    while True:
-        done, seen = check()
-        if done:
-            return seen
-        if time.monotonic() > deadline:
-            pytest.fail(f"{what}: not reached in {timeout}s; last seen: {seen}")
-        time.sleep(0.05)
-
-
 def wait_state(server: Server, group: str, state: str, members: int | None = None) -> dict:
     def check():
         d = server.describe(group)
         return d["state"] == state and (members is None or len(d["members"]) == members), d
-    return wait_until(check, f"group {group} {state}")
+    return wait_until(check, 60.0, f"group {group} {state}")
 
 
 # ---- a group of real consumers ----------------------------------------------------------------------------------
@@ -167,7 +145,7 @@ class RealGroup:
             assert not errors, errors
             return (whole and all(held) and stable["state"] == "Stable" and len(stable["members"]) == len(held),
                     (held, stable["state"], [x["client_id"] for x in stable["members"]]))
-        wait_until(check, f"{self.group}: both consumers assigned, the group Stable")
+        wait_until(check, 60.0, f"{self.group}: both consumers assigned, the group Stable")
 
     def commit(self, offsets: dict[int, tuple[int, str]]) -> dict[int, tuple[int, int | None, str]]:
         """Each member commits the partitions of `offsets` it holds, with their metadata (kafka-python with a leader

@@ -34,15 +34,13 @@ from typing import Any
 
 import pytest
 
-try:  # the spark extra; `make test` installs it
-    import pyspark
+# first: without the spark extra, tests.test_spark skips its module (a wheel's test run) or fails (`make test`),
+# and this one with it
+from tests.test_spark import Estate, assert_equal_by_group, by_group  # isort: skip
 
-    from kcoord import spark as S
-    from tests.test_spark import Estate, assert_equal_by_group, by_group
-except ImportError as exc:
-    if not os.environ.get("CIBUILDWHEEL"):  # `make test` installs the extra: a missing one is a failure there
-        raise
-    pytest.skip(f"the spark extra is not installed: {exc}", allow_module_level=True)
+import pyspark  # noqa: E402
+
+from kcoord import spark as S  # noqa: E402
 
 pytestmark = pytest.mark.spark
 
