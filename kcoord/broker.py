@@ -32,6 +32,7 @@ class Broker:
         self.later = later  # (delay seconds, fn): how a held Fetch is answered later (the event loop's)
         self.served = served
         self.key_map = key_map  # kcoord.server.PrivateKeys when the connect API keys are moved, else None
+        self.cluster = None  # kcoord.cluster.Cluster when nodes share a PostgreSQL store: who coordinates what
         self.handlers = {wire.ApiVersionsRequest.API_KEY: self.api_versions, wire.MetadataRequest.API_KEY: self.metadata,
                          wire.FindCoordinatorRequest.API_KEY: self.find_coordinator,
                          wire.ListOffsetsRequest.API_KEY: self.list_offsets, wire.FetchRequest.API_KEY: self.fetch,
@@ -55,11 +56,16 @@ class Broker:
 
     # ---- Metadata --------------------------------------------------------------------------------
 
-    def partitions(self, n: int) -> list[wire.MetadataResponsePartition]:
-        node = [self.node_id]
-        return [wire.MetadataResponsePartition(error_code=E.NONE, partition_index=p, leader_id=self.node_id,
-                                               leader_epoch=0, replica_nodes=node, isr_nodes=node, offline_replicas=[])
+    def partitions(self, n: int, nodes: list[int]) -> list[wire.MetadataResponsePartition]:
+        """A topic's partitions, led by the nodes in turn (every node answers Fetch alike: nothing is stored)."""
+        return [wire.MetadataResponsePartition(error_code=E.NONE, partition_index=p, leader_id=(lead := nodes[p % len(nodes)]),
+                                               leader_epoch=0, replica_nodes=[lead], isr_nodes=[lead], offline_replicas=[])
                 for p in range(n)]
+
+    def brokers(self) -> list[wire.MetadataResponseBroker]:
+        if self.cluster is None:
+            return [wire.MetadataResponseBroker(node_id=self.node_id, host=self.host, port=self.port)]
+        return [wire.MetadataResponseBroker(node_id=n.node_id, host=n.host, port=n.port) for n in self.cluster.brokers()]
 
     def metadata(self, req: wire.MetadataRequest, version, client_id="", client_host=""):
         cat = self.topics
@@ -69,6 +75,8 @@ class Broker:
             wanted = list(dict.fromkeys((t.name, t.topic_id) for t in req.topics))  # each once, as Kafka answers
         allow_create = version < 4 or req.allow_auto_topic_creation
         out = []
+        brokers = self.brokers()
+        nodes = [b.node_id for b in brokers]
         for name, topic_id in wanted:
             t = cat.get(name) if name is not None else cat.by_id.get(topic_id)
             if t is None and name is not None and allow_create and cat.auto_create:
@@ -85,32 +93,32 @@ class Broker:
                 out.append(wire.MetadataResponseTopic(error_code=code, name=name, topic_id=topic_id or wire.ZERO_UUID))
                 continue
             out.append(wire.MetadataResponseTopic(error_code=E.NONE, name=t.name, topic_id=t.topic_id,
-                                                  is_internal=False, partitions=self.partitions(t.partitions)))
-        return wire.MetadataResponse(
-            brokers=[wire.MetadataResponseBroker(node_id=self.node_id, host=self.host, port=self.port)],
-            cluster_id=self.cluster_id, controller_id=self.node_id, topics=out)
+                                                  is_internal=False, partitions=self.partitions(t.partitions, nodes)))
+        return wire.MetadataResponse(brokers=brokers, cluster_id=self.cluster_id, controller_id=nodes[0], topics=out)
 
     # ---- FindCoordinator -------------------------------------------------------------------------
 
     def find_coordinator(self, req: wire.FindCoordinatorRequest, version, client_id="", client_host=""):
-        # Key type 0 is a group: this node owns every group. Transactions (1) are not coordinated here.
-        def answer(key_type: int) -> tuple[int, str | None]:
-            if key_type == 0:
-                return E.NONE, None
-            return E.COORDINATOR_NOT_AVAILABLE, "kcoord coordinates groups only"
+        # Key type 0 is a group: this node owns every group, or in a cluster the node holding the group's
+        # partition does. Transactions (1) are not coordinated here.
+        def answer(key_type: int, key: str) -> tuple[int, str | None, int, str, int]:
+            if key_type != 0:
+                return E.COORDINATOR_NOT_AVAILABLE, "kcoord coordinates groups only", -1, "", -1
+            if self.cluster is None:
+                return E.NONE, None, self.node_id, self.host, self.port
+            node = self.cluster.coordinator(key)
+            if node is None:
+                return E.COORDINATOR_NOT_AVAILABLE, "The coordinator is not available.", -1, "", -1
+            return E.NONE, None, node.node_id, node.host, node.port
 
         if version <= 3:
-            err, msg = answer(req.key_type)
-            ok = err == E.NONE
-            return wire.FindCoordinatorResponse(error_code=err, error_message=msg, node_id=self.node_id if ok else -1,
-                                                host=self.host if ok else "", port=self.port if ok else -1)
+            err, msg, node_id, host, port = answer(req.key_type, req.key)
+            return wire.FindCoordinatorResponse(error_code=err, error_message=msg, node_id=node_id, host=host, port=port)
         coords = []
         for key in req.coordinator_keys:
-            err, msg = answer(req.key_type)
-            ok = err == E.NONE
+            err, msg, node_id, host, port = answer(req.key_type, key)
             coords.append(wire.FindCoordinatorResponseCoordinator(
-                key=key, node_id=self.node_id if ok else -1, host=self.host if ok else "",
-                port=self.port if ok else -1, error_code=err, error_message=msg))
+                key=key, node_id=node_id, host=host, port=port, error_code=err, error_message=msg))
         return wire.FindCoordinatorResponse(coordinators=coords)
 
     # ---- ListOffsets / Fetch / Produce -----------------------------------------------------------

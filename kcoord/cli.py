@@ -8,6 +8,7 @@
     kcoord topics [--create NAME:PARTITIONS] [--grow NAME:PARTITIONS] [--delete NAME] [--json]
     kcoord apis [--json]
     kcoord store check DIR [--json]
+    kcoord cluster --store postgresql://... [--check] [--json]
     kcoord offsets GROUP [--reset (--to N | --to-earliest | --to-latest | --shift-by N) [--topic T[:P,...]]
                    [--dry-run]] [--json]
     kcoord delete GROUP [GROUP...] [--json]
@@ -98,7 +99,7 @@ def server_config(args) -> ServerConfig:
             raise ValueError(f"--topic {spec}: {e}") from None
     return ServerConfig.from_kafka(settings, host=args.host, port=args.port, advertised_host=args.advertised_host,
                                    advertised_port=args.advertised_port, topics=list(args.topic or ()),
-                                   data_dir=args.data_dir, metrics_port=args.metrics_port,
+                                   data_dir=args.data_dir, store_url=args.store, metrics_port=args.metrics_port,
                                    metrics_host=args.metrics_host)
 
 
@@ -123,6 +124,35 @@ def _serve(args) -> int:
         if e.filename:
             raise CliError(f"{e.filename}: {e.strerror}") from None
         raise CliError(f"cannot listen on {cfg.host}:{cfg.port}: {e.strerror or e}") from None
+    return 0
+
+
+def _cluster(args) -> int:
+    if not args.store.startswith(("postgresql://", "postgres://")):
+        raise CliError(f"--store: {args.store.split('@')[-1]!r} is not a postgresql:// URL", 2)
+    from .pgstore import describe_cluster  # psycopg only when asked
+    try:
+        info = describe_cluster(args.store)
+    except StoreError as e:
+        raise CliError(str(e)) from None
+    held: dict[int | None, list[int]] = {}
+    for lease in info["leases"]:
+        held.setdefault(lease["node"], []).append(lease["partition"])
+    if args.json:
+        print(json.dumps(info, indent=2))
+    else:
+        from .cluster import _ranges
+        rows = [[n["node"], f"{n['host']}:{n['port']}", "live" if n["live"] else "gone", n["lease_left_ms"],
+                 len(held.get(n["node"], [])) if n["live"] else 0, _ranges(held.get(n["node"], [])) if n["live"]
+                 else "none"] for n in info["nodes"]]
+        if held.get(None):
+            rows.append(["-", "-", "unowned", "-", len(held[None]), _ranges(held[None])])
+        print(table(["node", "address", "state", "lease left ms", "partitions", "which"], rows))
+        print(f"{info['partitions']} coordinator partitions, "
+              f"{sum(x['records'] for x in info['leases'])} group records, {info['topic_records']} topic records; "
+              f"write log: {'; '.join(info['problems']) if info['problems'] else 'one writer per partition at a time'}")
+    if args.check and info["problems"]:
+        raise CliError(f"{len(info['problems'])} problem(s) in the write log: {info['problems'][0]}")
     return 0
 
 
@@ -527,6 +557,9 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--topic", action="append", metavar="NAME:PARTITIONS", help="a topic to create at start")
     sp.add_argument("--data-dir", metavar="DIR",
                     help="keep groups and committed offsets durably in DIR (default: in memory only)")
+    sp.add_argument("--store", metavar="URL",
+                    help="keep state in PostgreSQL (postgresql://USER@HOST:PORT/DB) shared by the nodes of a cluster, "
+                         "each with its own --set node.id (instead of --data-dir; README \"A cluster on PostgreSQL\")")
     sp.add_argument("--set", action="append", metavar="NAME=VALUE",
                     help="a Kafka-named setting, e.g. group.initial.rebalance.delay.ms=0 (repeatable)")
     sp.add_argument("--config", metavar="FILE", help="a properties file of Kafka-named settings")
@@ -579,6 +612,12 @@ def build_parser() -> argparse.ArgumentParser:
                                       "(read `kcoord store check` first: what it lost stays lost)")
     sx.add_argument("dir", help="the --data-dir of a stopped kcoord server")
     sx.set_defaults(func=_store_accept)
+    cl = sub.add_parser("cluster", help="the nodes of a cluster on PostgreSQL and the partitions each holds")
+    cl.add_argument("--store", required=True, metavar="URL", help="the nodes' --store (postgresql://...)")
+    cl.add_argument("--check", action="store_true",
+                    help="exit 1 if the write log shows a partition written by two nodes at once")
+    cl.add_argument("--json", action="store_true", help="machine-readable output")
+    cl.set_defaults(func=_cluster)
     from .plan_cli import add_plan_parser  # `kcoord plan`; PySpark is imported only when it runs
     add_plan_parser(sub)
     return ap

@@ -143,6 +143,11 @@ SERVER_BOUNDS: dict[str, tuple[tuple[int, int], int | None, int | None]] = {
     "topic.max.partitions": (INT, 1, None),  # kcoord's own
     "max.partitions": (INT, 1, None),  # kcoord's own
     "node.id": (INT, 0, None),  # Kafka: a KRaft node id is >= 0
+    # A cluster on PostgreSQL (kcoord.cluster). Kafka: atLeast(1); kcoord caps the count, one lease row each.
+    "offsets.topic.num.partitions": (INT, 1, 10_000),
+    # Kafka's KRaft broker lease and heartbeat: INTs without a validator; kcoord refuses what no lease could use.
+    "broker.session.timeout.ms": (INT, 1, None),
+    "broker.heartbeat.interval.ms": (INT, 1, None),
 }
 
 

@@ -10,7 +10,7 @@ GroupCoordinatorShard.replay does. A new group type is a class under kcoord/grou
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 import re2
@@ -171,19 +171,22 @@ class Coordinator:
 
     # ---- replay ------------------------------------------------------------------------------------
 
-    def load(self) -> LoadStats:
-        """Replay every stored record into this (empty) coordinator, dispatching on the record type: offsets to
-        kcoord.offsets, topics to the catalogue, group records to their group type (creating the group on its
-        first record). Then every group is told it is loaded (timers, Kafka's onLoaded checks), and a group id
-        that has offsets but no group record gets an Empty classic group, as Kafka's offset replay makes one.
-        A record that cannot be read, or a group that is inconsistent, is a StoreError naming it."""
+    def load(self, records: Iterable[tuple[bytes, bytes]] | None = None) -> LoadStats:
+        """Replay every stored record (or `records`: a cluster node's newly taken coordinator partitions) into
+        this coordinator, dispatching on the record type: offsets to kcoord.offsets, topics to the catalogue,
+        group records to their group type (creating the group on its first record). Then every group the records
+        made is told it is loaded (timers, Kafka's onLoaded checks), and a group id that has offsets but no group
+        record gets an Empty classic group, as Kafka's offset replay makes one. A record that cannot be read, or
+        a group that is inconsistent, is a StoreError naming it."""
         t0 = time.perf_counter()
         stats = LoadStats()
+        before = set(self.groups)
+        offsets_before = self.offsets.count() if records is not None else 0
         offsets_replay = self.offsets.replay
         offset_types = (R.OFFSET_COMMIT_V0, R.OFFSET_COMMIT)
         by_record = GROUP_TYPE_BY_RECORD
         try:
-            for key, value in self.store.scan():
+            for key, value in self.store.scan() if records is None else records:
                 rtype = (key[0] << 8 | key[1]) if len(key) >= 2 else -1
                 if rtype in offset_types:
                     offsets_replay(key, value)
@@ -212,7 +215,7 @@ class Coordinator:
             raise StoreError(str(e)) from None
         finally:
             self.offsets.replay_done()
-        for g in list(self.groups.values()):
+        for g in [g for gid, g in self.groups.items() if gid not in before]:
             try:
                 g.on_loaded()
             except (ValueError, KeyError) as e:  # records that are each readable but together inconsistent
@@ -220,9 +223,19 @@ class Coordinator:
         for group_id in self.offsets.by_group:
             if group_id not in self.groups:
                 self.classic_group(group_id)
-        stats.offsets = self.offsets.count()
+        stats.offsets = self.offsets.count() - offsets_before
         stats.seconds = time.perf_counter() - t0
         return stats
+
+    def unload_groups(self, which: Callable[[str], bool]) -> int:
+        """Forget every group (and its offsets) whose id `which` picks: a cluster node whose coordinator
+        partition moved away. Parked requests are answered NOT_COORDINATOR. Returns how many groups went."""
+        gone = [gid for gid in self.groups if which(gid)]
+        for gid in gone:
+            self.groups.pop(gid).unload()
+        for gid in [gid for gid in self.offsets.by_group if which(gid)]:
+            del self.offsets.by_group[gid]
+        return len(gone)
 
     # ---- JoinGroup / SyncGroup / Heartbeat / LeaveGroup --------------------------------------------
 

@@ -56,6 +56,11 @@ class ServerConfig:
     max_partitions: int = 200_000  # max.partitions (kcoord's own): the most all topics together may have
     topics: list[str] = field(default_factory=list)  # NAME:PARTITIONS
     data_dir: str | None = None  # the embedded store (kcoord.store); None keeps state in memory only
+    # A PostgreSQL store shared by the nodes of a cluster (kcoord.cluster, kcoord.pgstore), instead of data_dir.
+    store_url: str | None = None
+    coordinator_partitions: int = 50  # offsets.topic.num.partitions: groups are spread over this many partitions
+    lease_ms: int = 9_000  # broker.session.timeout.ms: how long a node's lease on its partitions lasts unrenewed
+    lease_renew_ms: int = 2_000  # broker.heartbeat.interval.ms: how often a node renews and rebalances leases
     store_fsync: str = "always"  # store.fsync: "always" (fsync every commit) or "off" (leave it to the OS)
     metrics_port: int | None = None  # the Prometheus endpoint (kcoord.metrics); None: none
     metrics_host: str | None = None  # where it listens (default: host)
@@ -66,6 +71,14 @@ class ServerConfig:
         if self.store_fsync not in FSYNC_POLICIES:
             raise ValueError(f"store.fsync: {self.store_fsync!r} is not one of {', '.join(FSYNC_POLICIES)}")
         check_bounds(self, SETTINGS, SERVER_BOUNDS)
+        if self.store_url is not None:
+            if self.data_dir is not None:
+                raise ValueError("--store and --data-dir are two stores: give one")
+            if not self.store_url.startswith(("postgresql://", "postgres://")):
+                raise ValueError(f"--store: {self.store_url.split('@')[-1]!r} is not a postgresql:// URL")
+            if self.lease_renew_ms >= self.lease_ms:
+                raise ValueError(f"broker.heartbeat.interval.ms ({self.lease_renew_ms}) must be below "
+                                 f"broker.session.timeout.ms ({self.lease_ms})")
         for name, port, lo in (("port", self.port, 0), ("advertised port", self.advertised_port, 1),
                                ("metrics port", self.metrics_port, 0)):
             if port is not None and not lo <= port <= 65535:
@@ -109,6 +122,9 @@ SETTINGS = {
     "topic.max.partitions": "topic_max_partitions",
     "max.partitions": "max_partitions",
     "node.id": "node_id",
+    "offsets.topic.num.partitions": "coordinator_partitions",
+    "broker.session.timeout.ms": "lease_ms",
+    "broker.heartbeat.interval.ms": "lease_renew_ms",
     "store.fsync": "store_fsync",
 }
 
@@ -354,6 +370,11 @@ class Server:
                                      topic_max_partitions=cfg.topic_max_partitions, max_partitions=cfg.max_partitions)
         self.store: GroupStore | NullStore = NullStore()
         self.loaded: LoadStats | None = None
+        self.cluster = None
+        if records is None and cfg.store_url is not None:
+            from .cluster import Cluster  # psycopg is imported only for a PostgreSQL store
+            self.cluster = Cluster(self, cfg.store_url)
+            records = self.cluster.open()
         if records is None and cfg.data_dir is not None:
             records = SqliteRecords(cfg.data_dir, cfg.store_fsync)
         if records is not None:
@@ -402,6 +423,14 @@ class Server:
         self.metrics = None
 
     @property
+    def store_name(self) -> str | None:
+        """Where the state is kept, for the log (a PostgreSQL URL without its password)."""
+        if self.config.store_url is None:
+            return self.config.data_dir
+        from .pgstore import safe_url
+        return safe_url(self.config.store_url)
+
+    @property
     def ready(self) -> bool:
         """The store is loaded (it is, once constructed) and the server listens and has not failed."""
         return self._server is not None and self._server.is_serving() and self.failed is None
@@ -423,26 +452,35 @@ class Server:
                              served=lambda: set(self.handlers) - self.coordinator.hidden_apis,
                              key_map=self.key_map)
         self.handlers = {**self.broker.handlers, **self.coordinator.handlers}
+        if self.cluster is not None:
+            self.broker.cluster = self.cluster
+            self.handlers = self.cluster.wrap(self.handlers)
         self._reaper = self.loop.create_task(self._reap_idle())
         if cfg.metrics_port is not None:
             from .metrics import MetricsEndpoint  # prometheus_client is imported only when the endpoint is asked for
             self.metrics = MetricsEndpoint(self)
             await self.metrics.start(cfg.metrics_host or cfg.host, cfg.metrics_port)
+        if self.cluster is not None:
+            await self.cluster.start(self.loop)  # the first lease round: partitions are taken before serving
         gc.freeze()  # what start-up made lives as long as the server: keep it out of every collection
 
     # ---- the store ---------------------------------------------------------------------------------
 
     def _schedule_commit(self) -> None:
         if self.loop is not None:
-            self.loop.call_soon(self._commit_turn)
+            self.loop.call_soon(self.commit_turn)
 
-    def _commit_turn(self) -> None:
+    def commit_turn(self) -> None:
         """Commit what this turn staged, then release the responses that waited for it."""
         t0 = perf_counter()
         try:
             self.store.commit()
         except Exception as e:
-            self._fail(e)
+            if self.cluster is not None and isinstance(e, StoreError):
+                self._drop_held()
+                self.cluster.commit_failed(e)
+            else:
+                self._fail(e)
             return
         self.store_commit_seconds.observe(perf_counter() - t0)
         held, self.held = self.held, set()
@@ -451,6 +489,16 @@ class Server:
                 conn._write()
                 if conn.backlog:
                     conn.drain()
+
+    def _drop_held(self) -> None:
+        """A cluster node's commit failed: the answers that waited for it never leave; their connections close
+        (clients retry, and look for the coordinator again), and the server keeps serving."""
+        held, self.held = self.held, set()
+        for conn in held:
+            conn.out.clear()
+            conn.out_size = 0
+            if conn.transport is not None:
+                conn.transport.abort()
 
     def _fail(self, exc: BaseException) -> None:
         """The store could not make acknowledged state durable: stop without sending what it would have
@@ -520,6 +568,8 @@ class Server:
             self._timer.cancel()
         for g in list(self.coordinator.groups.values()):
             g.unload()
+        if self.cluster is not None:
+            await self.cluster.close()
         for conn in list(self.connections) if self.failed is None else ():
             conn._flush()
             for response, *_ in list(conn.queue):  # held Fetches: answer them now
@@ -538,7 +588,7 @@ class Server:
         if self.loaded is not None:  # before listening: whoever can connect can read what was loaded
             ld = self.loaded
             log.info("kcoord loaded %d groups, %d members, %d offsets and %d topics from %s in %.2f s", ld.groups,
-                     ld.members, ld.offsets, ld.topics, cfg.data_dir, ld.seconds,
+                     ld.members, ld.offsets, ld.topics, self.store_name, ld.seconds,
                      extra={"kcoord": {"event": "loaded", "groups": ld.groups, "members": ld.members,
                                        "offsets": ld.offsets, "topics": ld.topics, "data_dir": cfg.data_dir,
                                        "seconds": round(ld.seconds, 3)}})
@@ -546,7 +596,7 @@ class Server:
         stop = self._stop = asyncio.Event()
         for sig in (signal.SIGINT, signal.SIGTERM):
             self.loop.add_signal_handler(sig, stop.set)
-        if cfg.data_dir is None:
+        if cfg.data_dir is None and cfg.store_url is None:
             log.warning("no --data-dir: groups and committed offsets are kept in memory only")
         metrics = f", metrics on http://{cfg.metrics_host or cfg.host}:{self.metrics.port}/metrics" \
             if self.metrics is not None else ""

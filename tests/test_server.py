@@ -349,7 +349,7 @@ def test_settings_by_kafka_name_reach_the_coordinator(tmp_path) -> None:
     props.write_text("# as in Kafka's server.properties\ngroup.initial.rebalance.delay.ms=250\ngroup.max.size=7\n")
     args = Namespace(config=str(props), set=["group.initial.rebalance.extension=kafka", "store.fsync=off"],
                      host="127.0.0.1", port=0, advertised_host=None, advertised_port=None, topic=None, data_dir=None,
-                     metrics_port=None, metrics_host=None)
+                     metrics_port=None, metrics_host=None, store=None)
     cfg = server_config(args)
     assert (cfg.group.group_initial_rebalance_delay_ms, cfg.group.group_max_size) == (250, 7)
     assert cfg.group.group_initial_rebalance_extension == "kafka" and cfg.store_fsync == "off"

@@ -25,11 +25,13 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("kcoord.connect",),  # the connect worker client: a client of the server, above the codec and its assignor
     ("kcoord.server",),
     ("kcoord.metrics",),  # the Prometheus endpoint: reads the server, the coordinator and the store
+    ("kcoord.cluster",),  # a node of a cluster on PostgreSQL: leases, and which node serves which group
     ("kcoord.broker",),
     ("kcoord.coordinator",),
     ("kcoord.groups.migration",),  # converts a group of one type into the other: above both
     ("kcoord.offsets", "kcoord.groups.classic", "kcoord.groups.consumer", "kcoord.groups.connect"),
     ("kcoord.groups", "kcoord.groups.base", "kcoord.groups.modern"),
+    ("kcoord.pgstore",),  # the PostgreSQL backend of the store interface, fenced by lease epochs
     ("kcoord.store",),
     ("kcoord.records", "kcoord.topics", "kcoord.timers", "kcoord.config", "kcoord.client", "kcoord.spark",
      "kcoord.tables", "kcoord.events"),

@@ -1,0 +1,345 @@
+"""The PostgreSQL store: the same Kafka-format records as the embedded store, in one database shared by the nodes of
+a kcoord cluster, each write fenced by the lease epoch of its coordinator partition.
+
+Groups are spread over `offsets.topic.num.partitions` coordinator partitions by Kafka's own rule
+(`abs(groupId.hashCode()) % partitions`, GroupCoordinatorService.partitionFor). Each partition has one row in
+`kcoord_leases`: the node that owns it, an epoch raised at every change of owner, and the database-clock time at
+which the lease ends. Every write of a node names the partitions it touches with the epochs it holds; one stored
+function (`kcoord_put`) checks them against the lease rows, row-locking them, and refuses the whole write when one
+no longer matches (SQLSTATE KC001): a node that lost a lease (it paused past it, or was cut off) cannot write,
+however late its write arrives. The fence is the database's, not a timer's.
+
+Tables:
+- `kcoord_meta`: magic, format and the partition count the database was made with (a node that disagrees is
+  refused); `topics_version`, raised whenever a topic record changes, so nodes reread the catalogue only then.
+- `kcoord_nodes`: live nodes, each with its advertised address and its own lease (`expires_at`).
+- `kcoord_leases`: one row per coordinator partition (owner, epoch, expiry, write sequence number).
+- `kcoord_records`: (partition, key) -> value and its CRC32, the latest value per key (a compacted topic).
+  Topic records, which every node reads, are in partition -1 and carry no fence.
+- `kcoord_writes`: one row per partition per committed write: its sequence number, epoch and node. It is the
+  evidence that no partition ever had two writers (`kcoord cluster --check`), kept for an hour.
+
+One commit of the server's event-loop turn is one call of `kcoord_put`, one round trip and one transaction, made
+durable by PostgreSQL (synchronous_commit) before it returns.
+"""
+
+from __future__ import annotations
+
+import re
+import zlib
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+
+from . import records as R
+from .store import StoreError
+
+try:  # the `cluster` extra; kcoord without it serves the embedded store only
+    import psycopg
+except ImportError:  # pragma: no cover - exercised only without the extra
+    psycopg = None
+
+PG_MAGIC = "kcoord-cluster"
+PG_FORMAT = 1
+GLOBAL = -1  # the partition of records every node reads (topics)
+FENCED = "KC001"
+WRITES_RETENTION = "1 hour"
+SCHEMA_LOCK = 0x6B636F6F7264  # pg_advisory_xact_lock key while creating the schema ("kcoord")
+
+SCHEMA = f"""
+CREATE TABLE IF NOT EXISTS kcoord_meta (name text PRIMARY KEY, value text NOT NULL);
+CREATE TABLE IF NOT EXISTS kcoord_nodes (
+    node_id int PRIMARY KEY, host text NOT NULL, port int NOT NULL, incarnation text NOT NULL,
+    started_at timestamptz NOT NULL, expires_at timestamptz NOT NULL);
+CREATE TABLE IF NOT EXISTS kcoord_leases (
+    partition int PRIMARY KEY, node_id int, epoch bigint NOT NULL DEFAULT 0,
+    expires_at timestamptz NOT NULL DEFAULT '-infinity', seq bigint NOT NULL DEFAULT 0);
+CREATE TABLE IF NOT EXISTS kcoord_records (
+    partition int NOT NULL, key bytea NOT NULL, value bytea NOT NULL, crc bigint NOT NULL,
+    PRIMARY KEY (partition, key));
+CREATE TABLE IF NOT EXISTS kcoord_writes (
+    partition int NOT NULL, seq bigint NOT NULL, epoch bigint NOT NULL, node_id int NOT NULL,
+    at timestamptz NOT NULL DEFAULT clock_timestamp(), PRIMARY KEY (partition, seq));
+CREATE OR REPLACE FUNCTION kcoord_put(me int, parts int[], epochs bigint[], dparts int[], dkeys bytea[],
+                                      uparts int[], ukeys bytea[], uvalues bytea[], ucrcs bigint[]) RETURNS int
+LANGUAGE plpgsql AS $$
+DECLARE n int;
+BEGIN
+    -- lease rows are locked in partition order by every statement that takes several: no two can deadlock
+    PERFORM 1 FROM kcoord_leases WHERE partition = ANY(parts) ORDER BY partition FOR UPDATE;
+    WITH fenced AS (
+        UPDATE kcoord_leases l SET seq = l.seq + 1 FROM unnest(parts, epochs) AS m(p, e)
+        WHERE l.partition = m.p AND l.epoch = m.e AND l.node_id = me RETURNING l.partition, l.seq, l.epoch)
+    INSERT INTO kcoord_writes (partition, seq, epoch, node_id) SELECT partition, seq, epoch, me FROM fenced;
+    GET DIAGNOSTICS n = ROW_COUNT;
+    IF n <> coalesce(array_length(parts, 1), 0) THEN
+        RAISE EXCEPTION 'a coordinator partition''s lease epoch moved on' USING ERRCODE = '{FENCED}';
+    END IF;
+    DELETE FROM kcoord_records r USING unnest(dparts, dkeys) AS d(p, k) WHERE r.partition = d.p AND r.key = d.k;
+    INSERT INTO kcoord_records (partition, key, value, crc) SELECT * FROM unnest(uparts, ukeys, uvalues, ucrcs)
+        ON CONFLICT (partition, key) DO UPDATE SET value = excluded.value, crc = excluded.crc;
+    IF {GLOBAL} = ANY(dparts) OR {GLOBAL} = ANY(uparts) THEN
+        UPDATE kcoord_meta SET value = (value::bigint + 1)::text WHERE name = 'topics_version';
+    END IF;
+    RETURN n;
+END $$;
+"""
+
+
+class FencedError(StoreError):
+    """A write named a partition whose lease this node no longer holds at that epoch: nothing was written."""
+
+    def __init__(self, message: str, partitions: set[int]) -> None:
+        super().__init__(message)
+        self.partitions = partitions
+
+
+def java_hash(text: str) -> int:
+    """Java's String.hashCode (UTF-16 code units, 32-bit overflow)."""
+    data = text.encode("utf-16-be", "surrogatepass")
+    h = 0
+    for i in range(0, len(data), 2):
+        h = (31 * h + (data[i] << 8 | data[i + 1])) & 0xFFFFFFFF
+    return h - (1 << 32) if h >= 1 << 31 else h
+
+
+def partition_for(group_id: str, partitions: int) -> int:
+    """Kafka's GroupCoordinatorService.partitionFor: Utils.abs(groupId.hashCode()) % partitions."""
+    h = java_hash(group_id)
+    return (0 if h == -(1 << 31) else abs(h)) % partitions
+
+
+class Partitioner:
+    """group id -> coordinator partition, cached (a group's requests keep coming; the cache is bounded)."""
+
+    MAX_CACHED = 200_000
+
+    def __init__(self, partitions: int) -> None:
+        self.partitions = partitions
+        self.cache: dict[str, int] = {}
+
+    def __call__(self, group_id: str) -> int:
+        p = self.cache.get(group_id)
+        if p is None:
+            if len(self.cache) >= self.MAX_CACHED:
+                self.cache.clear()
+            p = self.cache[group_id] = partition_for(group_id, self.partitions)
+        return p
+
+    def of_key(self, key: bytes) -> int:
+        """The partition a record belongs to: its group's, read from the key (every group and offset key starts
+        with the record type and the group id as a Kafka string); topic records are GLOBAL."""
+        if len(key) < 4 or R.record_type(key) == R.KCOORD_TOPIC:
+            return GLOBAL
+        n = key[2] << 8 | key[3]
+        return self(key[4:4 + n].decode("utf-8", "surrogateescape"))
+
+
+LOCK_LEASES = "SELECT 1 FROM kcoord_leases WHERE partition = ANY(%s) ORDER BY partition FOR UPDATE"
+
+
+def locked(conn, parts, sql: str, params: tuple):
+    """`sql` in a transaction that first locks the lease rows of `parts` in partition order (as kcoord_put does),
+    so a lease round and a write of the same node, or two nodes, never wait on each other in a cycle."""
+    with conn.transaction():
+        conn.execute(LOCK_LEASES, (list(parts),))
+        return conn.execute(sql, params).fetchall()
+
+
+def safe_url(url: str) -> str:
+    """A postgresql:// URL without its password, to log or print."""
+    return re.sub(r"^(\w+://[^:/@]*):[^@/]*@", r"\1:***@", url)
+
+
+def require_psycopg() -> None:
+    if psycopg is None:
+        raise StoreError("--store postgresql:// needs psycopg 3: pip install 'kcoord[cluster]'")
+
+
+def connect(dsn: str, *, timeout_s: float = 5.0):
+    """An autocommit connection; a StoreError names what failed (never the password)."""
+    require_psycopg()
+    try:
+        return psycopg.connect(dsn, autocommit=True, connect_timeout=max(1, int(timeout_s)),
+                               application_name="kcoord")
+    except psycopg.Error as e:
+        raise StoreError(f"cannot connect to the PostgreSQL store: {_first_line(e)}") from None
+    except Exception as e:  # a malformed DSN (psycopg.ProgrammingError is a psycopg.Error; this is the rest)
+        raise StoreError(f"cannot connect to the PostgreSQL store: {e}") from None
+
+
+def _first_line(e: BaseException) -> str:
+    return (str(e).strip().splitlines() or [type(e).__name__])[0]
+
+
+def init_schema(conn, partitions: int) -> None:
+    """Create the tables and the lease rows if they are missing (under an advisory lock: nodes start together),
+    and refuse a database that is not kcoord's or was made with another partition count."""
+    try:
+        with conn.transaction():
+            conn.execute("SELECT pg_advisory_xact_lock(%s)", (SCHEMA_LOCK,))
+            conn.execute(SCHEMA)
+            meta = dict(conn.execute("SELECT name, value FROM kcoord_meta").fetchall())
+            if not meta:
+                conn.execute("INSERT INTO kcoord_meta VALUES ('magic', %s), ('format', %s), ('partitions', %s), "
+                             "('topics_version', '0')", (PG_MAGIC, str(PG_FORMAT), str(partitions)))
+                conn.execute("INSERT INTO kcoord_leases (partition) SELECT generate_series(0, %s - 1) "
+                             "ON CONFLICT DO NOTHING", (partitions,))
+                return
+            if meta.get("magic") != PG_MAGIC:
+                raise StoreError(f"the database is not a kcoord store (magic {meta.get('magic')!r})")
+            if meta.get("format") != str(PG_FORMAT):
+                raise StoreError(f"the database has store format {meta.get('format')!r}; this kcoord reads "
+                                 f"{PG_FORMAT}")
+            if meta.get("partitions") != str(partitions):
+                raise StoreError(f"the database was made with offsets.topic.num.partitions={meta.get('partitions')}"
+                                 f"; this node is set to {partitions} (the count cannot change)")
+    except psycopg.Error as e:
+        raise StoreError(f"the PostgreSQL store cannot be set up: {_first_line(e)}") from None
+
+
+def record_crc(key: bytes, value: bytes) -> int:
+    return zlib.crc32(value, zlib.crc32(key))
+
+
+@dataclass
+class PgRecords:
+    """The store backend of one cluster node: `put` fenced by the epochs in `epochs` (partition -> the epoch this
+    node holds), `scan_partitions` for the partitions a node takes over. The connection is used from the event
+    loop only (the lease loop has its own)."""
+
+    dsn: str
+    node_id: int
+    partitioner: Partitioner
+
+    def __post_init__(self) -> None:
+        self.epochs: dict[int, int] = {}
+        self.conn = None
+        self.commits = 0
+        self.failed_partitions: set[int] = set()  # what the last failed put touched
+
+    def _conn(self):
+        if self.conn is None or self.conn.closed or self.conn.broken:
+            if self.conn is not None:
+                self.conn.close()
+                self.conn = None
+            self.conn = connect(self.dsn)
+        return self.conn
+
+    def put(self, batch: dict[bytes, bytes | None]) -> None:
+        of_key = self.partitioner.of_key
+        touched: dict[int, None] = {}
+        dparts, dkeys, uparts, ukeys, uvalues, ucrcs = [], [], [], [], [], []
+        for k, v in batch.items():
+            p = of_key(k)
+            if p != GLOBAL:
+                touched[p] = None
+            if v is None:
+                dparts.append(p)
+                dkeys.append(k)
+            else:
+                uparts.append(p)
+                ukeys.append(k)
+                uvalues.append(v)
+                ucrcs.append(record_crc(k, v))
+        self.failed_partitions = set(touched)
+        epochs = self.epochs
+        missing = {p for p in touched if p not in epochs}
+        if missing:
+            raise FencedError(f"this node holds no lease on coordinator partition(s) {sorted(missing)}", missing)
+        parts = list(touched)
+        try:
+            self._conn().execute("SELECT kcoord_put(%s, %s, %s, %s, %s, %s, %s, %s, %s)",
+                                 (self.node_id, parts, [epochs[p] for p in parts], dparts, dkeys,
+                                  uparts, ukeys, uvalues, ucrcs))
+        except psycopg.Error as e:
+            if getattr(e, "sqlstate", None) == FENCED:
+                lost = self._lost(parts)
+                raise FencedError(f"fenced: coordinator partition(s) {sorted(lost)} have a newer lease epoch; "
+                                  f"nothing was written", lost) from None
+            raise StoreError(f"PostgreSQL store write failed: {_first_line(e)}") from None
+        self.failed_partitions = set()
+        self.commits += 1
+
+    def _lost(self, parts: list[int]) -> set[int]:
+        try:
+            rows = self._conn().execute("SELECT partition, node_id, epoch FROM kcoord_leases WHERE partition = "
+                                        "ANY(%s)", (parts,)).fetchall()
+        except (psycopg.Error, StoreError):
+            return set(parts)
+        return {p for p, node, epoch in rows if node != self.node_id or epoch != self.epochs.get(p)}
+
+    def scan(self) -> Iterator[tuple[bytes, bytes]]:
+        """The global records (topics); a group's records come with its partition (scan_partitions)."""
+        return self.scan_partitions([GLOBAL])
+
+    def scan_partitions(self, parts: Iterable[int], conn=None) -> Iterator[tuple[bytes, bytes]]:
+        try:
+            rows = (conn or self._conn()).execute(
+                "SELECT key, value, crc FROM kcoord_records WHERE partition = ANY(%s) ORDER BY key",
+                (list(parts),)).fetchall()
+        except psycopg.Error as e:
+            raise StoreError(f"PostgreSQL store read failed: {_first_line(e)}") from None
+        return checked(rows)
+
+    @property
+    def fsyncs(self) -> int:
+        return self.commits  # each commit is one PostgreSQL transaction, flushed to its WAL before it returns
+
+    def close(self) -> None:
+        if self.conn is not None:
+            self.conn.close()
+            self.conn = None
+
+
+def checked(rows: list[tuple[bytes, bytes, int]]) -> Iterator[tuple[bytes, bytes]]:
+    for key, value, crc in rows:
+        key, value = bytes(key), bytes(value)
+        if record_crc(key, value) != crc:
+            raise StoreError(f"PostgreSQL store: record with key {key[:64].hex()} fails its checksum")
+        yield key, value
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# kcoord cluster: what the database says about the nodes
+
+
+def describe_cluster(dsn: str) -> dict:
+    """Nodes (live or not yet removed), each partition's owner and epoch, and the write log's verdict, read from
+    the database by its own clock."""
+    conn = connect(dsn)
+    try:
+        meta = dict(conn.execute("SELECT name, value FROM kcoord_meta").fetchall())
+        if meta.get("magic") != PG_MAGIC:
+            raise StoreError("the database is not a kcoord store (no kcoord_meta magic)")
+        nodes = [{"node": n, "host": h, "port": p, "live": live, "lease_left_ms": max(0, int(left))}
+                 for n, h, p, live, left in conn.execute(
+                     "SELECT node_id, host, port, expires_at > clock_timestamp(), "
+                     "extract(epoch FROM expires_at - clock_timestamp()) * 1000 FROM kcoord_nodes ORDER BY node_id")]
+        leases = conn.execute("SELECT partition, node_id, epoch, expires_at > clock_timestamp(), seq "
+                              "FROM kcoord_leases ORDER BY partition").fetchall()
+        counts = dict(conn.execute("SELECT partition, count(*) FROM kcoord_records GROUP BY partition").fetchall())
+        return {"partitions": int(meta.get("partitions", 0)), "nodes": nodes,
+                "leases": [{"partition": p, "node": n if live else None, "epoch": e, "writes": seq,
+                            "records": counts.get(p, 0)} for p, n, e, live, seq in leases],
+                "topic_records": counts.get(GLOBAL, 0), "problems": writer_problems(conn)}
+    except psycopg.Error as e:
+        raise StoreError(f"cannot read the PostgreSQL store: {_first_line(e)}") from None
+    finally:
+        conn.close()
+
+
+def writer_problems(conn) -> list[str]:
+    """What the write log says against "one writer per partition at a time": a write at an older epoch after a
+    newer one, or one epoch written by two nodes."""
+    rows = conn.execute("""
+        WITH w AS (SELECT partition, seq, epoch, node_id,
+                          max(epoch) OVER (PARTITION BY partition ORDER BY seq
+                                           ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS before
+                   FROM kcoord_writes)
+        SELECT 'partition ' || partition || ': write ' || seq || ' at epoch ' || epoch || ' after epoch ' || before
+        FROM w WHERE epoch < before
+        UNION ALL
+        SELECT 'partition ' || partition || ': epoch ' || epoch || ' written by nodes ' ||
+               string_agg(DISTINCT node_id::text, ', ')
+        FROM kcoord_writes GROUP BY partition, epoch HAVING count(DISTINCT node_id) > 1""").fetchall()
+    return [r[0] for r in rows][:50]
