@@ -43,7 +43,7 @@ from .events import LOG_FORMATS, configure_logging
 from .groups.base import KCOORD_DESCRIBE_TAG
 from .server import ServerConfig, run
 from .store import STORE_FILE, StoreError, accept_store, check_store
-from .tables import table
+from .tables import ranges, table
 from .topics import TopicError, parse_topic_spec, validate_name
 
 
@@ -141,12 +141,13 @@ def _cluster(args) -> int:
     if args.json:
         print(json.dumps(info, indent=2))
     else:
-        from .cluster import _ranges
-        rows = [[n["node"], f"{n['host']}:{n['port']}", "live" if n["live"] else "gone", n["lease_left_ms"],
-                 len(held.get(n["node"], [])) if n["live"] else 0, _ranges(held.get(n["node"], [])) if n["live"]
-                 else "none"] for n in info["nodes"]]
+        rows = []
+        for n in info["nodes"]:
+            mine = held.get(n["node"], []) if n["live"] else []
+            rows.append([n["node"], f"{n['host']}:{n['port']}", "live" if n["live"] else "gone", n["lease_left_ms"],
+                         len(mine), ranges(mine) or "none"])
         if held.get(None):
-            rows.append(["-", "-", "unowned", "-", len(held[None]), _ranges(held[None])])
+            rows.append(["-", "-", "unowned", "-", len(held[None]), ranges(held[None])])
         print(table(["node", "address", "state", "lease left ms", "partitions", "which"], rows))
         print(f"{info['partitions']} coordinator partitions, "
               f"{sum(x['records'] for x in info['leases'])} group records, {info['topic_records']} topic records; "
@@ -329,20 +330,9 @@ def describe_group(client: Client, group: str) -> dict:
             "leader": ext.get("leader"), "members": members, "history": ext.get("history", [])}
 
 
-def _ranges(ids: list[int]) -> str:
-    out, i = [], 0
-    while i < len(ids):
-        j = i
-        while j + 1 < len(ids) and ids[j + 1] == ids[j] + 1:
-            j += 1
-        out.append(str(ids[i]) if i == j else f"{ids[i]}-{ids[j]}")
-        i = j + 1
-    return ",".join(out)
-
-
 def _fmt_units(u: dict) -> str:
     """Connectors, then each connector's tasks as ranges: "a b | a:0-3 b:0,2"."""
-    tasks = " ".join(f"{c}:{_ranges(ts)}" for c, ts in sorted(u["tasks"].items()) if ts)
+    tasks = " ".join(f"{c}:{ranges(ts)}" for c, ts in sorted(u["tasks"].items()) if ts)
     conns = " ".join(sorted(u["connectors"]))
     return " | ".join(x for x in (conns, tasks) if x) or "-"
 
@@ -357,8 +347,26 @@ def _fmt_assignment(a) -> str:
     return a or "-"
 
 
+def brokers(bootstrap: str) -> list[str]:
+    """The addresses of every node (Metadata): a single server is its bootstrap address, whatever it advertises."""
+    with connect(bootstrap) as c:
+        nodes = c.request(wire.MetadataRequest(topics=[]), 9).brokers
+    return [bootstrap] if len(nodes) <= 1 else [f"{b.host}:{b.port}" for b in nodes]
+
+
+def coordinator_address(bootstrap: str, group: str) -> str:
+    """Where `group` is served: the bootstrap server itself, or in a cluster the node FindCoordinator names."""
+    if len(brokers(bootstrap)) == 1:
+        return bootstrap
+    with connect(bootstrap) as c:
+        r = c.request(wire.FindCoordinatorRequest(key=group, key_type=0), 3)
+    if r.error_code:
+        raise CliError(f"group {group!r}: FindCoordinator: {E.name(r.error_code)}")
+    return f"{r.host}:{r.port}"
+
+
 def _describe(args) -> int:
-    with connect(args.bootstrap) as c:
+    with connect(coordinator_address(args.bootstrap, args.group)) as c:
         d = describe_group(c, args.group)
     if d["state"] == "Dead":
         raise CliError(f"group {args.group!r} does not exist")
@@ -408,11 +416,14 @@ def _describe(args) -> int:
 
 
 def _groups(args) -> int:
-    with connect(args.bootstrap) as c:
-        resp = c.request(wire.ListGroupsRequest(states_filter=args.state or [], types_filter=args.type or []), 5)
-    if resp.error_code:
-        raise CliError(f"ListGroups: {E.name(resp.error_code)}")
-    rows = sorted((g.group_id, g.group_type, g.group_state, g.protocol_type) for g in resp.groups)
+    found = {}
+    for address in brokers(args.bootstrap):  # each node lists the groups it serves, as Kafka's brokers do
+        with connect(address) as c:
+            resp = c.request(wire.ListGroupsRequest(states_filter=args.state or [], types_filter=args.type or []), 5)
+        if resp.error_code:
+            raise CliError(f"ListGroups at {address}: {E.name(resp.error_code)}")
+        found.update({g.group_id: (g.group_id, g.group_type, g.group_state, g.protocol_type) for g in resp.groups})
+    rows = sorted(found.values())
     if args.json:
         print(json.dumps([{"group": g, "type": t, "state": s, "protocol_type": p} for g, t, s, p in rows], indent=2))
     else:
@@ -426,7 +437,7 @@ def _remove_members(args) -> int:
     req = wire.LeaveGroupRequest(group_id=args.group, members=[
         wire.LeaveGroupRequestMemberIdentity(member_id="", group_instance_id=iid, reason=reason)
         for iid in args.instance_id])
-    with connect(args.bootstrap) as c:
+    with connect(coordinator_address(args.bootstrap, args.group)) as c:
         resp = c.request(req, 5)
     results = [{"group_instance_id": m.group_instance_id, "error": E.name(m.error_code)} for m in resp.members]
     if args.json:

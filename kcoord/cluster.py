@@ -45,6 +45,7 @@ from .pgstore import (
     psycopg,
 )
 from .pgstore import _first_line as first_line
+from .tables import ranges
 from .topics import Topic
 
 log = logging.getLogger("kcoord.cluster")
@@ -368,7 +369,7 @@ class Cluster:
             self.deadline[p] = until
         srv.rearm_timer()
         log.info("node %d took coordinator partitions %s: %d groups, %d members, %d offsets in %.3f s",
-                 self.node_id, _ranges(acquired), stats.groups, stats.members, stats.offsets,
+                 self.node_id, _ranges_or_none(acquired), stats.groups, stats.members, stats.offsets,
                  time.perf_counter() - t0,
                  extra={"kcoord": {"event": "partitions-taken", "node": self.node_id, "partitions": sorted(acquired),
                                    "groups": stats.groups, "offsets": stats.offsets}})
@@ -387,7 +388,7 @@ class Cluster:
         dropped = srv.coordinator.unload_groups(lambda gid: partition_of(gid) in gone)
         srv.rearm_timer()
         log.info("node %d left coordinator partitions %s (%s): %d groups unloaded", self.node_id,
-                 _ranges(parts), why, dropped,
+                 _ranges_or_none(parts), why, dropped,
                  extra={"kcoord": {"event": "partitions-left", "node": self.node_id, "partitions": sorted(parts),
                                    "reason": why, "groups": dropped}})
 
@@ -396,7 +397,7 @@ class Cluster:
         database, so they are unloaded, and taken again at a later round if they are still this node's."""
         parts = sorted(self.records.failed_partitions)  # one transaction: none of them was written
         log.warning("store commit failed on node %d (%s): stepping down from partitions %s", self.node_id,
-                    first_line(exc), _ranges(parts),
+                    first_line(exc), _ranges_or_none(parts),
                     extra={"kcoord": {"event": "commit-failed", "node": self.node_id, "error": first_line(exc),
                                       "partitions": parts, "fenced": isinstance(exc, FencedError)}})
         for p in parts:
@@ -560,15 +561,5 @@ MULTI: dict[int, tuple[Callable, Callable]] = {
 }
 
 
-def _ranges(parts) -> str:
-    """[0, 1, 2, 5] -> "0-2,5"."""
-    parts = sorted(parts)
-    out = []
-    i = 0
-    while i < len(parts):
-        j = i
-        while j + 1 < len(parts) and parts[j + 1] == parts[j] + 1:
-            j += 1
-        out.append(str(parts[i]) if i == j else f"{parts[i]}-{parts[j]}")
-        i = j + 1
-    return ",".join(out) or "none"
+def _ranges_or_none(parts) -> str:
+    return ranges(parts) or "none"

@@ -13,3 +13,16 @@ def table(headers: Sequence[str], rows: Sequence[Sequence[object]], *, right: bo
     return "\n".join("  ".join(c.rjust(w) if right and i else c.ljust(w)
                                for i, (c, w) in enumerate(zip(r, widths, strict=True))).rstrip()
                      for r in cells)
+
+
+def ranges(ids) -> str:
+    """Integers as ranges, ascending: [0, 1, 2, 5] -> "0-2,5" ("" for none)."""
+    ids = sorted(ids)
+    out, i = [], 0
+    while i < len(ids):
+        j = i
+        while j + 1 < len(ids) and ids[j + 1] == ids[j] + 1:
+            j += 1
+        out.append(str(ids[i]) if i == j else f"{ids[i]}-{ids[j]}")
+        i = j + 1
+    return ",".join(out)

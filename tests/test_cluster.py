@@ -218,6 +218,16 @@ def test_groups_of_three_clients_spread_over_three_nodes_form_and_commit(pg_dsn,
                 md = c.request(wire.MetadataRequest(topics=None), 9)
             assert sorted((b.node_id, b.host, b.port) for b in md.brokers) == \
                 [(n.node_id, n.host, n.port) for n in cl.nodes]
+            # the group commands find every group from any node: ListGroups at each, describe at the coordinator
+            listed = json.loads(run_cli("groups", "--json", "--bootstrap", cl.node(1).bootstrap).stdout)
+            assert {g["group"] for g in listed} == {m.group for _, m in members}
+            far = next(m for node_id, m in members if node_id == 3)
+            described = json.loads(run_cli("describe", far.group, "--json", "--bootstrap", cl.node(1).bootstrap).stdout)
+            assert described["state"] == "Stable" and described["members"][0]["group_instance_id"] == f"{far.group}-a"
+            from confluent_kafka.admin import AdminClient
+            admin = AdminClient({"bootstrap.servers": cl.node(1).bootstrap})
+            valid = admin.list_consumer_groups(request_timeout=20).result(30).valid
+            assert {g.group_id for g in valid} == {m.group for _, m in members}
         finally:
             for _, m in members:
                 m.close()
@@ -236,10 +246,11 @@ def test_groups_of_three_clients_spread_over_three_nodes_form_and_commit(pg_dsn,
 
 
 class Committer:
-    """A static confluent-kafka member committing ever higher offsets, remembering what was acknowledged."""
+    """A static member (confluent-kafka unless `kind` says) committing ever higher offsets, remembering what was
+    acknowledged."""
 
-    def __init__(self, bootstrap: str, group: str) -> None:
-        self.member = MEMBERS["confluent"](bootstrap, group, TOPIC, client_id=group, instance_id=f"{group}-a")
+    def __init__(self, bootstrap: str, group: str, kind: str = "confluent") -> None:
+        self.member = MEMBERS[kind](bootstrap, group, TOPIC, client_id=group, instance_id=f"{group}-a")
         self.group = group
         self.acked: dict[int, int] = {}
         self.attempted = 0
@@ -278,11 +289,14 @@ class Committer:
 
 def kills_under_commit_load(pg_dsn, tmp_path, kills: int) -> list[float]:
     """Kill the node coordinating the most committing groups, `kills` times (restarting it after each), with six
-    static members committing throughout. Returns each kill's time to every group committing again."""
+    static members committing throughout, two of each client. Returns each kill's time to every group committing
+    again."""
     took = []
     with KCluster(pg_dsn, tmp_path, nodes=3, args=ARGS) as cl:
         wait_until(lambda: cl.balanced([1, 2, 3]), 10, "partitions spread over the three nodes")
-        committers = [Committer(cl.bootstrap, group_on(cl, 1 + i % 3, f"load{i}")).start() for i in range(6)]
+        kinds = list(MEMBERS) * 2
+        committers = [Committer(cl.bootstrap, group_on(cl, 1 + i % 3, f"load{i}"), kinds[i]).start()
+                      for i in range(6)]
         try:
             for k in range(kills):
                 owners = [cl.owner_of(c.group) for c in committers]
@@ -406,6 +420,46 @@ def test_postgres_restarted_under_the_cluster(pg_dsn, tmp_path, postgres_server)
             assert c.revoked == [], f"{c.group}: a static member lost its partitions"
         assert all(cl.node(n).alive for n in (1, 2))
         assert cl.two_writers() == []
+
+
+def test_a_stopped_node_hands_its_partitions_over_at_once(pg_dsn, tmp_path):
+    """SIGTERM: the node commits, unloads and gives its leases back, so the other takes them at its next round
+    instead of after the lease; the group carries on without a revocation."""
+    with KCluster(pg_dsn, tmp_path, nodes=2, args=(*ARGS, "--set", "broker.session.timeout.ms=30000")) as cl:
+        wait_until(lambda: cl.balanced([1, 2]), 10, "partitions spread over the two nodes")
+        c = Committer(cl.bootstrap, group_on(cl, 2, "handover")).start()
+        try:
+            stopped_at = time.monotonic()
+            assert cl.node(2).stop() == 0
+            wait_until(lambda: cl.balanced([1]), 5, "node 1 holds every partition, long before the 30 s lease")
+            wait_until(lambda: c.acked_at > stopped_at + 0.1, 15, "the group commits at node 1")
+        finally:
+            c.close()
+        assert c.revoked == []
+        assert any('"stopped"' in line for line in cl.node(2).log.read_text().splitlines())
+
+
+def test_one_turn_of_pipelined_commits_is_one_transaction(pg_dsn, tmp_path):
+    """Group commit, as with the embedded store: 200 OffsetCommits sent in one write are written in far fewer
+    transactions (each one is a row of the write log), and every one of them is stored."""
+    with KCluster(pg_dsn, tmp_path, nodes=1, args=ARGS) as cl:
+        node = cl.node(1)
+        group = "pipelined"
+        before = cl.db.execute("SELECT count(*) FROM kcoord_writes").fetchone()[0]
+        key = wire.OffsetCommitRequest.API_KEY
+        frames = b"".join(wire.encode_request(key, 7, i + 1, "t", wire.OffsetCommitRequest(
+            group_id=group, generation_id_or_member_epoch=-1, member_id="", topics=[wire.OffsetCommitRequestTopic(
+                name=TOPIC, partitions=[wire.OffsetCommitRequestPartition(
+                    partition_index=i % 3, committed_offset=i, committed_leader_epoch=-1, committed_metadata="")])]))
+            for i in range(200))
+        with Client(node.bootstrap) as c:
+            c.sock.sendall(frames)  # one write: the server reads them in as few reads as the socket allows
+            codes = [c.receive(key, 7, i + 1).topics[0].partitions[0].error_code for i in range(200)]
+        assert codes == [E.NONE] * 200
+        writes = cl.db.execute("SELECT count(*) FROM kcoord_writes").fetchone()[0] - before
+        assert 1 <= writes < 50, writes
+        assert {k: v for k, v in cl.committed().items() if k[0] == group} == \
+            {(group, TOPIC, p): max(i for i in range(200) if i % 3 == p) for p in range(3)}
 
 
 # ---- settings -------------------------------------------------------------------------------------------------
