@@ -78,8 +78,8 @@ class Conn:
         self.corr = 0
 
     @classmethod
-    async def open(cls, port: int) -> Conn:
-        r, w = await asyncio.open_connection("127.0.0.1", port)
+    async def open(cls, port: int, host: str = "127.0.0.1") -> Conn:
+        r, w = await asyncio.open_connection(host, port)
         return cls(r, w)
 
     def frame(self, api_key: int, version: int, body) -> bytes:
@@ -310,3 +310,88 @@ async def commit_load(port: int, connections: int, seconds: float, partitions: i
     for c in conns:
         c.close()
     return Load(count, elapsed, lat)
+
+
+def error_of(api_key: int, version: int, frame: bytes) -> int:
+    """The error code of one response frame: the first partition's error for OffsetCommit (0 when every partition
+    was accepted), the top-level error_code otherwise."""
+    body = wire.decode_response(api_key, version, frame)[1]
+    if api_key == wire.OffsetCommitRequest.API_KEY:
+        return next((p.error_code for t in body.topics for p in t.partitions if p.error_code), 0)
+    return body.error_code
+
+
+CLOSED = -1  # CheckedLoad.errors' code for a request whose connection the server closed before answering it
+
+
+@dataclass
+class CheckedLoad:
+    ok: int  # answered with error code 0
+    errors: dict[int, int]  # error code (CLOSED: the connection closed unanswered) -> requests
+    seconds: float
+    reconnects: int = 0  # connections the server closed (each was opened again)
+
+    @property
+    def rate(self) -> float:
+        return self.ok / self.seconds
+
+    @property
+    def error_count(self) -> int:
+        return sum(self.errors.values())
+
+
+async def checked_load(targets: list[tuple[str, int, list[tuple[int, int, object]]]], connections: int,
+                       seconds: float) -> CheckedLoad:
+    """request_load against several servers at once (a cluster's nodes: each target is (host, port, the requests
+    for it)), with every answer decoded and its error code counted. Each target gets up to `connections`
+    connections; each connection writes all of its requests at once and waits for their answers, for `seconds`.
+    A connection the server closes is counted (its unanswered requests as CLOSED errors) and opened again."""
+    plans = []
+    for host, port, requests in targets:
+        n = min(connections, len(requests))
+        for ci in range(n):
+            plans.append((host, port, requests[ci::n]))
+    ok = reconnects = 0
+    errors: dict[int, int] = {}
+    stop = time.perf_counter() + seconds
+    conns: list[Conn] = []
+
+    async def drive(host: str, port: int, requests: list[tuple[int, int, object]]) -> None:
+        nonlocal ok, reconnects
+        kinds = [(r[0], r[1]) for r in requests]
+        c = None
+        while time.perf_counter() < stop:
+            if c is None:
+                try:
+                    c = await Conn.open(port, host)
+                except OSError:
+                    await asyncio.sleep(0.01)
+                    continue
+                conns.append(c)
+                batch = b"".join(c.frame(*r) for r in requests)
+            c.writer.write(batch)
+            got = 0
+            try:
+                while got < len(kinds):
+                    data = await c.reader.read(1 << 20)
+                    if not data:
+                        raise ConnectionError("server closed the connection")
+                    for frame in c.frames.feed(data):
+                        err = error_of(*kinds[got], frame)
+                        got += 1
+                        if err:
+                            errors[err] = errors.get(err, 0) + 1
+                        else:
+                            ok += 1
+            except OSError:  # ConnectionError included
+                errors[CLOSED] = errors.get(CLOSED, 0) + len(kinds) - got
+                reconnects += 1
+                c.close()
+                c = None
+
+    t0 = time.perf_counter()
+    await asyncio.gather(*(drive(*plan) for plan in plans))
+    elapsed = time.perf_counter() - t0
+    for c in conns:
+        c.close()
+    return CheckedLoad(ok, errors, elapsed, reconnects)
