@@ -135,6 +135,8 @@ class Cluster:
         self.on_change: Callable[[], None] | None = None
         self.failing_since: float | None = None  # lease rounds fail since then (time.monotonic())
         self.failure_logged = 0.0
+        self.failed_rounds = 0  # for the metrics endpoint
+        self.step_downs = 0  # partitions stepped down from
 
     # ---- start and stop ------------------------------------------------------------------------------
 
@@ -249,6 +251,7 @@ class Cluster:
         try:
             r = await asyncio.to_thread(self._db_round, held)
         except (StoreError, psycopg.Error) as e:
+            self.failed_rounds += 1
             now = time.monotonic()
             if self.failing_since is None or now - self.failure_logged >= FAILURE_LOG_EVERY_S:
                 log.warning("lease round failed: %s", first_line(e),
@@ -271,9 +274,10 @@ class Cluster:
         started = time.monotonic()
         lease = f"{self.lease_s} seconds"
         registered = conn.execute(
-            "UPDATE kcoord_nodes SET expires_at = clock_timestamp() + %s::interval "
+            "UPDATE kcoord_nodes SET expires_at = clock_timestamp() + %s::interval, host = %s, port = %s "
             "WHERE node_id = %s AND incarnation = %s RETURNING node_id",
-            (lease, self.node_id, self.incarnation)).fetchone() is not None or self._register(conn)
+            (lease, self.host, self.port, self.node_id, self.incarnation)).fetchone() is not None \
+            or self._register(conn)
         renewed: set[int] = set()
         if held and registered:
             parts = list(held)
@@ -381,6 +385,7 @@ class Cluster:
         if srv.store.dirty and all(self.deadline.get(p, 0) > time.monotonic() for p in parts):
             srv.commit_turn()
         gone = set(parts)
+        self.step_downs += len(gone)
         for p in parts:
             self.epochs.pop(p, None)
             self.deadline.pop(p, None)

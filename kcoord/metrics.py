@@ -150,6 +150,16 @@ class ServerCollector:
                                 "SyncGroup, a held Fetch)", value=parked)
         yield GaugeMetricFamily("kcoord_ready", "1 when the store is loaded and the server listens", value=int(
             srv.ready))
+        cluster = srv.cluster
+        if cluster is not None:  # a node of a cluster on PostgreSQL (kcoord.cluster)
+            yield GaugeMetricFamily("kcoord_cluster_partitions_held", "Coordinator partitions this node holds and "
+                                    "serves (of offsets.topic.num.partitions)", value=len(cluster.epochs))
+            yield GaugeMetricFamily("kcoord_cluster_nodes", "Live nodes, by this node's last lease round",
+                                    value=len(cluster.view.nodes))
+            yield CounterMetricFamily("kcoord_cluster_lease_rounds_failed", "Lease rounds that could not reach the "
+                                      "database", value=cluster.failed_rounds)
+            yield CounterMetricFamily("kcoord_cluster_step_downs", "Coordinator partitions this node stopped "
+                                      "serving (moved, lost, or a refused write)", value=cluster.step_downs)
 
 
 class HttpConnection(asyncio.Protocol):

@@ -442,8 +442,9 @@ class Server:
     async def start(self) -> None:
         cfg = self.config
         self.loop = asyncio.get_running_loop()
+        # Bound now, accepting once everything below is in place (a cluster node: once it holds its partitions).
         self._server = await self.loop.create_server(lambda: KafkaConnection(self), cfg.host, cfg.port,
-                                                     reuse_address=True, backlog=1024)
+                                                     reuse_address=True, backlog=1024, start_serving=False)
         if cfg.port == 0:
             cfg.port = self._server.sockets[0].getsockname()[1]
         self.broker = Broker(self.coordinator, self.topics, node_id=cfg.node_id,
@@ -461,7 +462,9 @@ class Server:
             self.metrics = MetricsEndpoint(self)
             await self.metrics.start(cfg.metrics_host or cfg.host, cfg.metrics_port)
         if self.cluster is not None:
+            self.cluster.port = cfg.advertised_port or cfg.port  # known now, with --port 0
             await self.cluster.start(self.loop)  # the first lease round: partitions are taken before serving
+        await self._server.start_serving()
         gc.freeze()  # what start-up made lives as long as the server: keep it out of every collection
 
     # ---- the store ---------------------------------------------------------------------------------

@@ -18,6 +18,7 @@ import subprocess
 import sys
 import threading
 import time
+import urllib.request
 
 import pytest
 
@@ -162,7 +163,8 @@ def test_a_node_whose_lease_moved_on_answers_nothing_it_could_not_write_and_step
     does) while the node still believes it holds it; its next commit is refused by the epoch, the commit's
     connection is closed unanswered, nothing is stored, and the node answers NOT_COORDINATOR from then on."""
     with KCluster(pg_dsn, tmp_path, nodes=1, args=(*ARGS, "--set", "broker.session.timeout.ms=60000",
-                                                   "--set", "broker.heartbeat.interval.ms=30000")) as cl:
+                                                   "--set", "broker.heartbeat.interval.ms=30000",
+                                                   "--metrics-port", "0")) as cl:
         node = cl.node(1)
         group = "fenced-group"
         p = partition_for(group, cl.partitions())
@@ -187,6 +189,12 @@ def test_a_node_whose_lease_moved_on_answers_nothing_it_could_not_write_and_step
         with Client(node.bootstrap) as c:
             commit.group_id = other
             assert c.request(commit, 7).topics[0].partitions[0].error_code == E.NONE
+        port = next(e["metrics_port"] for e in events if e.get("event") == "started")
+        scraped = urllib.request.urlopen(f"http://{node.host}:{port}/metrics", timeout=10).read().decode()
+        values = {line.split()[0]: float(line.split()[1]) for line in scraped.splitlines()
+                  if line.startswith("kcoord_cluster_")}
+        assert values == {"kcoord_cluster_partitions_held": cl.partitions() - 1, "kcoord_cluster_nodes": 1.0,
+                          "kcoord_cluster_lease_rounds_failed_total": 0.0, "kcoord_cluster_step_downs_total": 1.0}
 
 
 # ---- three nodes, three clients -------------------------------------------------------------------------------
@@ -496,3 +504,15 @@ def test_a_second_node_with_the_same_id_or_another_partition_count_is_refused(pg
                         "--set", "offsets.topic.num.partitions=10")
         assert other.returncode == 1
         assert "made with offsets.topic.num.partitions=50; this node is set to 10" in other.stderr
+        # a node on --port 0 is registered, and named by FindCoordinator, at the port it got
+        proc = subprocess.Popen([sys.executable, "-m", "kcoord.cli", "serve", "--host", "127.0.0.7", "--port", "0",
+                                 "--store", pg_dsn, "--set", "node.id=7", "--log-format", "json", *ARGS],
+                                stderr=subprocess.PIPE, text=True, cwd=ROOT)
+        try:
+            started = next(json.loads(line) for line in proc.stderr if '"event": "started"' in line)
+            assert started["port"] > 0
+            assert cl.db.execute("SELECT port FROM kcoord_nodes WHERE node_id = 7").fetchone() == (started["port"],)
+        finally:
+            proc.terminate()
+            proc.stderr.close()
+            assert proc.wait(30) == 0
