@@ -2,7 +2,9 @@
 
 Each fenced ```python block runs in its own interpreter (a fresh namespace), from an empty directory. A block that
 talks to a server says so in the comment before it, `<!-- run-with: kcoord serve ARGS -->`: the test starts that
-server on a free port and points the block's 127.0.0.1:9092 at it. A ```sh block runs under bash, with the `kcoord`
+server on a free port and points the block's 127.0.0.1:9092 at it; a block whose comment is
+`<!-- run-with-postgres: URL -->` gets a fresh database of the suite's PostgreSQL (tests/postgres.py) for URL, and a
+port free on every loopback address for its 9092. A ```sh block runs under bash, with the `kcoord`
 of this interpreter on PATH, unless the comment before it is `<!-- not-run: REASON -->`; every `kcoord` command line
 in the README, run or not, must still parse. Nothing is skipped silently: every block is run or carries a not-run
 marker, and every marker stands before a block.
@@ -13,6 +15,7 @@ from __future__ import annotations
 import os
 import re
 import shlex
+import socket
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -27,7 +30,7 @@ from .servers import free_port, serve
 ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"
 FENCE = re.compile(r"^```([\w-]*)\n(.*?)^```[ \t]*$", re.S | re.M)
-MARKER = re.compile(r"<!--\s*(not-run|run-with):\s*(.*?)\s*-->", re.S)
+MARKER = re.compile(r"<!--\s*(not-run|run-with-postgres|run-with):\s*(.*?)\s*-->", re.S)
 RUNNABLE = ("python", "sh")
 
 
@@ -38,6 +41,7 @@ class Block:
     line: int  # of the opening fence, 1-based
     not_run: str | None  # the reason, when marked not-run
     run_with: str | None  # `kcoord serve ...`, when the block needs a server
+    postgres: str | None = None  # the PostgreSQL URL the block names, when it needs a database
 
     @property
     def id(self) -> str:
@@ -51,7 +55,8 @@ def readme_blocks(text: str) -> list[Block]:
         marker = MARKER.fullmatch(last)
         kind, arg = (marker.group(1), marker.group(2)) if marker else (None, None)
         out.append(Block(lang=m.group(1), code=m.group(2), line=text.count("\n", 0, m.start()) + 1,
-                         not_run=arg if kind == "not-run" else None, run_with=arg if kind == "run-with" else None))
+                         not_run=arg if kind == "not-run" else None, run_with=arg if kind == "run-with" else None,
+                         postgres=arg if kind == "run-with-postgres" else None))
     return out
 
 
@@ -62,7 +67,7 @@ RUN = [b for b in BLOCKS if b.not_run is None]
 def test_nothing_is_skipped_silently() -> None:
     text = README.read_text()
     markers = MARKER.findall(text)
-    marked = [b for b in BLOCKS if b.not_run is not None or b.run_with is not None]
+    marked = [b for b in BLOCKS if b.not_run is not None or b.run_with is not None or b.postgres is not None]
     assert len(markers) == len(marked), "a not-run/run-with marker that does not stand right before a fenced block"
     excluded = [b for b in BLOCKS if b.not_run is not None]
     assert len(excluded) == sum(1 for kind, _ in markers if kind == "not-run")
@@ -83,6 +88,18 @@ def test_the_block_reader_sees_markers_and_unmarked_blocks() -> None:
     assert len(MARKER.findall(text)) == 3 != sum(b.not_run is not None or b.run_with is not None for b in blocks)
 
 
+def _port_free_on_every_loopback(hosts: int = 3) -> int:
+    while True:
+        port = free_port()
+        try:
+            for n in range(2, hosts + 1):
+                with socket.socket() as s:
+                    s.bind((f"127.0.0.{n}", port))
+            return port
+        except OSError:
+            continue
+
+
 def _server_for(block: Block, tmp_path: Path):
     argv = shlex.split(block.run_with)
     assert argv[:2] == ["kcoord", "serve"], f"{block.id}: run-with must be a `kcoord serve` command"
@@ -91,9 +108,13 @@ def _server_for(block: Block, tmp_path: Path):
 
 @pytest.mark.parametrize("block", [pytest.param(b, id=b.id, marks=[pytest.mark.spark] if "spark" in b.code else [])
                                    for b in RUN])
-def test_readme_example_runs(block: Block, tmp_path: Path) -> None:
+def test_readme_example_runs(block: Block, tmp_path: Path, request) -> None:
     code = block.code
     server = _server_for(block, tmp_path) if block.run_with else None
+    if block.postgres is not None:
+        assert block.postgres in code, f"{block.id}: run-with-postgres, but the block names no {block.postgres}"
+        code = code.replace(block.postgres, request.getfixturevalue("pg_dsn"))
+        code = code.replace("9092", str(_port_free_on_every_loopback()))
     work = tmp_path / "work"
     work.mkdir()
     env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
@@ -127,7 +148,7 @@ def command_lines() -> list[tuple[Block, str]]:
 def parses(line: str) -> bool:
     argv = shlex.split(line, comments=True)
     for i, word in enumerate(argv):  # a shell redirection ends the command's own arguments
-        if word.startswith((">", "<", "|")):
+        if word.startswith((">", "<", "|", "&", ";")):
             argv = argv[:i]
             break
     try:
