@@ -135,6 +135,7 @@ class Cluster:
         self.on_change: Callable[[], None] | None = None
         self.failing_since: float | None = None  # lease rounds fail since then (time.monotonic())
         self.failure_logged = 0.0
+        self.wake = asyncio.Event()  # set to stop the lease loop between rounds
         self.failed_rounds = 0  # for the metrics endpoint
         self.step_downs = 0  # partitions stepped down from
 
@@ -196,11 +197,11 @@ class Cluster:
         """Give every partition back (the server has committed and unloaded), and leave the node table, so the
         others take over at their next round instead of after the lease."""
         self.stopping = True
-        if self.task is not None:
-            self.task.cancel()
+        self.wake.set()
+        if self.task is not None:  # a round under way finishes first: what it takes is handed back below
             try:
                 await self.task
-            except (asyncio.CancelledError, Exception):
+            except Exception:
                 pass
         held = dict(self.epochs)
         self.epochs.clear()
@@ -237,7 +238,12 @@ class Cluster:
 
     async def _run(self) -> None:
         while not self.stopping:
-            await asyncio.sleep(self.interval_s)
+            try:
+                await asyncio.wait_for(self.wake.wait(), self.interval_s)
+            except TimeoutError:
+                pass
+            if self.stopping:
+                return
             try:
                 await self.round()
             except asyncio.CancelledError:

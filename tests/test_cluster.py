@@ -341,6 +341,42 @@ def test_twenty_kills_under_commit_load_lose_no_acknowledged_commit(pg_dsn, tmp_
     print(f"\n20 kills: served again after {min(took):.2f}-{max(took):.2f} s (median {sorted(took)[10]:.2f} s)")
 
 
+def test_a_kip848_member_follows_its_group_to_the_new_coordinator(pg_dsn, tmp_path):
+    """A consumer group (KIP-848, librdkafka's group.protocol=consumer) whose coordinator is killed: the new owner
+    replays its ConsumerGroup records, and the member carries on at its epoch, holding what it held."""
+    from .interop_consumer import ConsumerMember
+
+    with KCluster(pg_dsn, tmp_path, nodes=2, args=ARGS) as cl:
+        wait_until(lambda: cl.balanced([1, 2]), 10, "partitions spread over the two nodes")
+        group = group_on(cl, 1, "kip848")
+        m = ConsumerMember(cl.bootstrap, group, [TOPIC], client_id="kip848-a").start()
+        try:
+            wait_until(lambda: m.partitions == {0, 1, 2}, 30, "the member holds the three partitions")
+            m.commit({0: 5, 1: 6})
+            epoch = cl.db.execute("SELECT epoch FROM kcoord_leases WHERE partition = %s",
+                                  (partition_for(group, cl.partitions()),)).fetchone()[0]
+            killed_at = time.monotonic()
+            cl.node(1).kill()
+
+            def commits() -> bool:
+                try:
+                    m.commit({0: 7, 1: 8})
+                    return True
+                except Exception:  # the coordinator is moving: try again
+                    return False
+            wait_until(commits, LEASE_S + 10, "the member commits at node 2")
+            took = time.monotonic() - killed_at
+            revoked, lost, held = list(m.revoked), m.lost, m.partitions  # before closing, which revokes
+        finally:
+            m.stop()
+        assert cl.owner_of(group) == 2 and cl.db.execute(
+            "SELECT epoch FROM kcoord_leases WHERE partition = %s", (partition_for(group, cl.partitions()),)
+        ).fetchone()[0] > epoch
+        assert revoked == [] and lost == 0 and held == {0, 1, 2}, (revoked, lost, held)
+        assert {k[2]: v for k, v in cl.committed().items() if k[0] == group} == {0: 7, 1: 8}
+        assert took < LEASE_S + 5
+
+
 def test_a_node_paused_past_its_lease_steps_down_and_never_writes_beside_the_new_owner(pg_dsn, tmp_path):
     """SIGSTOP the coordinator of a committing group until the other node holds its partition, then SIGCONT: what
     the resumed node tries to write (its timers fire first) is refused by the epoch, it steps down and answers
