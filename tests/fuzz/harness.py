@@ -158,6 +158,12 @@ class Listener:
     def close(self) -> None:
         pass
 
+    async def start_serving(self) -> None:
+        pass
+
+    def is_serving(self) -> bool:
+        return True
+
     async def wait_closed(self) -> None:
         pass
 
