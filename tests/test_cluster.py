@@ -331,7 +331,7 @@ def kills_under_commit_load(pg_dsn, tmp_path, kills: int) -> list[float]:
 
 
 def test_sigkill_of_a_static_groups_coordinator_keeps_its_assignment_and_offsets(pg_dsn, tmp_path):
-    took = kills_under_commit_load(pg_dsn, tmp_path, kills=2)
+    took = kills_under_commit_load(pg_dsn, tmp_path, kills=1)  # 20 in the slow test below
     assert all(t < LEASE_S + 5 for t in took), took
 
 
