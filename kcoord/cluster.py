@@ -322,16 +322,20 @@ class Cluster:
         if held and self.rounds % PRUNE_EVERY == 0:  # the write log is evidence for an hour, not forever
             conn.execute(f"DELETE FROM kcoord_writes WHERE partition = ANY(%s) "
                          f"AND at < clock_timestamp() - interval '{WRITES_RETENTION}'", (list(held),))
-        version = conn.execute("SELECT value FROM kcoord_meta WHERE name = 'topics_version'").fetchone()[0]
         topics = None
-        if version != self.topics_version:
-            topics = conn.execute("SELECT key, value, crc FROM kcoord_records WHERE partition = %s",
-                                  (GLOBAL,)).fetchall()
+        with conn.transaction():  # the version and the topics it numbers, from one snapshot
+            conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+            version = conn.execute("SELECT value FROM kcoord_meta WHERE name = 'topics_version'").fetchone()[0]
+            if version != self.topics_version:
+                topics = conn.execute("SELECT key, value, crc FROM kcoord_records WHERE partition = %s",
+                                      (GLOBAL,)).fetchall()
         return Round(started, view, renewed, acquired, rows, topics, version, registered)
 
     def _apply(self, r: Round, held: dict[int, int]) -> None:
         self.view = r.view
-        if r.topics is not None:
+        # Topics read before this node's own latest topic write are older than its catalogue: not adopted (the
+        # next round reads them again).
+        if r.topics is not None and int(r.topics_version) >= self.records.topics_written:
             self.refresh_topics(r.topics)
             self.topics_version = r.topics_version
         lost = [p for p in held if p not in r.renewed and p in self.epochs]

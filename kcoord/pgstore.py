@@ -62,7 +62,7 @@ CREATE TABLE IF NOT EXISTS kcoord_writes (
 CREATE OR REPLACE FUNCTION kcoord_put(me int, parts int[], epochs bigint[], dparts int[], dkeys bytea[],
                                       uparts int[], ukeys bytea[], uvalues bytea[], ucrcs bigint[]) RETURNS int
 LANGUAGE plpgsql AS $$
-DECLARE n int;
+DECLARE n int; v int := -1;
 BEGIN
     -- lease rows are locked in partition order by every statement that takes several: no two can deadlock
     PERFORM 1 FROM kcoord_leases WHERE partition = ANY(parts) ORDER BY partition FOR UPDATE;
@@ -78,9 +78,10 @@ BEGIN
     INSERT INTO kcoord_records (partition, key, value, crc) SELECT * FROM unnest(uparts, ukeys, uvalues, ucrcs)
         ON CONFLICT (partition, key) DO UPDATE SET value = excluded.value, crc = excluded.crc;
     IF {GLOBAL} = ANY(dparts) OR {GLOBAL} = ANY(uparts) THEN
-        UPDATE kcoord_meta SET value = (value::bigint + 1)::text WHERE name = 'topics_version';
+        UPDATE kcoord_meta SET value = (value::bigint + 1)::text WHERE name = 'topics_version'
+            RETURNING value::int INTO v;
     END IF;
-    RETURN n;
+    RETURN v;  -- the topics version this write made, or -1
 END $$;
 """
 
@@ -216,6 +217,7 @@ class PgRecords:
         self.conn = None
         self.commits = 0
         self.failed_partitions: set[int] = set()  # what the last failed put touched
+        self.topics_written = -1  # the topics version this node's last topic write made (kcoord_meta)
 
     def _conn(self):
         if self.conn is None or self.conn.closed or self.conn.broken:
@@ -248,9 +250,9 @@ class PgRecords:
             raise FencedError(f"this node holds no lease on coordinator partition(s) {sorted(missing)}", missing)
         parts = list(touched)
         try:
-            self._conn().execute("SELECT kcoord_put(%s, %s, %s, %s, %s, %s, %s, %s, %s)",
-                                 (self.node_id, parts, [epochs[p] for p in parts], dparts, dkeys,
-                                  uparts, ukeys, uvalues, ucrcs))
+            (version,) = self._conn().execute("SELECT kcoord_put(%s, %s, %s, %s, %s, %s, %s, %s, %s)", (
+                self.node_id, parts, [epochs[p] for p in parts], dparts, dkeys, uparts, ukeys, uvalues, ucrcs)
+            ).fetchone()
         except psycopg.Error as e:
             if getattr(e, "sqlstate", None) == FENCED:
                 lost = self._lost(parts)
@@ -258,6 +260,7 @@ class PgRecords:
                                   f"nothing was written", lost) from None
             raise StoreError(f"PostgreSQL store write failed: {_first_line(e)}") from None
         self.failed_partitions = set()
+        self.topics_written = max(self.topics_written, version)
         self.commits += 1
 
     def _lost(self, parts: list[int]) -> set[int]:

@@ -27,7 +27,7 @@ from kcoord import wire
 from kcoord.client import Client, KafkaError
 from kcoord.cluster import View, share
 from kcoord.pgstore import FencedError, Partitioner, PgRecords, connect, init_schema, partition_for
-from kcoord.records import offset_key, offset_value
+from kcoord.records import offset_key, offset_value, topic_key
 
 from .cluster_nodes import FAST, KCluster, wait_until
 from .interop_member import MEMBERS
@@ -156,6 +156,37 @@ def test_writes_and_lease_rounds_lock_lease_rows_in_one_order(pg_dsn):
     assert conn.execute("SELECT count(*) FROM kcoord_records").fetchone()[0] == 2
     for c in (rec, conn, other):
         c.close()
+
+
+def test_a_lease_round_read_before_the_nodes_own_topic_write_does_not_undo_it(pg_dsn):
+    """A round reads the topics in a thread; if this node creates a topic after that read, the round's older
+    snapshot must not delete it (nor forget its offsets) when applied: it is skipped, and the next round's is taken."""
+    from kcoord.cluster import Round
+    from kcoord.server import Server, ServerConfig
+
+    srv = Server(ServerConfig(port=0, store_url=pg_dsn, topics=["a:1"]))
+    try:
+        cl = srv.cluster
+        stale = cl.lease_conn.execute("SELECT key, value, crc FROM kcoord_records WHERE partition = -1").fetchall()
+        version = int(cl.lease_conn.execute("SELECT value FROM kcoord_meta WHERE name = 'topics_version'")
+                      .fetchone()[0])
+        srv.topics.create("b", 2)
+        srv.store.commit()
+        assert cl.records.topics_written == version + 1
+        cl._apply(Round(time.monotonic(), View(), set(), {}, [], stale, str(version), False), {})
+        assert "b" in srv.topics, "an older snapshot of the topics undid this node's own write"
+        fresh = cl.lease_conn.execute("SELECT key, value, crc FROM kcoord_records WHERE partition = -1").fetchall()
+        cl._apply(Round(time.monotonic(), View(), set(), {}, [], fresh, str(version + 1), False), {})
+        assert srv.topics.get("b").partitions == 2 and cl.topics_version == str(version + 1)
+        # a topic deleted elsewhere (a newer snapshot without it) goes here too
+        cl.lease_conn.execute("DELETE FROM kcoord_records WHERE partition = -1 AND key = %s", (topic_key("a"),))
+        cl.lease_conn.execute("UPDATE kcoord_meta SET value = (value::int + 1)::text WHERE name = 'topics_version'")
+        fresh = cl.lease_conn.execute("SELECT key, value, crc FROM kcoord_records WHERE partition = -1").fetchall()
+        cl._apply(Round(time.monotonic(), View(), set(), {}, [], fresh, str(version + 2), False), {})
+        assert "a" not in srv.topics and "b" in srv.topics
+    finally:
+        srv.store.close()
+        srv.cluster.lease_conn.close()
 
 
 def test_a_node_whose_lease_moved_on_answers_nothing_it_could_not_write_and_steps_down(pg_dsn, tmp_path):
