@@ -323,6 +323,7 @@ class Committer:
         self.stop.set()
         self.thread.join(30)
         self.revoked = self.member.revocations_since(self.since)  # closing the client revokes: read them before
+        self.held = self.member.assigned
         self.member.close()
 
 
@@ -492,7 +493,10 @@ def test_postgres_restarted_under_the_cluster(pg_dsn, tmp_path, postgres_server)
         for c in committers:
             for p, n in [*acked_before[c.group].items(), *c.acked.items()]:
                 assert stored[(c.group, TOPIC, p)] >= n
-            assert c.revoked == [], f"{c.group}: a static member lost its partitions"
+            # No "no revocation" here: PostgreSQL stays down past the lease, so the member's coordinator answers
+            # NOT_COORDINATOR for longer than its 6 s session and librdkafka may drop and rejoin (CI saw it once);
+            # the static member comes back to the same partitions.
+            assert c.held == {0, 1, 2}, f"{c.group}: {c.held}"
         assert all(cl.node(n).alive for n in (1, 2))
         assert cl.two_writers() == []
 
