@@ -42,20 +42,31 @@ class Server:
 
 
 def serve(port: int, log: Path, *args: str, timeout: float = 30.0, preexec_fn=None) -> Server:
-    """`kcoord serve --port PORT ARGS...`, output appended to `log`; returns once it accepts connections.
+    """`kcoord serve --port PORT ARGS...`, output appended to `log`; returns once it serves. That is when its
+    "kcoord listening on" line is in the log (written after the server accepts, and after what it loaded is logged), or,
+    with the INFO lines turned off (--log-level above INFO), once a connection is accepted.
     `preexec_fn` runs in the child before kcoord starts (resource limits)."""
+    start = log.stat().st_size if log.exists() else 0
     with open(log, "ab") as out:
         proc = subprocess.Popen([sys.executable, "-m", "kcoord.cli", "serve", "--port", str(port), *args],
                                 stdout=out, stderr=subprocess.STDOUT, cwd=ROOT,
                                 env={**os.environ, "PYTHONUNBUFFERED": "1"}, preexec_fn=preexec_fn)
     srv = Server(proc, port, log)
+    level = next((b for a, b in zip(args, args[1:]) if a == "--log-level"), "INFO").upper()
     deadline = time.monotonic() + timeout
     while True:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=1).close()
-            return srv
-        except OSError:
-            if proc.poll() is not None or time.monotonic() > deadline:
-                proc.kill()
-                pytest.fail(f"kcoord serve did not listen on {port}:\n{srv.log_tail()}")
-            time.sleep(0.02)
+        if level in ("DEBUG", "INFO"):
+            with open(log, "rb") as f:
+                f.seek(start)
+                if b"kcoord listening on " in f.read():
+                    return srv
+        else:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                return srv
+            except OSError:
+                pass
+        if proc.poll() is not None or time.monotonic() > deadline:
+            proc.kill()
+            pytest.fail(f"kcoord serve did not listen on {port}:\n{srv.log_tail()}")
+        time.sleep(0.02)

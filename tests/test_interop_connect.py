@@ -323,7 +323,6 @@ def test_connect_workers_ride_out_a_coordinator_restart(env) -> None:
 
     server.proc.kill()
     assert server.proc.wait(10) == -signal.SIGKILL
-    time.sleep(0.5)  # the workers see the connection drop and retry
     workers.server = server = start_server(port, log, "--data-dir", str(data_dir))
     made.append(server)
     # Longer than a session timeout: a worker that had not reconnected with its epoch would be fenced by now.

@@ -51,6 +51,7 @@ def test_static_group_survives_a_coordinator_restart(tmp_path, kind, how) -> Non
         rc = server.proc.wait(15)
         assert rc == (0 if how == signal.SIGTERM else -signal.SIGKILL), server.log_tail()
         group.server = server = start_server(port, data_dir, log)
+        # start_server returned on the "listening" line, which the server writes after the "loaded" one
         assert "loaded 1 groups, 3 members, 12 offsets" in log.read_text(), server.log_tail()
 
         def unchanged() -> tuple[bool, dict]:

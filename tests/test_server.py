@@ -7,7 +7,9 @@ import socket
 import struct
 import subprocess
 import sys
+import tempfile
 import time
+from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -15,15 +17,11 @@ from hypothesis import strategies as st
 
 from kcoord import wire
 
+from .servers import free_port, serve
+
 # Exactly what is implemented: the broker surface consumers need, and the classic group and offset APIs.
 # Not advertised: ConsumerGroupHeartbeat/Describe (KIP-848 comes later), GetTelemetrySubscriptions.
 SERVED = {0, 1, 2, 3, 8, 9, 10, 11, 12, 13, 14, 15, 16, 18, 19, 20, 37, 42, 47, 68, 69}  # 20: DeleteTopics; 68, 69: KIP-848
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.fixture(scope="module")
@@ -34,27 +32,31 @@ def server():
 
 
 def start(*settings: str, loop: str = "auto") -> tuple[subprocess.Popen, int]:
-    """`kcoord serve` on a free loopback port with Kafka-named settings; returns once it accepts."""
-    port = free_port()
-    args = [sys.executable, "-m", "kcoord.cli", "serve", "--port", str(port), "--loop", loop]
+    """`kcoord serve` on a free loopback port with Kafka-named settings, its output to a log file (never an unread
+    pipe, which a talkative server would fill); returns once it serves (tests/servers.py `serve`)."""
+    args = ["--loop", loop]
     for s in settings:
         args += ["--set", s]
-    proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
-    deadline = time.monotonic() + 20
-    while True:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=1).close()
-            return proc, port
-        except OSError:
-            assert time.monotonic() < deadline and proc.poll() is None, "server did not start"
-            time.sleep(0.05)
+    srv = serve(free_port(), Path(tempfile.mkdtemp(prefix="kcoord-test-server-")) / "server.log", *args)
+    return srv.proc, srv.port
 
 
 def stop(proc: subprocess.Popen) -> int:
     proc.terminate()
-    rc = proc.wait(timeout=10)
-    proc.stdout.close()
-    return rc
+    return proc.wait(timeout=10)
+
+
+def wait_parked(port: int, group: str) -> None:
+    """Until `group` is PreparingRebalance (a join is parked in it), read through DescribeGroups on its own
+    connection: the order of events is the server's own state, not a pause."""
+    from kcoord.client import Client
+
+    deadline = time.monotonic() + 20
+    with Client(f"127.0.0.1:{port}") as c:
+        while (g := c.call(15, 5, wire.DescribeGroupsRequest(groups=[group])).groups[0]).group_state \
+                != "PreparingRebalance":
+            assert time.monotonic() < deadline, f"{group} never parked a join: {g.group_state}"
+            time.sleep(0.01)
 
 
 def recv_frame(sock: socket.socket) -> bytes:
@@ -130,7 +132,7 @@ def form_static_pair(server, version: int):
         group_id="wire-g", session_timeout_ms=30_000, rebalance_timeout_ms=60_000, member_id="",
         group_instance_id="lead", protocol_type="consumer", reason="first start",
         protocols=[wire.JoinGroupRequestProtocol(name="range", metadata=b"m")]))
-    time.sleep(0.05)
+    wait_parked(server, "wire-g")  # the leader's join is in before the follower's
     corr_b = b.send(11, version, wire.JoinGroupRequest(
         group_id="wire-g", session_timeout_ms=30_000, rebalance_timeout_ms=60_000, member_id="",
         group_instance_id="follow", protocol_type="consumer",
@@ -153,7 +155,9 @@ def form_static_pair(server, version: int):
 
 @pytest.fixture(params=["asyncio", "uvloop"])
 def fresh_server(request):
-    proc, port = start("group.initial.rebalance.delay.ms=200", loop=request.param)
+    # The window in which the second member's join must arrive for both to share a generation (wait_parked makes
+    # the first one's join arrive first).
+    proc, port = start("group.initial.rebalance.delay.ms=500", loop=request.param)
     yield port
     assert stop(proc) == 0
 
@@ -301,14 +305,13 @@ def test_sigterm_answers_parked_requests_then_exits_cleanly() -> None:
     corr = c.send(11, 9, wire.JoinGroupRequest(
         group_id="shutdown-g", session_timeout_ms=30_000, member_id="", group_instance_id="i",
         protocol_type="consumer", protocols=[wire.JoinGroupRequestProtocol(name="range", metadata=b"")]))
-    time.sleep(0.3)  # the join is parked for the initial delay
+    wait_parked(port, "shutdown-g")  # the join is parked for the initial delay
     proc.terminate()
     resp = c.receive(11, 9, corr)
     assert resp.error_code == 16  # NOT_COORDINATOR: the client looks for the coordinator again
     assert c.sock.recv(10) == b""
     c.close()
     assert proc.wait(timeout=10) == 0
-    proc.stdout.close()
 
 
 # ---- fuzzed frames against a live server ---------------------------------------------------------------
