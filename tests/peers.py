@@ -6,8 +6,17 @@ through `kio.serial`. Both convert a kcoord object by walking kcoord's own defin
 every field the version carries is carried over and a field one side lacks fails loudly.
 
 A peer may represent only part of a type's domain (kio's error codes are an enum, its durations
-`timedelta`s); `Peer.random_message` draws values the peer can hold, so that golden tests compare codecs
-rather than value models.
+`timedelta`s, its timestamps non-negative `datetime`s); `Peer.random_message` draws values the peer can
+hold, so that golden tests compare codecs rather than value models.
+
+Both model "this tagged field is absent" as a value of their own in a few places, where Kafka (and kcoord)
+leave out a tagged field whose value equals its schema default: kafka-python writes every tagged struct that
+is not None (even one equal to the default struct), kio writes a tagged uuid that is not None (even the zero
+uuid). The adapters hand them their "absent" value for exactly those fields at their default, and nothing
+else, so that a default kcoord gets wrong still shows up as different bytes.
+
+`records` fields (Produce, Fetch) are opaque bytes to kcoord and to both peers (kafka-python's `Bytes`,
+kio's `Records`, a phantom of `bytes`), so random bytes go through as they are.
 """
 
 from __future__ import annotations
@@ -27,7 +36,7 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 from kio.serial import entity_writer
-from kio.static.primitive import i32Timedelta, i64Timedelta
+from kio.static.primitive import TZAware, i32Timedelta, i64Timedelta
 
 from kcoord.protocol.dsl import Field, Message, Struct
 
@@ -46,6 +55,9 @@ class Peer(abc.ABC):
     """A codec kcoord's bytes are checked against."""
 
     name: str
+    # Hand the peer its own "absent" value for a tagged field at its Kafka default where the peer needs it (see
+    # the module doc); False feeds such fields literally, to show the peer would then write them.
+    omit_tagged_defaults = True
 
     @abc.abstractmethod
     def supports(self, msg: Message, version: int) -> bool:
@@ -62,6 +74,13 @@ class Peer(abc.ABC):
     def random_message(self, msg: Message, version: int, rng: random.Random) -> Any:
         """A random kcoord object whose values this peer can represent (no unknown tagged fields)."""
         return random_message(msg, version, rng, unknown_tags=False)
+
+
+def _at_default(fld: Field, value: Any) -> bool:
+    """Whether `value` is `fld`'s default: the value Kafka leaves out when the field is tagged."""
+    if fld.struct is not None and not fld.is_array:
+        return value == type(value)()
+    return value == fld.python_default()
 
 
 # ---------------------------------------------------------------------------------------------- kafka-python
@@ -119,6 +138,11 @@ class KafkaPython(Peer):
     def _value(self, fld: Field, theirs: BaseField, value: Any, version: int) -> Any:
         if value is None:
             return None
+        if (self.omit_tagged_defaults and fld.is_tagged(version) and theirs.default is None
+                and not fld.is_nullable(version) and _at_default(fld, value)):
+            # kafka-python's default for a tagged struct or a uuid without a JSON default is None: it writes any
+            # other value, the default struct and the zero uuid included, which Kafka leaves out.
+            return None
         if fld.struct is not None:
             cls = theirs.data_class
             if fld.is_array:
@@ -140,11 +164,22 @@ KIO_ERROR_CODES = tuple(int(e) for e in ErrorCode)
 KIO_EXACT_I64_MS = 2**43
 
 
+# kio's timestamps ("datetime_i64", `TZAware | None`; the name drops "Ms" like a duration's) are None for -1, else
+# a non-negative datetime in whole seconds (`TZAware` refuses a nonzero microsecond), up to 9999-12-31T23:59:59Z.
+KIO_EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.UTC)
+KIO_MAX_DATETIME_S = (datetime.datetime.max.replace(tzinfo=datetime.UTC) - KIO_EPOCH) // datetime.timedelta(seconds=1)
+KIO_RENAMED_TYPES = (*KIO_DURATIONS, "datetime_i64")
+_AS_IS = object()
+
+
 class _KioLayout(typing.NamedTuple):
     field: Field
     name: str
     kafka_type: str | None  # None for structs
     struct_class: type | None
+    # What kio writes for the field at its Kafka default: None where kio models a tagged field's absence as None
+    # although Kafka's field is not nullable (kio then writes any other value, the Kafka default included).
+    absent: Any = _AS_IS
 
 
 def _snake(name: str) -> str:
@@ -205,19 +240,23 @@ class Kio(Peer):
         if cls not in self._layouts:
             theirs = {f.name: f for f in dataclasses.fields(cls)}
             layout = []
+            version = cls.__version__
             for fld in st.fields:
-                if not fld.present(cls.__version__):
+                if not fld.present(version):
                     continue
                 name = fld.name if fld.name in theirs else fld.name.removesuffix("_ms")
-                assert name in theirs, f"{st.name} v{cls.__version__}: kio has no {fld.name}"
+                assert name in theirs, f"{st.name} v{version}: kio has no {fld.name}"
                 spec = theirs[name]
-                assert name == fld.name or spec.metadata["kafka_type"] in KIO_DURATIONS, (st.name, fld.name)
+                assert name == fld.name or spec.metadata["kafka_type"] in KIO_RENAMED_TYPES, (st.name, fld.name)
+                absent = _AS_IS
+                if fld.is_tagged(version) and spec.default is None and not fld.is_nullable(version):
+                    absent = None
                 if fld.struct is not None:
-                    layout.append(_KioLayout(fld, name, None, _entity_type(spec.type)))
+                    layout.append(_KioLayout(fld, name, None, _entity_type(spec.type), absent))
                 else:
-                    layout.append(_KioLayout(fld, name, spec.metadata["kafka_type"], None))
+                    layout.append(_KioLayout(fld, name, spec.metadata["kafka_type"], None, absent))
             ours = sorted(item.name for item in layout)
-            assert ours == sorted(theirs), f"{st.name} v{cls.__version__}: ours {ours}, kio {sorted(theirs)}"
+            assert ours == sorted(theirs), f"{st.name} v{version}: ours {ours}, kio {sorted(theirs)}"
             self._layouts[cls] = tuple(layout)
         return self._layouts[cls]
 
@@ -239,6 +278,8 @@ class Kio(Peer):
         if value is None:
             return None
         fld = item.field
+        if self.omit_tagged_defaults and item.absent is not _AS_IS and _at_default(fld, value):
+            return item.absent
         if item.struct_class is not None:
             if fld.is_array:
                 return tuple(self._entity(fld.struct, item.struct_class, v) for v in value)
@@ -255,6 +296,8 @@ def _kio_primitive(kafka_type: str, value: Any) -> Any:
         return KIO_DURATIONS[kafka_type].parse(datetime.timedelta(milliseconds=value))
     if kafka_type == "uuid":
         return uuid.UUID(bytes=value)
+    if kafka_type == "datetime_i64":
+        return None if value == -1 else TZAware.parse(KIO_EPOCH + datetime.timedelta(milliseconds=value))
     return value
 
 
@@ -271,6 +314,9 @@ class _KioValueMaker(ValueMaker):
             return self.rng.choice(KIO_ERROR_CODES)
         if kafka_type == "timedelta_i64":
             return self.rng.randint(-KIO_EXACT_I64_MS, KIO_EXACT_I64_MS)
+        if kafka_type == "datetime_i64":
+            seconds = self.rng.choice((0, KIO_MAX_DATETIME_S, self.rng.randint(0, KIO_MAX_DATETIME_S)))
+            return -1 if self.rng.random() < 0.25 else seconds * 1000
         return super().field(msg, fld, v)
 
 

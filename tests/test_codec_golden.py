@@ -1,4 +1,6 @@
-"""Golden bytes: kcoord against kafka-python 3 and kio, every version of the group coordinator's APIs.
+"""Golden bytes: kcoord against kafka-python 3 and kio, every version of every Kafka API kcoord serves.
+
+kcoord's own Connect group APIs (keys 1000+) have no peer and are not here.
 
 For each case a peer supports, random values are encoded by the peer and decoded by kcoord (must equal the
 original object), and encoded by kcoord (must equal the peer's bytes, byte for byte). Every case must have
@@ -16,10 +18,15 @@ from kcoord import wire
 from kcoord.protocol import BY_NAME
 from kcoord.protocol.dsl import Message
 
-from .peers import KAFKA_PYTHON, KIO, PEERS, KafkaPython, Peer
+from .peers import KAFKA_PYTHON, KIO, PEERS, KafkaPython, Kio, Peer
 
+# Group coordinator, offsets and broker APIs (coordinator.py, offsets.py, broker.py). Only one peer for:
+# ConsumerGroupHeartbeat, ConsumerGroupDescribe (kio; kafka-python has no class for them), OffsetCommit v0-1,
+# OffsetFetch v0, ListOffsets v0, CreateTopics v0-1 (kafka-python; kio has only the versions Kafka 4 kept, KIP-896).
 APIS = ("JoinGroup", "SyncGroup", "Heartbeat", "LeaveGroup", "OffsetCommit", "OffsetFetch", "FindCoordinator",
-        "ApiVersions", "Metadata", "ConsumerGroupHeartbeat")
+        "ApiVersions", "Metadata", "ConsumerGroupHeartbeat", "ListOffsets", "Fetch", "Produce", "CreateTopics",
+        "CreatePartitions", "DeleteTopics", "DescribeGroups", "ListGroups", "DeleteGroups", "OffsetDelete",
+        "ConsumerGroupDescribe")
 CASES = [(BY_NAME[api + kind], v) for api in APIS for kind in ("Request", "Response")
          for v in BY_NAME[api + kind].versions]
 VALUES_PER_CASE = 25
@@ -64,3 +71,20 @@ def test_golden_check_catches_a_wrong_value() -> None:
 
     with pytest.raises(AssertionError, match="decodes kafka_python's bytes differently"):
         check_golden(Skewed(), BY_NAME["HeartbeatRequest"], 3)
+
+
+@pytest.mark.parametrize("peer_class,name,version", [
+    (KafkaPython, "FetchResponse", 12),  # tagged structs at their default (current_leader, ...)
+    (KafkaPython, "FetchRequest", 17),  # the zero uuid in tagged replica_directory_id, the default replica_state
+    (Kio, "FetchRequest", 17),  # the zero uuid in tagged replica_directory_id
+])
+def test_golden_check_catches_a_tagged_default_written(peer_class: type[Peer], name: str, version: int) -> None:
+    # Kafka leaves out a tagged field equal to its default. These peers write it unless handed their own "absent"
+    # value: fed literally, their bytes differ from kcoord's, so the check sees a tagged field written or not,
+    # and the adapters' mapping is still needed.
+    class Literal(peer_class):  # type: ignore[misc,valid-type]
+        omit_tagged_defaults = False
+
+    peer = Literal()
+    with pytest.raises(AssertionError, match=f"kcoord's bytes differ from {peer.name}'s"):
+        check_golden(peer, BY_NAME[name], version)
