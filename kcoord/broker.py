@@ -2,7 +2,8 @@
 
 kcoord is the only broker of its cluster and the leader of every partition; it stores no records, so Fetch
 answers empty (held for the client's max_wait_ms, as a broker with nothing to send does), ListOffsets answers
-0, and Produce is advertised (librdkafka requires it) but refused with a clear error.
+0 for a log's start and end and -1 (no record) for a timestamp, as Kafka does for an empty log, and Produce is
+advertised (librdkafka requires it) but refused with a clear error.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from .topics import PartitionLimitError, TopicCatalogue, TopicError, validate_na
 
 MAX_FETCH_WAIT_MS = 30_000
 NO_RECORDS = "kcoord is a group coordinator and stores no records"
+LOG_BOUNDS = (-2, -1, -4)  # ListOffsets: EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, EARLIEST_LOCAL_TIMESTAMP
 
 
 class Broker:
@@ -132,11 +134,16 @@ class Broker:
                 err = E.NONE if known and 0 <= p.partition_index < self.topics.get(t.name).partitions \
                     else E.UNKNOWN_TOPIC_OR_PARTITION
                 ok = err == E.NONE
+                # Every log is empty: its start and end (earliest -2, latest -1, earliest local -4) are 0, and no
+                # record answers a timestamp (or -3, the largest timestamp; -5, the last tiered offset), for which
+                # Kafka answers offset -1 and timestamp -1 (a Java consumer's offsetsForTimes refuses offset 0
+                # with timestamp -1: "Invalid negative timestamp").
+                found = ok and version >= 1 and p.timestamp in LOG_BOUNDS
                 parts.append(wire.ListOffsetsResponseListOffsetsPartitionResponse(
                     partition_index=p.partition_index, error_code=err,
                     old_style_offsets=[0] if version == 0 and ok else [], timestamp=-1,
-                    offset=0 if ok and version >= 1 else -1,  # v0 carries old_style_offsets only
-                    leader_epoch=0 if ok and version >= 4 else -1))
+                    offset=0 if found else -1,  # v0 carries old_style_offsets only
+                    leader_epoch=0 if found and version >= 4 else -1))
             topics.append(wire.ListOffsetsResponseListOffsetsTopicResponse(name=t.name, partitions=parts))
         return wire.ListOffsetsResponse(topics=topics)
 

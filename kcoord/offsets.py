@@ -23,6 +23,12 @@ NO_OFFSET = -1
 Committed = tuple[int, int, str | None, int]
 
 
+
+def java_length(text: str) -> int:
+    """Java's String.length(): UTF-16 code units, what Kafka compares with offset.metadata.max.bytes (despite the
+    name: "é" counts 1, an emoji outside the BMP 2)."""
+    return len(text) + sum(1 for c in text if ord(c) > 0xFFFF)
+
 class Offsets:
     def __init__(self, groups: Mapping[str, Group], create_group: Callable[[str], Group], store: RecordSink,
                  topics: TopicCatalogue, clock: Clock, metadata_max_bytes: int) -> None:
@@ -113,7 +119,7 @@ class Offsets:
                 err = error
                 if not err and name is None:
                     err = E.UNKNOWN_TOPIC_ID
-                elif not err and p.committed_metadata is not None and len(p.committed_metadata.encode()) > limit:
+                elif not err and p.committed_metadata is not None and java_length(p.committed_metadata) > limit:
                     err = E.OFFSET_METADATA_TOO_LARGE
                 if not err:
                     # a null metadata is kept as "" (Kafka's OffsetAndMetadata.NoMetadata), as the record keeps it
