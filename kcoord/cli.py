@@ -248,7 +248,7 @@ MEMBER_TYPES = {0: "classic", 1: "consumer"}  # ConsumerGroupDescribe v1 MemberT
 def describe_consumer_group(client: Client, group: str) -> dict | None:
     """A KIP-848 consumer group as ConsumerGroupDescribe gives it (None if the group is not one)."""
     g = client.request(wire.ConsumerGroupDescribeRequest(group_ids=[group]), 1).groups[0]
-    if g.error_code == E.GROUP_ID_NOT_FOUND:
+    if g.error_code in (E.GROUP_ID_NOT_FOUND, E.UNSUPPORTED_VERSION):  # not one, or consumer groups are off
         return None
     if g.error_code:
         raise KafkaError(f"ConsumerGroupDescribe {group}: {E.name(g.error_code)}")

@@ -358,7 +358,10 @@ class Coordinator:
         out = []
         for gid in dict.fromkeys(req.group_ids):  # each once: a repeated id cannot multiply the answer
             g = self.groups.get(gid)
-            if isinstance(g, ConsumerGroup) and not g.is_dead:
+            if not self.consumer_protocol:  # Kafka: the whole request fails when consumer groups are off
+                out.append(wire.ConsumerGroupDescribeResponseDescribedGroup(
+                    error_code=E.UNSUPPORTED_VERSION, group_id=gid))
+            elif isinstance(g, ConsumerGroup) and not g.is_dead:
                 out.append(g.consumer_described())
             else:
                 msg = f"Group {gid} is not a consumer group." if g is not None and not g.is_dead else \
