@@ -49,6 +49,24 @@ NODE = 7  # node.id
 TOPIC = "orders"
 
 
+def test_every_setting_kcoord_serve_accepts_has_a_test_of_its_effect() -> None:
+    # Every name `--set` takes (the broker's and the groups'), here or in test_settings_group, names a test that
+    # exists; a new setting without one fails here.
+    import re
+
+    from kcoord.config import SETTINGS as GROUP_SETTINGS
+    from kcoord.server import SETTINGS as BROKER_SETTINGS
+
+    from .test_settings_group import COVERED as GROUP_COVERED
+
+    covered = {**GROUP_COVERED, **COVERED}
+    assert set(covered) == set(BROKER_SETTINGS) | set(GROUP_SETTINGS), \
+        set(covered) ^ (set(BROKER_SETTINGS) | set(GROUP_SETTINGS))
+    for name, where in covered.items():
+        path, _, test = where.partition("::")
+        assert re.search(rf"^def {re.escape(test)}\(", (ROOT / path).read_text(), re.M), f"{name}: no {where}"
+
+
 def settings(*pairs: str) -> list[str]:
     return [a for p in pairs for a in ("--set", p)]
 
