@@ -2,13 +2,15 @@
 #   make run    set up .venv, build, and start the coordinator (kcoord serve on 127.0.0.1:9092, state in .kcoord-data/)
 #   make test   set up .venv with the test extras, build, check generated code, and run the whole suite
 #   make fuzz   fuzz the request path for FUZZ_SECONDS (1800) and merge what adds coverage into tests/fuzz/corpus
+#   make mutate mutation testing ([tool.mutmut] in pyproject.toml): the score and every surviving mutant
+#   make planted  the bugs kept in tests/planted_bugs.py, each planted in turn: every one must fail a test
 
 PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 SERVE_ARGS ?= --data-dir .kcoord-data
 
-.PHONY: run test bench fuzz generate wheel clean
+.PHONY: run test bench fuzz mutate planted generate wheel clean
 
 # Requirements read from pyproject.toml, so each pin is written once: the build's, and the wheel tools of the test extra.
 BUILD_REQUIRES = import tomllib; print(*tomllib.load(open('pyproject.toml', 'rb'))['build-system']['requires'])
@@ -35,9 +37,21 @@ $(VENV)/.installed-test: $(BIN)/python pyproject.toml setup.py $(wildcard src/_c
 run: $(VENV)/.installed-run
 	$(BIN)/kcoord serve $(SERVE_ARGS)
 
+# Two workers (pytest-xdist), each taking whole files; TEST_WORKERS=0 runs the suite in this one process.
+TEST_WORKERS ?= 2
 test: $(VENV)/.installed-test
 	$(BIN)/python -m kcoord.protocol.generate --check
-	$(BIN)/python -m pytest --benchmark-disable -m "not slow" $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile --benchmark-disable -m "not slow" $(PYTEST_ARGS)
+
+# mutmut copies the tree into mutants/, runs the selected tests once to learn which reach each function, then each
+# mutant against those; tests/mutation_report.py prints the score and the survivors.
+mutate: $(VENV)/.installed-test
+	rm -rf mutants
+	$(BIN)/mutmut run --max-children 2
+	$(BIN)/python -m tests.mutation_report
+
+planted: $(VENV)/.installed-test
+	$(BIN)/python -m tests.planted_bugs
 
 # A long fuzzing run (FUZZ_SECONDS) whose finds are merged into the corpus kept in the repo (libFuzzer's merge
 # keeps only inputs that add coverage). A crash stops it: its input is in .fuzz/artifacts/ (tests/fuzz/crashes/README).
