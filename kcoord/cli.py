@@ -21,8 +21,9 @@ the input at fault, and nothing on stdout; never a traceback. The exit status sa
 the command line or its input (an argument, a setting, a file), 1 for a refusal at run time (no server to talk
 to, a group that does not exist, a server's error code, a store that cannot be served). Where a command does
 several things (topics --create/--grow, remove-members) it prints what it did on stdout and its refused parts on
-that one stderr line, and exits 1. A reader that stops early (``kcoord describe G | head -1``) ends the command
-quietly with 141, as a process killed by SIGPIPE.
+that one stderr line, and exits 1; so does a report that finds a problem (store check of a damaged store,
+cluster --check): the report on stdout, the first problem on the line. A reader that stops early
+(``kcoord describe G | head -1``) ends the command quietly with 141, as a process killed by SIGPIPE.
 """
 
 from __future__ import annotations
@@ -157,11 +158,16 @@ def _cluster(args) -> int:
     return 0
 
 
+def _store_dir(path: str) -> None:
+    """`kcoord store check/accept DIR`: DIR must be a directory (a mistake in the argument: exit 2)."""
+    if not os.path.exists(path):
+        raise CliError(f"{path}: no such directory", 2)
+    if not os.path.isdir(path):
+        raise CliError(f"{path}: not a directory", 2)
+
+
 def _store_check(args) -> int:
-    if not os.path.exists(args.dir):
-        raise CliError(f"{args.dir}: no such directory", 2)
-    if not os.path.isdir(args.dir):
-        raise CliError(f"{args.dir}: not a directory", 2)
+    _store_dir(args.dir)
     report = check_store(args.dir)
     if args.json:
         print(json.dumps(report.to_dict(), indent=2))
@@ -171,10 +177,14 @@ def _store_check(args) -> int:
             report.offsets, report.topics, report.bytes]]))
         for p in report.problems:
             print(f"problem: {p}")
-    return 0 if report.ok else 1
+    if not report.ok:  # the report on stdout, the verdict on the one stderr line (as `cluster --check`)
+        first = report.problems[0] if report.problems else "damaged"
+        raise CliError(f"{args.dir}: damaged: {len(report.problems)} problem(s): {first}")
+    return 0
 
 
 def _store_accept(args) -> int:
+    _store_dir(args.dir)
     try:
         accepted = accept_store(args.dir)
     except StoreError as e:
@@ -515,10 +525,9 @@ def _apis(args) -> int:
     if args.json:
         print(json.dumps(rows, indent=2))
         return 0
-    print(f"{'KEY':>4}  {'API':<24} {'VERSIONS':<9} FLEXIBLE FROM")
-    for r in rows:
-        flex = "-" if r["first_flexible_version"] is None else f"v{r['first_flexible_version']}"
-        print(f"{r['api_key']:>4}  {r['name']:<24} {r['min_version']}-{r['max_version']:<7} {flex}")
+    print(table(["KEY", "API", "VERSIONS", "FLEXIBLE-FROM"], [  # columns as wide as the longest name
+        [r["api_key"], r["name"], f"{r['min_version']}-{r['max_version']}",
+         None if r["first_flexible_version"] is None else f"v{r['first_flexible_version']}"] for r in rows]))
     return 0
 
 
@@ -649,8 +658,11 @@ def _stdout_closed() -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args, extra = parser.parse_known_args(argv)
     where = "kcoord " + " ".join(x for x in (args.command, getattr(args, "store_command", None)) if x)
+    if extra:  # argparse would name no command ("kcoord: unrecognized arguments"); the contract names it
+        parser.exit(2, f"{where}: unrecognized arguments: {' '.join(extra)}\n")
     try:
         code = args.func(args)
         sys.stdout.flush()  # a closed pipe shows here, not at exit

@@ -81,9 +81,12 @@ def parse_scenario(spec: str) -> tuple[str, Any]:
         return name, None
     if name in ("scale-out", "scale-in") and arg:
         try:
-            return name, int(arg)
+            n = int(arg)
         except ValueError:
             pass
+        else:
+            if n >= 0:  # a negative count is refused here, before Spark starts (not by scale_in in Spark)
+                return name, n
         try:
             value = float(arg)
         except ValueError:

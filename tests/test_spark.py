@@ -31,6 +31,8 @@ except ImportError as exc:
     # a wheel's test run, which deselects the spark marker but still imports this module
     pytest.skip(f"the spark extra is not installed: {exc}", allow_module_level=True)
 
+from .test_cli_paths import ok, refused
+
 pytestmark = pytest.mark.spark
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -572,3 +574,141 @@ def test_kcoord_plan_baseline_is_read_not_planned(spark, tmp_path, capsys):
         # orders-app's static members bounce under range: against its own plan nothing moves, against the skewed
         # one orders 3-5 go back from pod-1 to pod-2; billing's one dynamic member comes back under a new id
         assert {g["group_id"]: g["moved"] for g in summary["top_groups"]} == {"orders-app": moved, "billing": 3}
+
+
+# ---- kcoord plan on Spark: the scenarios -------------------------------------------------------------------------
+# (rolling-bounce and scale-out:N run through the CLI above: test_kcoord_plan_baseline_is_read_not_planned and
+# test_kcoord_plan_end_to_end_from_describe_json; each run here costs seconds of Spark jobs. The CLI's run/refused
+# helpers are tests/test_cli_paths.py's; the session is this file's.)
+
+# Two groups over topics t (6 partitions, replicas on racks r1 and r2) and u (3): "dyn" has two dynamic members
+# subscribed to both, one per rack; "stat" four static members subscribed to t, racks r1 r2 r1 r2.
+PLAN_MEMBERS = [
+    {"group_id": "dyn", "member_id": "d-0", "topics": ["t", "u"], "rack": "r1"},
+    {"group_id": "dyn", "member_id": "d-1", "topics": ["t", "u"], "rack": "r2"},
+    *[{"group_id": "stat", "member_id": f"s-{i}", "instance_id": f"i-{i}", "topics": ["t"], "rack": f"r{1 + i % 2}"}
+      for i in range(4)],
+]
+PLAN_TOPICS = [{"topic": "t", "partitions": 6, "racks": [["r1", "r2"]] * 6}, {"topic": "u", "partitions": 3}]
+SUBSCRIBED = {"dyn": {("t", p) for p in range(6)} | {("u", p) for p in range(3)}, "stat": {("t", p) for p in range(6)}}
+
+
+@pytest.fixture(scope="module")
+def plan_files(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, Path]:
+    d = tmp_path_factory.mktemp("plan")
+    (d / "members.json").write_text("".join(json.dumps(m) + "\n" for m in PLAN_MEMBERS))  # JSON lines
+    (d / "topics.json").write_text(json.dumps(PLAN_TOPICS))  # one JSON array
+    return d / "members.json", d / "topics.json", d
+
+
+def plan_run(capsys: pytest.CaptureFixture[str], files: tuple[Path, Path, Path], scenario: str | None,
+             *extra: str) -> tuple[str, Path]:
+    """`kcoord plan` with the module's inputs (range, no split search); (stdout, the --out directory)."""
+    members, topics, d = files
+    out = d / f"out-{scenario or 'none'}-{len(extra)}"
+    argv = ["plan", "--members", str(members), "--topics", str(topics), "--out", str(out), "--quiet",
+            "--split-partitions", "0", *extra]
+    if scenario:
+        argv += ["--scenario", scenario]
+    return ok(capsys, *argv), out
+
+
+def holders(out: Path, name: str) -> dict[str, dict[tuple[str, int], str]]:
+    """A written plan (Parquet): per group, each partition's holder (a static member's instance id, else its member
+    id); a partition held twice fails."""
+    import pyarrow.parquet as pq
+
+    plans: dict[str, dict[tuple[str, int], str]] = {}
+    idle: dict[str, set[str]] = {}
+    for r in pq.read_table(str(out / name)).to_pylist():
+        owner = r["instance_id"] or r["member_id"]
+        if r["partition"] is None:
+            idle.setdefault(r["group_id"], set()).add(owner)
+            continue
+        tp = (r["topic"], r["partition"])
+        assert tp not in plans.setdefault(r["group_id"], {}), f"{name}: {tp} held twice in {r['group_id']}"
+        plans[r["group_id"]][tp] = owner
+    return plans
+
+
+def holders_in(plan: dict[tuple[str, int], str]) -> set[str]:
+    return set(plan.values())
+
+
+@pytest.mark.spark
+def test_plan_scale_in_removes_the_last_members(capsys, spark, plan_files) -> None:
+    text, out = plan_run(capsys, plan_files, "scale-in:1", "--json")
+    summary = json.loads(text)
+    assert (summary["scenario"], summary["assignor"], summary["groups"], summary["out"]) == \
+        ("scale-in:1", "range", 2, str(out))
+    e = summary["estate"]
+    assert (e["members_before"], e["members_after"], e["partitions_before"], e["partitions_after"]) == (6, 4, 15, 15)
+    assert e["added"] == e["removed"] == 0
+    before, after = holders(out, "before"), holders(out, "after")
+    assert {g: holders_in(p) for g, p in before.items()} == {"dyn": {"d-0", "d-1"}, "stat": {f"i-{i}" for i in
+                                                                                            range(4)}}
+    # the last in member order leaves each group (static members by instance id, dynamic ones after them)
+    assert {g: holders_in(p) for g, p in after.items()} == {"dyn": {"d-0"}, "stat": {"i-0", "i-1", "i-2"}}
+    assert {g: set(p) for g, p in after.items()} == SUBSCRIBED  # every partition still assigned
+    assert {g["group_id"]: g["members_after"] for g in summary["top_groups"]} == {"dyn": 1, "stat": 3}
+
+
+@pytest.mark.spark
+def test_plan_scale_out_by_a_fraction_of_each_group(capsys, spark, plan_files) -> None:
+    text, out = plan_run(capsys, plan_files, "scale-out:0.5")
+    # ceil(0.5 x 2) = 1 new member in dyn, ceil(0.5 x 4) = 2 in stat
+    assert text.splitlines()[0] == "range, scale-out:0.5: 2 groups, members 6 -> 9, partitions 15 -> 15"
+    assert text.rstrip().endswith(f"plans and diff written to {out}/ (before, after, diff; Parquet)")
+    groups = {r[0]: r for r in (line.split() for line in text.splitlines()) if r and r[0] in ("dyn", "stat")}
+    assert (groups["dyn"][1], groups["stat"][1]) == ("2->3", "4->6")
+    before, after = holders(out, "before"), holders(out, "after")
+    assert {g: len(holders_in(p)) for g, p in after.items()} == {"dyn": 3, "stat": 6}
+    assert all(holders_in(before[g]) < holders_in(after[g]) for g in after)  # the old members stay
+    assert {g: set(p) for g, p in after.items()} == SUBSCRIBED
+
+
+@pytest.mark.spark
+def test_plan_grow_assigns_the_new_partitions(capsys, spark, plan_files) -> None:
+    text, out = plan_run(capsys, plan_files, "grow:u:5", "--json")
+    summary = json.loads(text)
+    e = summary["estate"]
+    # only dyn subscribes to u: its 2 new partitions are added, nothing is removed
+    assert (e["partitions_before"], e["partitions_after"], e["added"], e["removed"]) == (15, 17, 2, 0)
+    by_group = {g["group_id"]: g for g in summary["top_groups"]}
+    assert (by_group["dyn"]["added"], by_group["stat"]["added"], by_group["stat"]["moved"]) == (2, 0, 0)
+    before, after = holders(out, "before"), holders(out, "after")
+    assert set(after["dyn"]) == SUBSCRIBED["dyn"] | {("u", 3), ("u", 4)}
+    assert after["stat"] == before["stat"]
+
+
+@pytest.mark.spark
+def test_plan_rack_loss_leaves_nothing_on_the_lost_rack(capsys, spark, plan_files) -> None:
+    text, out = plan_run(capsys, plan_files, "rack-loss:r1", "--json")
+    e = json.loads(text)["estate"]
+    assert (e["members_before"], e["members_after"], e["partitions_after"]) == (6, 3, 15)
+    on_r1 = {m.get("instance_id") or m["member_id"] for m in PLAN_MEMBERS if m["rack"] == "r1"}
+    after = holders(out, "after")
+    assert {g: holders_in(p) for g, p in after.items()} == {"dyn": {"d-1"}, "stat": {"i-1", "i-3"}}
+    assert not on_r1 & set().union(*map(holders_in, after.values()))
+    assert {g: set(p) for g, p in after.items()} == SUBSCRIBED
+
+
+@pytest.mark.spark
+def test_plan_refusals_after_spark_started(capsys, monkeypatch, spark, plan_files) -> None:
+    members, topics, d = plan_files
+    # a scenario the input cannot have: named with its topic, exit 2
+    refused(capsys, 2, "plan", "--members", str(members), "--topics", str(topics), "--out", str(d / "bad-grow"),
+            "--quiet", "--scenario", "grow:nosuch:5", names=("'nosuch'",))
+    # member rows without --topics (only describe --json output infers them)
+    refused(capsys, 2, "plan", "--members", str(members), "--out", str(d / "no-topics"), "--quiet",
+            names=("--topics is needed",))
+    # Spark's own failure: one line, exit 1
+    from py4j.protocol import Py4JError
+
+    def fails(*a: Any) -> int:
+        raise Py4JError("An error occurred while calling o42.parquet\njava stack")
+    monkeypatch.setattr(plan_cli, "_run", fails)
+    line = refused(capsys, 1, "plan", "--members", str(members), "--topics", str(topics), "--out", str(d / "fail"),
+                   "--quiet", names=("Spark failed", "o42.parquet"))
+    assert "java stack" not in line
+    assert spark.sparkContext._jsc is not None  # the CLI left the session it did not create running
