@@ -5,6 +5,9 @@
 Killed counts mutants a test failed on (a timeout counts as killed: the mutant made a test hang); the score is
 killed over every mutant run or left without a test. "no tests" is a mutant in a function no selected test reaches
 in-process (mutmut traces the test process only: code reached through a `kcoord serve` subprocess lands here).
+
+Every mutant not killed is either listed in tests/mutation_survivors.txt (`NAME  reason`, one per line: why no test
+can or should tell it apart) or printed as unaccounted, which makes the exit status 1.
 """
 
 from __future__ import annotations
@@ -17,6 +20,17 @@ from pathlib import Path
 
 MUTMUT = str(Path(sys.executable).with_name("mutmut"))
 KILLED = {"killed", "timeout"}
+SURVIVORS = Path(__file__).with_name("mutation_survivors.txt")
+
+
+def accounted() -> dict[str, str]:
+    """tests/mutation_survivors.txt: mutant name -> the reason it is left alive."""
+    out = {}
+    for line in SURVIVORS.read_text().splitlines() if SURVIVORS.exists() else ():
+        if line.strip() and not line.startswith("#"):
+            name, _, reason = line.strip().partition(" ")
+            out[name] = reason.strip()
+    return out
 
 
 def results() -> list[tuple[str, str]]:
@@ -44,12 +58,16 @@ def main(argv: list[str]) -> int:
     others = {s: k for s, k in total.items() if s not in KILLED | {"survived", "no tests"}}
     if others:
         print(f"other outcomes: {others}")
-    for name, status in rows:
-        if status not in KILLED:
-            print(f"{status}: {name}")
-            if "--diff" in argv:
-                print(subprocess.run([MUTMUT, "show", name], capture_output=True, text=True).stdout)
-    return 0
+    reasons = accounted()
+    alive = [(name, status) for name, status in rows if status not in KILLED]
+    for name, status in alive:
+        print(f"{status}: {name}: {reasons.get(name, 'UNACCOUNTED')}")
+        if "--diff" in argv:
+            print(subprocess.run([MUTMUT, "show", name], capture_output=True, text=True).stdout)
+    missing = [name for name, _ in alive if name not in reasons]
+    print(f"{len(alive) - len(missing)} of {len(alive)} mutants left alive are accounted for "
+          f"in {SURVIVORS.name}")
+    return 1 if missing else 0
 
 
 if __name__ == "__main__":
