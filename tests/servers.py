@@ -17,6 +17,17 @@ from kcoord.client import Client
 ROOT = Path(__file__).resolve().parents[1]
 
 
+def recv_exact(sock: socket.socket, n: int) -> bytes:
+    """Exactly `n` bytes from `sock`; ConnectionError if the server closes the connection first."""
+    buf = b""
+    while len(buf) < n:
+        chunk = sock.recv(n - len(buf))
+        if not chunk:
+            raise ConnectionError("the server closed the connection")
+        buf += chunk
+    return buf
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

@@ -22,7 +22,7 @@ from kcoord import wire
 from kcoord.broker import NO_RECORDS
 from kcoord.client import Client
 
-from .servers import Server, free_port, serve
+from .servers import Server, free_port, recv_exact, serve
 
 PRODUCE, FETCH, LIST_OFFSETS, METADATA, API_VERSIONS = 0, 1, 2, 3, 18
 # The highest version of each that kcoord serves (checked against what it advertises below), and an older one.
@@ -44,21 +44,11 @@ def api_versions_request() -> wire.ApiVersionsRequest:
     return wire.ApiVersionsRequest(client_software_name="kcoord-test", client_software_version="1")
 
 
-def exact(sock: socket.socket, n: int) -> bytes:
-    buf = b""
-    while len(buf) < n:
-        chunk = sock.recv(n - len(buf))
-        if not chunk:
-            raise ConnectionError("the server closed the connection")
-        buf += chunk
-    return buf
-
-
 def next_response(sock: socket.socket) -> tuple[int, bytes]:
     """The next response frame to arrive: its correlation id (the header's first field, whatever its version) and
     the frame without its size prefix."""
-    (size,) = struct.unpack(">i", exact(sock, 4))
-    frame = exact(sock, size)
+    (size,) = struct.unpack(">i", recv_exact(sock, 4))
+    frame = recv_exact(sock, size)
     return struct.unpack(">i", frame[:4])[0], frame
 
 

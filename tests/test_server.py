@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 
 from kcoord import wire
 
-from .servers import free_port, serve
+from .servers import free_port, recv_exact, serve
 
 # Exactly what is implemented: the broker surface consumers need, and the classic group and offset APIs.
 # Not advertised: ConsumerGroupHeartbeat/Describe (KIP-848 comes later), GetTelemetrySubscriptions.
@@ -60,17 +60,8 @@ def wait_parked(port: int, group: str) -> None:
 
 
 def recv_frame(sock: socket.socket) -> bytes:
-    def exact(n: int) -> bytes:
-        buf = b""
-        while len(buf) < n:
-            chunk = sock.recv(n - len(buf))
-            if not chunk:
-                raise ConnectionError("closed")
-            buf += chunk
-        return buf
-
-    (size,) = struct.unpack(">i", exact(4))
-    return exact(size)
+    (size,) = struct.unpack(">i", recv_exact(sock, 4))
+    return recv_exact(sock, size)
 
 
 def api_versions(sock: socket.socket, version: int, correlation_id: int = 1) -> wire.ApiVersionsResponse:

@@ -322,6 +322,15 @@ def modern_members(h: ConsumerH | ConnectH) -> list[str]:
     return consumer_members(h) if isinstance(h, ConsumerH) else [m.member_id for m in h.describe().members]
 
 
+def expires_exactly(h: ConsumerH | ConnectH, session: int, members, via: str) -> None:
+    """The group's one member, last heard from now (t), is still there at t+session-1 and gone at t+session."""
+    t = h.clock.ms
+    at(h, t + session - 1)
+    before = members(h)
+    at(h, t + session)
+    assert (len(before), members(h)) == (1, []), via
+
+
 def not_the_quick_path(*args, **kwargs) -> None:
     raise AssertionError("the heartbeat was not answered by the compiled quick path")
 
@@ -340,11 +349,7 @@ def test_consumer_session_deadline_to_the_millisecond(monkeypatch: pytest.Monkey
             monkeypatch.setattr(h.group(), "consumer_heartbeat", not_the_quick_path)
             r = h.hb("a", 1)
             assert (r.error_code, r.member_epoch) == (E.NONE, 1)
-        t = h.clock.ms
-        at(h, t + session - 1)
-        assert consumer_members(h) == ["a"], via
-        at(h, t + session)
-        assert consumer_members(h) == [], via
+        expires_exactly(h, session, modern_members, via)
 
 
 def test_connect_session_deadline_to_the_millisecond(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -363,11 +368,7 @@ def test_connect_session_deadline_to_the_millisecond(monkeypatch: pytest.MonkeyP
             monkeypatch.setattr(h.group(), "connect_heartbeat", not_the_quick_path)
             r = h.hb("w1")
             assert (r.error_code, r.member_epoch) == (E.NONE, h.group().assignment_epoch)
-        t = h.clock.ms
-        at(h, t + session - 1)
-        assert modern_members(h) == ["w1"], via
-        at(h, t + session)
-        assert modern_members(h) == [], via
+        expires_exactly(h, session, modern_members, via)
 
 
 # ---- consumer and connect: the session and heartbeat bounds --------------------------------------------------------
