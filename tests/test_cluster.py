@@ -297,9 +297,23 @@ class Committer:
         self.errors: list[str] = []
         self.stop = threading.Event()
         self.thread = threading.Thread(target=self._run, daemon=True)
+        self.since: float | None = None  # when it was assigned and began committing
 
     def start(self) -> Committer:
+        """Join, and commit once assigned; closed again if it never is."""
+        self.join()
+        try:
+            return self.commit_once_assigned()
+        except BaseException:
+            self.close()
+            raise
+
+    def join(self) -> Committer:
+        """Start the member (it joins its group; committing starts with `commit_once_assigned`)."""
         self.member.start()
+        return self
+
+    def commit_once_assigned(self) -> Committer:
         wait_until(lambda: self.member.assigned == {0, 1, 2}, 60, f"{self.group} assigned")
         self.since = time.monotonic()
         self.thread.start()
@@ -320,9 +334,12 @@ class Committer:
             self.acked_at = time.monotonic()
 
     def close(self) -> None:
+        """Stop committing and close the client, whatever point it reached (a client left running would go on
+        logging and drawing random numbers in this process's later tests)."""
         self.stop.set()
-        self.thread.join(30)
-        self.revoked = self.member.revocations_since(self.since)  # closing the client revokes: read them before
+        if self.since is not None:
+            self.thread.join(30)
+            self.revoked = self.member.revocations_since(self.since)  # closing the client revokes: read them before
         self.held = self.member.assigned
         self.member.close()
 
@@ -335,9 +352,12 @@ def kills_under_commit_load(pg_dsn, tmp_path, kills: int) -> list[float]:
     with KCluster(pg_dsn, tmp_path, nodes=3, args=ARGS) as cl:
         wait_until(lambda: cl.balanced([1, 2, 3]), 10, "partitions spread over the three nodes")
         kinds = list(MEMBERS) * 2
-        committers = [Committer(cl.bootstrap, group_on(cl, 1 + i % 3, f"load{i}"), kinds[i]).start()
-                      for i in range(6)]
+        committers: list[Committer] = []
         try:
+            for i in range(6):  # all six join at once, then each commits once assigned
+                committers.append(Committer(cl.bootstrap, group_on(cl, 1 + i % 3, f"load{i}"), kinds[i]).join())
+            for c in committers:
+                c.commit_once_assigned()
             for k in range(kills):
                 owners = [cl.owner_of(c.group) for c in committers]
                 victim = max((1, 2, 3), key=lambda n: (owners.count(n), -abs(n - 1 - k % 3)))
@@ -458,9 +478,12 @@ def test_postgres_restarted_under_the_cluster(pg_dsn, tmp_path, postgres_server)
     their partitions again from what it holds, and the real clients carry on with every acknowledged offset."""
     with KCluster(pg_dsn, tmp_path, nodes=2, args=ARGS) as cl:
         wait_until(lambda: cl.balanced([1, 2]), 10, "partitions spread over the two nodes")
-        committers = [Committer(cl.bootstrap, group_on(cl, n, "pgdown")).start() for n in (1, 2)]
+        committers: list[Committer] = []
         admin = group_on(cl, 1, "pgdown-admin")
         try:
+            committers += [Committer(cl.bootstrap, group_on(cl, n, "pgdown")).join() for n in (1, 2)]
+            for c in committers:
+                c.commit_once_assigned()
             wait_until(lambda: all(c.acked for c in committers), 10, "commits flow")
             assert commit_offset(cl.node(1).bootstrap, admin, 5) == E.NONE
             cl.db.close()
