@@ -23,11 +23,11 @@ NO_OFFSET = -1
 Committed = tuple[int, int, str | None, int]
 
 
-
 def java_length(text: str) -> int:
     """Java's String.length(): UTF-16 code units, what Kafka compares with offset.metadata.max.bytes (despite the
     name: "é" counts 1, an emoji outside the BMP 2)."""
     return len(text) + sum(1 for c in text if ord(c) > 0xFFFF)
+
 
 class Offsets:
     def __init__(self, groups: Mapping[str, Group], create_group: Callable[[str], Group], store: RecordSink,
