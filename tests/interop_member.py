@@ -38,12 +38,14 @@ class Member:
 
     def __init__(self, bootstrap: str, group: str, topic: str, *, client_id: str, instance_id: str | None = None,
                  strategy: str | None = None, track_positions: bool = False,
-                 on_change: Callable[["Member"], None] | None = None) -> None:
+                 on_change: Callable[["Member"], None] | None = None,
+                 session_timeout_ms: int = SESSION_TIMEOUT_MS) -> None:
         self.bootstrap = bootstrap
         self.group = group
         self.topic = topic
         self.client_id = client_id
         self.instance_id = instance_id
+        self.session_timeout_ms = session_timeout_ms
         self.strategy = strategy
         self.track_positions = track_positions  # confluent: needs librdkafka's statistics (see positions())
         self.on_change = on_change
@@ -168,7 +170,7 @@ class ConfluentMember(Member):
         from confluent_kafka import Consumer
 
         conf = {"bootstrap.servers": self.bootstrap, "group.id": self.group, "client.id": self.client_id,
-                "session.timeout.ms": SESSION_TIMEOUT_MS, "heartbeat.interval.ms": HEARTBEAT_INTERVAL_MS,
+                "session.timeout.ms": self.session_timeout_ms, "heartbeat.interval.ms": HEARTBEAT_INTERVAL_MS,
                 "enable.auto.commit": False, "auto.offset.reset": "earliest",
                 "topic.metadata.refresh.interval.ms": 60_000}
         if self.instance_id is not None:
@@ -243,7 +245,7 @@ class KafkaPythonMember(Member):
                 member._record("lost", _tp(lost))
 
         c = KafkaConsumer(bootstrap_servers=self.bootstrap, group_id=self.group, client_id=self.client_id,
-                          group_instance_id=self.instance_id, session_timeout_ms=SESSION_TIMEOUT_MS,
+                          group_instance_id=self.instance_id, session_timeout_ms=self.session_timeout_ms,
                           heartbeat_interval_ms=HEARTBEAT_INTERVAL_MS, enable_auto_commit=False,
                           auto_offset_reset="earliest", request_timeout_ms=10_000)
         try:
@@ -312,7 +314,7 @@ class AiokafkaMember(Member):
                 member._record("assigned", _tp(assigned))
 
         c = AIOKafkaConsumer(bootstrap_servers=self.bootstrap, group_id=self.group, client_id=self.client_id,
-                             group_instance_id=self.instance_id, session_timeout_ms=SESSION_TIMEOUT_MS,
+                             group_instance_id=self.instance_id, session_timeout_ms=self.session_timeout_ms,
                              heartbeat_interval_ms=HEARTBEAT_INTERVAL_MS, enable_auto_commit=False,
                              auto_offset_reset="earliest", request_timeout_ms=10_000)
         c.subscribe([self.topic], listener=Listener())
