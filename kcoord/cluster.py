@@ -65,7 +65,6 @@ class View:
     """What the last lease round read: live nodes and each partition's live owner (None: free or expired)."""
     nodes: dict[int, Node] = field(default_factory=dict)
     owners: dict[int, int | None] = field(default_factory=dict)
-    epochs: dict[int, int] = field(default_factory=dict)
     until: dict[int, float] = field(default_factory=dict)  # partition -> when its lease ends (time.monotonic())
 
     def owner(self, p: int) -> int | None:
@@ -132,7 +131,6 @@ class Cluster:
         self.task: asyncio.Task | None = None
         self.rounds = 0
         self.stopping = False
-        self.on_change: Callable[[], None] | None = None
         self.failing_since: float | None = None  # lease rounds fail since then (time.monotonic())
         self.failure_logged = 0.0
         self.wake = asyncio.Event()  # set to stop the lease loop between rounds
@@ -297,11 +295,10 @@ class Cluster:
                 "SELECT node_id, host, port FROM kcoord_nodes WHERE expires_at > clock_timestamp()").fetchall():
             view.nodes[node_id] = Node(node_id, host, port)
         read_at = time.monotonic()
-        for p, node_id, epoch, left in conn.execute(
-                "SELECT partition, node_id, epoch, CASE WHEN expires_at > clock_timestamp() "
+        for p, node_id, left in conn.execute(
+                "SELECT partition, node_id, CASE WHEN expires_at > clock_timestamp() "
                 "THEN extract(epoch FROM expires_at - clock_timestamp()) ELSE -1 END FROM kcoord_leases").fetchall():
             view.owners[p] = node_id if left > 0 and node_id in view.nodes else None
-            view.epochs[p] = epoch
             view.until[p] = read_at + float(left)
         acquired: dict[int, int] = {}
         rows: list = []
@@ -317,8 +314,8 @@ class Cluster:
                 if acquired:
                     rows = conn.execute("SELECT key, value, crc FROM kcoord_records WHERE partition = ANY(%s) "
                                         "ORDER BY key", (list(acquired),)).fetchall()
-                    for p, e in acquired.items():
-                        view.owners[p], view.epochs[p], view.until[p] = self.node_id, e, started + self.lease_s
+                    for p in acquired:
+                        view.owners[p], view.until[p] = self.node_id, started + self.lease_s
         if held and self.rounds % PRUNE_EVERY == 0:  # the write log is evidence for an hour, not forever
             conn.execute(f"DELETE FROM kcoord_writes WHERE partition = ANY(%s) "
                          f"AND at < clock_timestamp() - interval '{WRITES_RETENTION}'", (list(held),))
@@ -354,8 +351,6 @@ class Cluster:
         if r.acquired:
             self.take(r.acquired, r.rows, until)
         self.expire_leases()
-        if self.on_change is not None:
-            self.on_change()
 
     async def _release_later(self, held: dict[int, int]) -> None:
         try:
