@@ -56,6 +56,10 @@ WITNESS_FILE = "kcoord.seq"  # the last commit's sequence number, written after 
 STORE_MAGIC = "kcoord-store"
 STORE_FORMAT = 1
 FSYNC_POLICIES = ("always", "off")
+# What reading a damaged SQLite file can raise. Python's sqlite3 raises UnicodeDecodeError instead of DatabaseError
+# when SQLite's message quotes damaged bytes that are not UTF-8 ("malformed database schema ... near ...").
+SQLITE_ERRORS = (sqlite3.Error, UnicodeDecodeError)
+
 
 class StoreError(Exception):
     """The store cannot be used: damaged, foreign, locked, or a write failed. The message names the problem."""
@@ -278,11 +282,11 @@ class SqliteRecords:
             new = StoreState(st.seq + 1, count, crc_sum)
             db.execute("UPDATE meta SET value = ? WHERE name = 'state'", (new.text(),))
             db.execute("COMMIT")
-        except sqlite3.Error as e:
+        except SQLITE_ERRORS as e:
             if db.in_transaction:
                 try:
                     db.execute("ROLLBACK")
-                except sqlite3.Error:
+                except SQLITE_ERRORS:
                     pass
             raise StoreError(f"{self.path}: write failed: {e}") from e
         self.state = new
@@ -303,7 +307,7 @@ class SqliteRecords:
                     if crc32(value, crc32(key)) != crc:
                         raise StoreError(f"{self.path}: record with key {key[:64].hex()} fails its checksum")
                     yield key, value
-        except sqlite3.Error as e:
+        except SQLITE_ERRORS as e:
             raise StoreError(f"{self.path}: cannot read records: {e}") from e
 
     def close(self) -> None:
@@ -311,7 +315,7 @@ class SqliteRecords:
             return
         try:
             self.db.execute("PRAGMA wal_checkpoint(TRUNCATE)")  # a clean stop leaves everything in the main file
-        except sqlite3.Error:
+        except SQLITE_ERRORS:
             pass
         self.db.close()
         self.db = None
@@ -391,7 +395,7 @@ def _open(path: str, readonly: bool) -> sqlite3.Connection:
     try:
         uri = f"file:{path}?mode={'ro' if readonly else 'rw'}"
         return sqlite3.connect(uri, uri=True, isolation_level=None, check_same_thread=False)
-    except sqlite3.Error as e:
+    except SQLITE_ERRORS as e:
         raise StoreError(f"{path}: cannot open: {e}") from e
 
 
@@ -411,7 +415,7 @@ def _verify(db: sqlite3.Connection, path: str, full: bool) -> None:
         problems = [r[0] for r in db.execute(f"PRAGMA {'integrity_check' if full else 'quick_check'}(20)")]
         if problems != ["ok"]:
             raise StoreError(f"{path} is damaged: {'; '.join(problems)}")
-    except sqlite3.Error as e:
+    except SQLITE_ERRORS as e:
         raise StoreError(f"{path} is damaged: {e}") from e
 
 
@@ -578,7 +582,7 @@ def _readable_copy(data_dir: str) -> Iterator[tuple[str, str]]:
             probe.execute("SELECT count(*) FROM sqlite_master").fetchone()
         finally:
             probe.close()
-    except (StoreError, sqlite3.Error) as e:
+    except (StoreError, *SQLITE_ERRORS) as e:
         reason = str(e)
     if not reason or os.access(data_dir, os.W_OK):  # writable: a problem shows when the store is read
         yield data_dir, ""
@@ -617,7 +621,7 @@ def _check_records(db: sqlite3.Connection, path: str, data_dir: str, report: Che
                 report.topics += 1
     except StoreError as e:
         problem(str(e))
-    except sqlite3.Error as e:
+    except SQLITE_ERRORS as e:
         problem(f"{path} is damaged: {e}")
 
 
@@ -657,7 +661,7 @@ def accept_store(data_dir: str) -> list[str]:
             db.execute("BEGIN IMMEDIATE")
             db.execute("INSERT OR REPLACE INTO meta VALUES ('state', ?)", (new.text(),))
             db.execute("COMMIT")
-        except sqlite3.Error as e:
+        except SQLITE_ERRORS as e:
             raise StoreError(f"{path}: cannot write: {e}") from None
         finally:
             db.close()

@@ -248,6 +248,29 @@ def test_store_accept_does_not_pass_a_record_that_fails_its_checksum(crashed, tm
     assert not check_store(str(d)).ok
 
 
+def test_a_schema_damaged_into_bytes_that_are_not_utf8_is_refused_not_a_traceback(crashed, tmp_path) -> None:
+    # Found by the loaded ten-run loop (random_17 on that run's crash): SQLite's "malformed database schema" message
+    # quoted the damaged bytes, Python's sqlite3 could not decode them and raised UnicodeDecodeError instead of
+    # DatabaseError, and `store check` ended in a traceback. Here the same damage by hand: the schema's own text.
+    d = tmp_path / "data"
+    shutil.copytree(crashed.data, d)
+    served_offsets(d)  # a clean open and close: the schema is in the database file, the WAL is gone
+    data = (d / STORE_FILE).read_bytes()
+    assert data.count(b"CREATE TABLE") >= 2
+    (d / STORE_FILE).write_bytes(data.replace(b"CREATE TABLE", b"CREATE\xc0TABLE"))
+    with pytest.raises(UnicodeDecodeError):  # what sqlite3 itself raises on this file
+        sqlite3.connect(d / STORE_FILE).execute("SELECT count(*) FROM sqlite_master")
+    report = check_store(str(d))
+    assert not report.ok and any("damaged" in p for p in report.problems), report.problems
+    with pytest.raises(StoreError, match="damaged"):
+        served_offsets(d)
+    for args in (("store", "check", str(d)), ("store", "check", str(d), "--json"),
+                 ("serve", "--port", str(free_port()), "--data-dir", str(d)), ("store", "accept", str(d))):
+        r = kcoord(*args)
+        assert r.returncode == 1 and "Traceback" not in r.stderr, (args, r)
+    assert (d / STORE_FILE).read_bytes() == data.replace(b"CREATE TABLE", b"CREATE\xc0TABLE"), "a refusal wrote"
+
+
 def read_only(d: Path, *args: str) -> subprocess.CompletedProcess:
     """`kcoord ARGS` with `d` bind-mounted read-only (a private mount namespace: nothing outside the test sees it)."""
     script = f'mount --bind "{d}" "{d}" && mount -o remount,bind,ro "{d}" && exec "$@"'
