@@ -257,9 +257,12 @@ def test_a_schema_damaged_into_bytes_that_are_not_utf8_is_refused_not_a_tracebac
     served_offsets(d)  # a clean open and close: the schema is in the database file, the WAL is gone
     data = (d / STORE_FILE).read_bytes()
     assert data.count(b"CREATE TABLE") >= 2
-    (d / STORE_FILE).write_bytes(data.replace(b"CREATE TABLE", b"CREATE\xc0TABLE"))
+    damaged = data.replace(b"CREATE TABLE", b"CREATE\xc0TABLE")
+    (d / STORE_FILE).write_bytes(damaged)
+    db = sqlite3.connect(d / STORE_FILE)
     with pytest.raises(UnicodeDecodeError):  # what sqlite3 itself raises on this file
-        sqlite3.connect(d / STORE_FILE).execute("SELECT count(*) FROM sqlite_master")
+        db.execute("SELECT count(*) FROM sqlite_master")
+    db.close()
     report = check_store(str(d))
     assert not report.ok and any("damaged" in p for p in report.problems), report.problems
     with pytest.raises(StoreError, match="damaged"):
@@ -268,7 +271,7 @@ def test_a_schema_damaged_into_bytes_that_are_not_utf8_is_refused_not_a_tracebac
                  ("serve", "--port", str(free_port()), "--data-dir", str(d)), ("store", "accept", str(d))):
         r = kcoord(*args)
         assert r.returncode == 1 and "Traceback" not in r.stderr, (args, r)
-    assert (d / STORE_FILE).read_bytes() == data.replace(b"CREATE TABLE", b"CREATE\xc0TABLE"), "a refusal wrote"
+    assert (d / STORE_FILE).read_bytes() == damaged, "a refusal wrote"
 
 
 def read_only(d: Path, *args: str) -> subprocess.CompletedProcess:
