@@ -18,6 +18,7 @@ import signal
 import sqlite3
 import subprocess
 import sys
+from contextlib import closing
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -259,10 +260,8 @@ def test_a_schema_damaged_into_bytes_that_are_not_utf8_is_refused_not_a_tracebac
     assert data.count(b"CREATE TABLE") >= 2
     damaged = data.replace(b"CREATE TABLE", b"CREATE\xc0TABLE")
     (d / STORE_FILE).write_bytes(damaged)
-    db = sqlite3.connect(d / STORE_FILE)
-    with pytest.raises(UnicodeDecodeError):  # what sqlite3 itself raises on this file
+    with closing(sqlite3.connect(d / STORE_FILE)) as db, pytest.raises(UnicodeDecodeError):  # sqlite3's own answer
         db.execute("SELECT count(*) FROM sqlite_master")
-    db.close()
     report = check_store(str(d))
     assert not report.ok and any("damaged" in p for p in report.problems), report.problems
     with pytest.raises(StoreError, match="damaged"):
