@@ -122,7 +122,8 @@ class Cluster:
         self.port = cfg.advertised_port or cfg.port
         self.incarnation = os.urandom(8).hex()
         self.partitioner = Partitioner(self.partitions)
-        self.records = PgRecords(dsn, self.node_id, self.partitioner)
+        # a node stopped inside a transaction holds lease rows no longer than its lease would have
+        self.records = PgRecords(dsn, self.node_id, self.partitioner, idle_in_transaction_s=self.lease_s)
         self.epochs = self.records.epochs  # partition -> epoch held and loaded
         self.deadline: dict[int, float] = {}  # partition -> when this node's lease ends by its own clock
         self.view = View()
@@ -142,7 +143,7 @@ class Cluster:
     def open(self) -> PgRecords:
         """Connect, make or check the schema, and register this node (refused while another live process is
         registered under the same node.id). Returns the store backend for the server's GroupStore."""
-        self.lease_conn = connect(self.dsn)
+        self.lease_conn = connect(self.dsn, node_id=self.node_id, idle_in_transaction_s=self.lease_s)
         init_schema(self.lease_conn, self.partitions)
         if not self._register(self.lease_conn):
             row = self.lease_conn.execute("SELECT host, port FROM kcoord_nodes WHERE node_id = %s",
@@ -229,7 +230,8 @@ class Cluster:
             if self.lease_conn is not None:
                 self.lease_conn.close()
             self.lease_conn = None
-            self.lease_conn = connect(self.dsn, timeout_s=max(1.0, self.interval_s))
+            self.lease_conn = connect(self.dsn, timeout_s=max(1.0, self.interval_s), node_id=self.node_id,
+                                      idle_in_transaction_s=self.lease_s)
         return self.lease_conn
 
     # ---- the lease loop ------------------------------------------------------------------------------

@@ -156,16 +156,27 @@ def require_psycopg() -> None:
         raise StoreError("--store postgresql:// needs psycopg 3: pip install 'kcoord[cluster]'")
 
 
-def connect(dsn: str, *, timeout_s: float = 5.0):
-    """An autocommit connection; a StoreError names what failed (never the password)."""
+def connect(dsn: str, *, timeout_s: float = 5.0, node_id: int | None = None, idle_in_transaction_s: float = 0.0):
+    """An autocommit connection; a StoreError names what failed (never the password). A node's connections are
+    named after it in pg_stat_activity (application_name kcoord-node-N). With `idle_in_transaction_s`, PostgreSQL
+    ends the session when it idles that long inside a transaction: a node stopped between two statements of one
+    (SIGSTOP, a frozen VM) would otherwise hold its row locks, and every node waiting on them, until it resumed."""
     require_psycopg()
     try:
-        return psycopg.connect(dsn, autocommit=True, connect_timeout=max(1, int(timeout_s)),
-                               application_name="kcoord")
+        conn = psycopg.connect(dsn, autocommit=True, connect_timeout=max(1, int(timeout_s)),
+                               application_name="kcoord" if node_id is None else f"kcoord-node-{node_id}")
     except psycopg.Error as e:
         raise StoreError(f"cannot connect to the PostgreSQL store: {_first_line(e)}") from None
     except Exception as e:  # a malformed DSN (psycopg.ProgrammingError is a psycopg.Error; this is the rest)
         raise StoreError(f"cannot connect to the PostgreSQL store: {e}") from None
+    if idle_in_transaction_s > 0:
+        try:
+            conn.execute("SELECT set_config('idle_in_transaction_session_timeout', %s, false)",
+                         (str(max(1, int(idle_in_transaction_s * 1000))),))
+        except psycopg.Error as e:
+            conn.close()
+            raise StoreError(f"cannot set up the PostgreSQL session: {_first_line(e)}") from None
+    return conn
 
 
 def _first_line(e: BaseException) -> str:
@@ -211,6 +222,7 @@ class PgRecords:
     dsn: str
     node_id: int
     partitioner: Partitioner
+    idle_in_transaction_s: float = 0.0  # see connect(): the cluster gives its lease
 
     def __post_init__(self) -> None:
         self.epochs: dict[int, int] = {}
@@ -224,7 +236,7 @@ class PgRecords:
             if self.conn is not None:
                 self.conn.close()
                 self.conn = None
-            self.conn = connect(self.dsn)
+            self.conn = connect(self.dsn, node_id=self.node_id, idle_in_transaction_s=self.idle_in_transaction_s)
         return self.conn
 
     def put(self, batch: dict[bytes, bytes | None]) -> None:

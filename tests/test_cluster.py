@@ -6,7 +6,8 @@ started by the suite (tests/postgres.py), driven by the real clients.
 - SIGKILL of a static group's coordinator: no revocation, served again within the lease plus a few seconds, every
   acknowledged offset kept; then kills under commit load (20 in the slow run);
 - a write whose lease moved on is refused by the database (the epoch), answered by nothing, and the node steps
-  down; a node paused past its lease steps down when resumed, and the write log shows one writer at a time;
+  down; a node paused past its lease steps down when resumed, and the write log shows one writer at a time; a node
+  stopped inside its lease transaction, its lease rows locked, holds the others back no longer than its lease;
 - PostgreSQL restarted under the cluster: retriable errors while it is down, nothing acknowledged lost, service
   resumes.
 """
@@ -20,6 +21,7 @@ import threading
 import time
 import urllib.request
 
+import psycopg
 import pytest
 
 from kcoord import errors as E
@@ -461,6 +463,7 @@ def test_a_node_paused_past_its_lease_steps_down_and_never_writes_beside_the_new
             moved_at = time.monotonic()
             wait_until(lambda: c.acked_at > moved_at, 15, "the group commits after the move back")
         finally:
+            node.resume()  # a stopped coordinator would hold the client's close for its whole timeout
             c.close()
         assert cl.two_writers() == []
         stored = cl.committed()
@@ -480,6 +483,45 @@ def commit_offset(bootstrap: str, group: str, offset: int) -> int:
             wire.OffsetCommitRequestTopic(name=TOPIC, partitions=[wire.OffsetCommitRequestPartition(
                 partition_index=0, committed_offset=offset, committed_leader_epoch=-1, committed_metadata="")])]), 7)
     return r.topics[0].partitions[0].error_code
+
+
+def test_a_node_paused_inside_its_lease_transaction_does_not_hold_the_others_back(pg_dsn, tmp_path):
+    """The worst moment to stop a node: its lease round has locked its lease rows and renewed them, and the COMMIT
+    has not been sent. PostgreSQL ends that session once it has idled in its transaction for a lease
+    (idle_in_transaction_session_timeout), so its row locks go and the other node takes the partitions over, as it
+    would from a node paused anywhere else; the resumed node steps down."""
+    with KCluster(pg_dsn, tmp_path, nodes=2, args=ARGS) as cl:
+        wait_until(lambda: cl.balanced([1, 2]), 10, "partitions spread over the two nodes")
+        node = cl.node(1)
+        held = {p for p, n in cl.owners().items() if n == 1}
+        blocker = psycopg.connect(pg_dsn)
+        try:
+            # SHARE lets node 1's round lock its rows FOR UPDATE and holds its UPDATE back: it waits inside its
+            # transaction, where it is stopped; then the UPDATE goes through and nothing sends the COMMIT.
+            blocker.execute("LOCK TABLE kcoord_leases IN SHARE MODE")
+            wait_until(lambda: cl.db.execute(
+                "SELECT 1 FROM pg_stat_activity WHERE application_name = 'kcoord-node-1' AND wait_event_type = 'Lock'"
+                " AND query LIKE 'UPDATE kcoord_leases l SET expires_at%%'").fetchone(), 10,
+                "node 1's lease round waits inside its transaction")
+            node.pause()
+        finally:
+            blocker.rollback()
+            blocker.close()
+        try:
+            stopped_at = time.monotonic()
+            wait_until(lambda: cl.db.execute(
+                "SELECT 1 FROM pg_stat_activity WHERE application_name = 'kcoord-node-1'"
+                " AND state = 'idle in transaction'").fetchone(), 5, "node 1 holds its lease rows in an open transaction")
+            wait_until(lambda: all(cl.owners()[p] == 2 for p in held), 2 * LEASE_S + 5,
+                       "node 2 takes the stopped node's partitions")
+            took = time.monotonic() - stopped_at
+        finally:
+            node.resume()
+        wait_until(lambda: any('"partitions-left"' in line for line in node.log.read_text().splitlines()), 10,
+                   "the resumed node steps down")
+        wait_until(lambda: cl.balanced([1, 2]), 15, "the resumed node takes its share again")
+        assert cl.two_writers() == []
+        assert took < 2 * LEASE_S + 2, took
 
 
 def test_postgres_restarted_under_the_cluster(pg_dsn, tmp_path, postgres_server):
