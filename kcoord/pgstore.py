@@ -43,6 +43,7 @@ PG_FORMAT = 1
 GLOBAL = -1  # the partition of records every node reads (topics)
 FENCED = "KC001"
 WRITES_RETENTION = "1 hour"
+TABLES = ("kcoord_meta", "kcoord_nodes", "kcoord_leases", "kcoord_records", "kcoord_writes")
 SCHEMA_LOCK = 0x6B636F6F7264  # pg_advisory_xact_lock key while creating the schema ("kcoord")
 
 SCHEMA = f"""
@@ -323,9 +324,16 @@ def describe_cluster(dsn: str) -> dict:
     the database by its own clock."""
     conn = connect(dsn)
     try:
+        missing = [t for (t,) in conn.execute("SELECT t FROM unnest(%s::text[]) AS t WHERE to_regclass(t) IS NULL",
+                                               (list(TABLES),)).fetchall()]
+        if len(missing) == len(TABLES):
+            raise StoreError(f"{safe_url(dsn)} is not a kcoord store (no kcoord tables; the first node started "
+                             f"with --store creates them)")
+        if missing:
+            raise StoreError(f"{safe_url(dsn)} is not a whole kcoord store (missing: {', '.join(missing)})")
         meta = dict(conn.execute("SELECT name, value FROM kcoord_meta").fetchall())
         if meta.get("magic") != PG_MAGIC:
-            raise StoreError("the database is not a kcoord store (no kcoord_meta magic)")
+            raise StoreError(f"{safe_url(dsn)} is not a kcoord store (magic {meta.get('magic')!r})")
         nodes = [{"node": n, "host": h, "port": p, "live": live, "lease_left_ms": max(0, int(left))}
                  for n, h, p, live, left in conn.execute(
                      "SELECT node_id, host, port, expires_at > clock_timestamp(), "

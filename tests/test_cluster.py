@@ -661,3 +661,31 @@ def test_a_second_node_with_the_same_id_or_another_partition_count_is_refused(pg
             proc.terminate()
             proc.stderr.close()
             assert proc.wait(30) == 0
+
+
+def test_kcoord_cluster_on_a_database_that_is_not_a_kcoord_store_says_so_in_one_line(pg_dsn):
+    """A database kcoord never used (a wrong --store), one whose schema lost a table, and one whose kcoord_meta is
+    someone else's: one line each, naming the database, exit 1; never a traceback or PostgreSQL's "relation does
+    not exist"."""
+    conn = connect(pg_dsn)
+    try:
+        conn.execute("CREATE TABLE orders (id int)")  # someone else's database
+        out = run_cli("cluster", "--store", pg_dsn)
+        assert out.returncode == 1 and out.stdout == ""
+        assert out.stderr.strip().splitlines() == [
+            f"kcoord cluster: {pg_dsn} is not a kcoord store (no kcoord tables; the first node started with --store "
+            f"creates them)"], out.stderr
+        init_schema(conn, 4)
+        conn.execute("DROP TABLE kcoord_writes")
+        out = run_cli("cluster", "--store", pg_dsn, "--json")
+        assert out.returncode == 1 and out.stdout == ""
+        assert out.stderr.strip().splitlines() == [
+            f"kcoord cluster: {pg_dsn} is not a whole kcoord store (missing: kcoord_writes)"], out.stderr
+        conn.execute("CREATE TABLE kcoord_writes (x int)")
+        conn.execute("UPDATE kcoord_meta SET value = 'something-else' WHERE name = 'magic'")
+        out = run_cli("cluster", "--store", pg_dsn, "--check")
+        assert out.returncode == 1 and out.stdout == ""
+        assert out.stderr.strip().splitlines() == [
+            f"kcoord cluster: {pg_dsn} is not a kcoord store (magic 'something-else')"], out.stderr
+    finally:
+        conn.close()
