@@ -7,7 +7,7 @@
     kcoord remove-members GROUP --instance-id A [--instance-id B] [--reason TEXT] [--json]
     kcoord topics [--create NAME:PARTITIONS] [--grow NAME:PARTITIONS] [--delete NAME] [--json]
     kcoord apis [--json]
-    kcoord store check DIR [--json]
+    kcoord store check (DIR | postgresql://...) [--json]
     kcoord cluster --store postgresql://... [--check] [--json]
     kcoord offsets GROUP [--reset (--to N | --to-earliest | --to-latest | --shift-by N) [--topic T[:P,...]]
                    [--dry-run]] [--json]
@@ -43,7 +43,7 @@ from .client import Client, KafkaError
 from .events import LOG_FORMATS, configure_logging
 from .groups.base import KCOORD_DESCRIBE_TAG
 from .server import ServerConfig, run
-from .store import STORE_FILE, StoreError, accept_store, check_store
+from .store import PG_SCHEMES, STORE_FILE, StoreError, accept_store, check_store
 from .tables import ranges, table
 from .topics import TopicError, parse_topic_spec, validate_name
 
@@ -129,7 +129,7 @@ def _serve(args) -> int:
 
 
 def _cluster(args) -> int:
-    if not args.store.startswith(("postgresql://", "postgres://")):
+    if not args.store.startswith(PG_SCHEMES):
         raise CliError(f"--store: {args.store.split('@')[-1]!r} is not a postgresql:// URL", 2)
     from .pgstore import describe_cluster  # psycopg only when asked
     try:
@@ -167,8 +167,16 @@ def _store_dir(path: str) -> None:
 
 
 def _store_check(args) -> int:
-    _store_dir(args.dir)
-    report = check_store(args.dir)
+    if args.dir.startswith(PG_SCHEMES):
+        from .pgstore import check_pg_store  # psycopg only when asked
+        try:
+            report = check_pg_store(args.dir)
+        except StoreError as e:  # nothing read: no report
+            from .pgstore import safe_url
+            raise CliError(f"{safe_url(args.dir)}: {e}") from None
+    else:
+        _store_dir(args.dir)
+        report = check_store(args.dir)
     if args.json:
         print(json.dumps(report.to_dict(), indent=2))
     else:
@@ -179,11 +187,16 @@ def _store_check(args) -> int:
             print(f"problem: {p}")
     if not report.ok:  # the report on stdout, the verdict on the one stderr line (as `cluster --check`)
         first = report.problems[0] if report.problems else "damaged"
-        raise CliError(f"{args.dir}: damaged: {len(report.problems)} problem(s): {first}")
+        raise CliError(f"{report.path if args.dir.startswith(PG_SCHEMES) else args.dir}: damaged: "
+                       f"{len(report.problems)} problem(s): {first}")
     return 0
 
 
 def _store_accept(args) -> int:
+    if args.dir.startswith(PG_SCHEMES):
+        from .pgstore import safe_url
+        raise CliError(f"{safe_url(args.dir)}: store accept takes a data directory; a PostgreSQL store is "
+                       f"PostgreSQL's to keep (it has no commit witness to accept)", 2)
     _store_dir(args.dir)
     try:
         accepted = accept_store(args.dir)
@@ -623,9 +636,10 @@ def build_parser() -> argparse.ArgumentParser:
     sa = sub.add_parser("apis", help="list the APIs and versions the codec implements")
     sa.add_argument("--json", action="store_true")
     sa.set_defaults(func=_apis)
-    st = sub.add_parser("store", help="inspect a data directory").add_subparsers(dest="store_command", required=True)
+    st = sub.add_parser("store", help="inspect a store").add_subparsers(dest="store_command", required=True)
     sc = st.add_parser("check", help="check a store's integrity, record by record")
-    sc.add_argument("dir", help="the --data-dir of a kcoord server")
+    sc.add_argument("dir", metavar="DIR|URL", help="the --data-dir of a kcoord server, or the --store "
+                    "(postgresql://...) of a cluster")
     sc.add_argument("--json", action="store_true")
     sc.set_defaults(func=_store_check)
     sx = st.add_parser("accept", help="take a store refused for missing acknowledged commits as it now is "

@@ -26,12 +26,11 @@ durable by PostgreSQL (synchronous_commit) before it returns.
 from __future__ import annotations
 
 import re
-import zlib
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
 from . import records as R
-from .store import StoreError
+from .store import CheckReport, StoreError, check_record, record_crc
 
 try:  # the `cluster` extra; kcoord without it serves the embedded store only
     import psycopg
@@ -210,10 +209,6 @@ def init_schema(conn, partitions: int) -> None:
         raise StoreError(f"the PostgreSQL store cannot be set up: {_first_line(e)}") from None
 
 
-def record_crc(key: bytes, value: bytes) -> int:
-    return zlib.crc32(value, zlib.crc32(key))
-
-
 @dataclass
 class PgRecords:
     """The store backend of one cluster node: `put` fenced by the epochs in `epochs` (partition -> the epoch this
@@ -324,16 +319,7 @@ def describe_cluster(dsn: str) -> dict:
     the database by its own clock."""
     conn = connect(dsn)
     try:
-        missing = [t for (t,) in conn.execute("SELECT t FROM unnest(%s::text[]) AS t WHERE to_regclass(t) IS NULL",
-                                               (list(TABLES),)).fetchall()]
-        if len(missing) == len(TABLES):
-            raise StoreError(f"{safe_url(dsn)} is not a kcoord store (no kcoord tables; the first node started "
-                             f"with --store creates them)")
-        if missing:
-            raise StoreError(f"{safe_url(dsn)} is not a whole kcoord store (missing: {', '.join(missing)})")
-        meta = dict(conn.execute("SELECT name, value FROM kcoord_meta").fetchall())
-        if meta.get("magic") != PG_MAGIC:
-            raise StoreError(f"{safe_url(dsn)} is not a kcoord store (magic {meta.get('magic')!r})")
+        meta = read_meta(conn, dsn)
         nodes = [{"node": n, "host": h, "port": p, "live": live, "lease_left_ms": max(0, int(left))}
                  for n, h, p, live, left in conn.execute(
                      "SELECT node_id, host, port, expires_at > clock_timestamp(), "
@@ -349,6 +335,80 @@ def describe_cluster(dsn: str) -> dict:
         raise StoreError(f"cannot read the PostgreSQL store: {_first_line(e)}") from None
     finally:
         conn.close()
+
+
+def read_meta(conn, dsn: str) -> dict[str, str]:
+    """kcoord_meta, once the database is seen to hold kcoord's tables and magic (StoreError naming the database
+    otherwise)."""
+    missing = [t for (t,) in conn.execute("SELECT t FROM unnest(%s::text[]) AS t WHERE to_regclass(t) IS NULL",
+                                           (list(TABLES),)).fetchall()]
+    if len(missing) == len(TABLES):
+        raise StoreError(f"{safe_url(dsn)} is not a kcoord store (no kcoord tables; the first node started with "
+                         f"--store creates them)")
+    if missing:
+        raise StoreError(f"{safe_url(dsn)} is not a whole kcoord store (missing: {', '.join(missing)})")
+    meta = dict(conn.execute("SELECT name, value FROM kcoord_meta").fetchall())
+    if meta.get("magic") != PG_MAGIC:
+        raise StoreError(f"{safe_url(dsn)} is not a kcoord store (magic {meta.get('magic')!r})")
+    return meta
+
+
+def check_pg_store(dsn: str, max_problems: int = 50) -> CheckReport:
+    """`kcoord store check postgresql://...`: the database read end to end without changing it, in one snapshot.
+    Its schema and settings; one lease row per coordinator partition; every record's checksum, bytes and
+    consistency (as the embedded store's check), and that it is filed under its group's partition (a record under
+    another is replayed by the wrong node, or by none); the write log's one writer per partition at a time. A
+    database it cannot connect to is a StoreError, not a report."""
+    report = CheckReport(safe_url(dsn))
+
+    def problem(text: str) -> None:
+        report.ok = False
+        if len(report.problems) < max_problems:
+            report.problems.append(text)
+
+    conn = connect(dsn)  # a StoreError: nothing was read, so there is no report
+    try:
+        with conn.transaction():
+            conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+            meta = read_meta(conn, dsn)
+            if meta.get("format") != str(PG_FORMAT):
+                problem(f"store format {meta.get('format')!r}; this kcoord reads {PG_FORMAT}")
+                return report
+            try:
+                partitions = int(meta.get("partitions", ""))
+                if partitions < 1:
+                    raise ValueError
+            except ValueError:
+                problem(f"kcoord_meta partitions is {meta.get('partitions')!r}, not a partition count")
+                return report
+            if not (meta.get("topics_version") or "").lstrip("-").isdigit():
+                problem(f"kcoord_meta topics_version is {meta.get('topics_version')!r}, not a number")
+            leases = {p for (p,) in conn.execute("SELECT partition FROM kcoord_leases").fetchall()}
+            if leases != set(range(partitions)):
+                lacking, extra = set(range(partitions)) - leases, leases - set(range(partitions))
+                problem(f"kcoord_leases holds {len(leases)} partitions for {partitions}"
+                        + (f"; missing {sorted(lacking)[:10]}" if lacking else "")
+                        + (f"; not partitions {sorted(extra)[:10]}" if extra else ""))
+            report.bytes = conn.execute("SELECT sum(pg_total_relation_size(t::regclass))::bigint "
+                                        "FROM unnest(%s::text[]) AS t", (list(TABLES),)).fetchone()[0] or 0
+            of_key = Partitioner(partitions).of_key
+            with conn.cursor(name="kcoord_check") as cur:  # server-side: the records are streamed, not held
+                cur.itersize = 2000
+                cur.execute("SELECT partition, key, value, crc FROM kcoord_records ORDER BY partition, key")
+                for part, key, value, crc in cur:
+                    key, value = bytes(key), bytes(value)
+                    if check_record(key, value, crc, report, problem) and of_key(key) != part:
+                        problem(f"record with key {key[:64].hex()} is filed under partition {part}; "
+                                f"its group's is {of_key(key)}")
+            for issue in writer_problems(conn):
+                problem(f"write log: {issue}")
+    except StoreError as e:
+        problem(str(e))
+    except psycopg.Error as e:
+        problem(f"cannot read the PostgreSQL store: {_first_line(e)}")
+    finally:
+        conn.close()
+    return report
 
 
 def writer_problems(conn) -> list[str]:

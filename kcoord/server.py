@@ -28,7 +28,7 @@ from .config import SETTINGS as GROUP_SETTINGS
 from .coordinator import Coordinator, LoadStats
 from .events import LATENCY_BUCKETS, Histogram
 from .reply import Reply
-from .store import FSYNC_POLICIES, GroupStore, NullStore, Records, SqliteRecords, StoreError
+from .store import FSYNC_POLICIES, PG_SCHEMES, GroupStore, NullStore, Records, SqliteRecords, StoreError
 from .timers import Clock
 from .topics import TopicCatalogue, parse_topic_spec
 
@@ -74,7 +74,7 @@ class ServerConfig:
         if self.store_url is not None:
             if self.data_dir is not None:
                 raise ValueError("--store and --data-dir are two stores: give one")
-            if not self.store_url.startswith(("postgresql://", "postgres://")):
+            if not self.store_url.startswith(PG_SCHEMES):
                 raise ValueError(f"--store: {self.store_url.split('@')[-1]!r} is not a postgresql:// URL")
             if self.lease_renew_ms >= self.lease_ms:
                 raise ValueError(f"broker.heartbeat.interval.ms ({self.lease_renew_ms}) must be below "

@@ -51,6 +51,7 @@ if TYPE_CHECKING:
     from .topics import Topic
 
 STORE_FILE = "kcoord.db"
+PG_SCHEMES = ("postgresql://", "postgres://")  # a --store URL of the PostgreSQL store (kcoord.pgstore)
 LOCK_FILE = "kcoord.lock"
 WITNESS_FILE = "kcoord.seq"  # the last commit's sequence number, written after each commit (see the docstring)
 STORE_MAGIC = "kcoord-store"
@@ -594,31 +595,38 @@ def _readable_copy(data_dir: str) -> Iterator[tuple[str, str]]:
         yield tmp, f"{data_dir} is not writable ({reason}): checked a copy of the store"
 
 
+def check_record(key: bytes, value: bytes, crc: int, report: CheckReport, problem) -> bool:
+    """One stored record into a check report (either store's): its checksum, its bytes, its consistency on its own,
+    and the counts. False when its checksum or bytes are damaged."""
+    report.records += 1
+    if record_crc(key, value) != crc:
+        problem(f"record with key {key[:64].hex()} fails its checksum")
+        return False
+    try:
+        rec = R.decode(key, value)
+    except R.RecordError as e:
+        problem(str(e))
+        return False
+    groups, members = R.tally(rec)
+    report.groups += groups
+    report.members += members
+    issue = R.problem(rec)
+    if issue:
+        problem(issue)
+    if rec.kind == "offset":
+        report.offsets += 1
+    elif rec.kind == "topic":
+        report.topics += 1
+    return True
+
+
 def _check_records(db: sqlite3.Connection, path: str, data_dir: str, report: CheckReport, problem) -> None:
     try:
         _verify(db, path, full=True)
         for issue in _audit(db, path, data_dir):
             problem(issue)
         for key, value, crc in db.execute("SELECT key, value, crc FROM records"):
-            report.records += 1
-            if record_crc(key, value) != crc:
-                problem(f"record with key {key[:64].hex()} fails its checksum")
-                continue
-            try:
-                rec = R.decode(key, value)
-            except R.RecordError as e:
-                problem(str(e))
-                continue
-            groups, members = R.tally(rec)
-            report.groups += groups
-            report.members += members
-            issue = R.problem(rec)
-            if issue:
-                problem(issue)
-            if rec.kind == "offset":
-                report.offsets += 1
-            elif rec.kind == "topic":
-                report.topics += 1
+            check_record(key, value, crc, report, problem)
     except StoreError as e:
         problem(str(e))
     except SQLITE_ERRORS as e:

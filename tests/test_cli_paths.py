@@ -544,7 +544,7 @@ def test_cluster_mistakes_and_no_database(capsys) -> None:
 def test_cluster_check_reports_the_write_log_problems(capsys, pg_dsn) -> None:
     from kcoord import pgstore
 
-    refused(capsys, 1, "cluster", "--store", pg_dsn, names=("cannot read the PostgreSQL store",))  # no kcoord tables
+    refused(capsys, 1, "cluster", "--store", pg_dsn, names=("is not a kcoord store (no kcoord tables",))
     conn = pgstore.connect(pg_dsn)
     try:
         pgstore.init_schema(conn, 4)

@@ -29,7 +29,8 @@ from kcoord import wire
 from kcoord.client import Client, KafkaError
 from kcoord.cluster import View, share
 from kcoord.pgstore import FencedError, Partitioner, PgRecords, connect, init_schema, partition_for
-from kcoord.records import offset_key, offset_value, topic_key
+from kcoord.records import offset_key, offset_value, topic_key, topic_value
+from kcoord.store import record_crc
 
 from .cluster_nodes import FAST, KCluster, wait_until
 from .interop_member import MEMBERS
@@ -281,6 +282,10 @@ def test_groups_of_three_clients_spread_over_three_nodes_form_and_commit(pg_dsn,
         text = subprocess.run([sys.executable, "-m", "kcoord.cli", "cluster", "--store", pg_dsn],
                               capture_output=True, text=True, cwd=ROOT, timeout=60).stdout
         assert "127.0.0.3:" in text and "one writer per partition at a time" in text
+        # the store the three nodes wrote reads back whole: the nine groups, each offset the database holds, the topic
+        rc, report, err = store_check(pg_dsn)
+        assert (rc, err, report["problems"]) == (0, [], [])
+        assert (report["groups"], report["offsets"], report["topics"]) == (9, len(cl.committed()), 1)
 
 
 # ---- failover -------------------------------------------------------------------------------------------------
@@ -689,3 +694,70 @@ def test_kcoord_cluster_on_a_database_that_is_not_a_kcoord_store_says_so_in_one_
             f"kcoord cluster: {pg_dsn} is not a kcoord store (magic 'something-else')"], out.stderr
     finally:
         conn.close()
+
+
+def store_check(dsn: str) -> tuple[int, dict | None, list[str]]:
+    """`kcoord store check URL --json`: exit status, the report, stderr's lines."""
+    out = run_cli("store", "check", dsn, "--json")
+    return out.returncode, json.loads(out.stdout) if out.stdout else None, out.stderr.strip().splitlines()
+
+
+def test_store_check_reads_a_postgresql_store_and_names_each_kind_of_damage(pg_dsn):
+    """`kcoord store check postgresql://...`: a sound store's counts; then, one at a time, a record that fails its
+    checksum, bytes that are not a record, a record filed under another group's partition, a missing lease row and
+    a write log with two writers at one epoch, each named; the verdict on one stderr line, exit 1."""
+    conn = connect(pg_dsn)
+    try:
+        init_schema(conn, 4)
+        part = Partitioner(4)
+        groups = [f"g{i}" for i in range(6)]
+        conn.execute("UPDATE kcoord_leases SET node_id = 1, epoch = 1")
+        w = PgRecords(pg_dsn, 1, part)
+        w.epochs.update(dict.fromkeys(range(4), 1))
+        w.put({offset_key(g, TOPIC, p): offset_value(10 * i + p, -1, "", 0) for i, g in enumerate(groups)
+               for p in range(3)} | {topic_key(TOPIC): topic_value(b"\x01" * 16, 3)})
+        w.close()
+        rc, report, err = store_check(pg_dsn)
+        assert (rc, err) == (0, []), "\n".join(err)
+        assert report["ok"] and report["problems"] == []
+        assert (report["records"], report["offsets"], report["topics"], report["groups"]) == (19, 18, 1, 0)
+        assert report["path"] == pg_dsn and report["bytes"] > 0
+        text = run_cli("store", "check", pg_dsn)
+        assert text.returncode == 0 and "ok" in text.stdout.splitlines()[1] and pg_dsn in text.stdout
+
+        def damaged(expected: str, count: int) -> None:
+            rc, report, err = store_check(pg_dsn)
+            assert rc == 1 and not report["ok"] and len(report["problems"]) == count, report
+            assert any(expected in p for p in report["problems"]), report["problems"]
+            assert len(err) == 1 and err[0].startswith(f"kcoord store check: {pg_dsn}: damaged: {count} problem(s)")
+
+        key0 = offset_key("g0", TOPIC, 0)
+        conn.execute("UPDATE kcoord_records SET value = %s WHERE key = %s", (offset_value(99, -1, "", 0), key0))
+        damaged(f"record with key {key0.hex()} fails its checksum", 1)
+        bad = b"\x00\x03\xff\xff"
+        key1 = offset_key("g1", TOPIC, 0)
+        conn.execute("UPDATE kcoord_records SET value = %s, crc = %s WHERE key = %s", (bad, record_crc(key1, bad), key1))
+        damaged("cannot be read", 2)
+        key2 = offset_key("g2", TOPIC, 1)
+        conn.execute("UPDATE kcoord_records SET partition = %s WHERE key = %s", ((part("g2") + 1) % 4, key2))
+        damaged(f"record with key {key2.hex()} is filed under partition {(part('g2') + 1) % 4}; its group's is "
+                f"{part('g2')}", 3)
+        conn.execute("DELETE FROM kcoord_leases WHERE partition = 3")
+        damaged("kcoord_leases holds 3 partitions for 4; missing [3]", 4)
+        conn.execute("INSERT INTO kcoord_writes (partition, seq, epoch, node_id) VALUES (0, 100, 1, 2)")
+        damaged("write log: partition 0: epoch 1 written by nodes 1, 2", 5)
+    finally:
+        conn.close()
+
+
+def test_store_check_and_accept_of_a_postgresql_url_that_cannot_be_used_are_one_line():
+    out = run_cli("store", "check", "postgresql://u:secret@127.0.0.1:1/db")
+    assert out.returncode == 1 and out.stdout == ""
+    assert out.stderr.strip().splitlines() == [
+        next(line for line in out.stderr.splitlines() if line.startswith(
+            "kcoord store check: postgresql://u:***@127.0.0.1:1/db: cannot connect to the PostgreSQL store: "))]
+    out = run_cli("store", "accept", "postgresql://u:secret@127.0.0.1:1/db")
+    assert out.returncode == 2 and out.stdout == "" and "secret" not in out.stderr
+    assert out.stderr.strip().splitlines() == [
+        "kcoord store accept: postgresql://u:***@127.0.0.1:1/db: store accept takes a data directory; a PostgreSQL "
+        "store is PostgreSQL's to keep (it has no commit witness to accept)"]
