@@ -278,7 +278,7 @@ def test_bad_bootstrap_is_one_line() -> None:
 def test_usage_mistakes_are_one_line() -> None:
     one_line(kcoord("bogus"), 2, "bogus")
     one_line(kcoord("describe"), 2, "group")
-    one_line(kcoord("store", "check"), 2, "dir")
+    one_line(kcoord("store", "check"), 2, "DIR|URL")
     one_line(kcoord("serve", "--nope"), 2, "--nope")
 
 
