@@ -324,6 +324,46 @@ def test_connect_install_refused_persists_nothing() -> None:
     assert g.assignment_epoch == g.group_epoch and len(g.units) == 3
 
 
+def test_connect_install_after_a_refused_one_gives_every_worker_its_units_by_name() -> None:
+    """An Install refused for a unit given twice interns its units, names one in the refusal and forgets them; the
+    valid Installs after it (the same units listed in another order, then more units) reach every worker by name,
+    in its heartbeat answers and in ConnectGroupDescribe, and survive a restart."""
+    h = H()
+    for w in ("w1", "w2", "w3"):
+        h.join(w)
+    g = h.group()
+    h.prepare(g.computing)
+    twice = h.install(g.computing, {"w1": {"c": ["a"], "t": {"a": [0, 1, 2]}}, "w2": {"c": ["b"], "t": {"a": [2]}},
+                                    "w3": {"t": {"b": [0]}}})
+    assert twice.error_code == E.INVALID_REQUEST and "assigned more than once (w1, w2)" in twice.error_message
+    assert len(g.units) == 0
+    owned: dict[str, dict] = {"w1": {}, "w2": {}, "w3": {}}
+
+    def check(installed: dict[str, dict]) -> None:
+        settle(h, owned)
+        assert owned == installed  # what each worker was told, by name, heartbeat by heartbeat
+        d = h.describe()
+        assert d.error_code == E.NONE
+        assert {m.member_id: plain(m.target_assignment) for m in d.members} == installed
+        assert {m.member_id: plain(m.assignment) for m in d.members} == installed
+        assert all(plain(m.pending_revocation) == {} for m in d.members)
+        holders(g)
+
+    # the same units in another order: each interned id now names another unit than in the refused Install
+    first = {"w1": {"t": {"b": [0]}}, "w2": {"t": {"a": [2, 1]}}, "w3": {"c": ["b", "a"], "t": {"a": [0]}}}
+    h.install(g.computing, first)
+    check({"w1": {"t": {"b": [0]}}, "w2": {"t": {"a": [1, 2]}}, "w3": {"c": ["a", "b"], "t": {"a": [0]}}})
+    # a later Install that moves units and adds new ones (the table grows past the refused Install's length)
+    h.hb("w1", owned=owned["w1"], assignors=[assignor(reason=1)])  # a config change: compute again
+    second = {"w1": {"c": ["a"], "t": {"b": [0, 1]}}, "w2": {"t": {"a": [2], "c": [0]}},
+              "w3": {"c": ["b", "c"], "t": {"a": [0, 1]}}}
+    h.compute(g.computing, second)
+    check({"w1": {"c": ["a"], "t": {"b": [0, 1]}}, "w2": {"t": {"a": [2], "c": [0]}},
+           "w3": {"c": ["b", "c"], "t": {"a": [0, 1]}}})
+    d2 = h.restarted().handle(DESCRIBE, 0, W.ConnectGroupDescribeRequest(group_ids=["g"])).groups[0]
+    assert {m.member_id: plain(m.target_assignment) for m in d2.members} == owned
+
+
 def test_connect_compute_lease_expires() -> None:
     h = H()
     h.join("w1", rebalance=10_000)

@@ -198,8 +198,12 @@ class UnitTable:
         return len(self.connectors), len(self.unit_conn)
 
     def rollback(self, mark: tuple[int, int]) -> None:
-        """Forget what was interned since `mark` (an Install that was refused)."""
+        """Forget what was interned since `mark` (an Install that was refused), in the lists and in every cache
+        made from them: the id arrays may have been built while the refused units were in the table (its refusal
+        names a unit through them), and ids past the mark will name other units once interned again. Ids below
+        the mark never change, so the arrays' prefix stays valid."""
         n_conn, n_units = mark
+        self._conn, self._task = self._conn[:n_units], self._task[:n_units]
         for u in range(len(self.unit_conn) - 1, n_units - 1, -1):
             c, task = self.unit_conn[u], self.unit_task[u]
             if task < 0:
