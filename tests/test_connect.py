@@ -265,6 +265,27 @@ def test_connect_select_without_cover() -> None:
     assert h.hb("A").assignor_version == 2 and h.hb("B").assignor_version == 2
 
 
+@pytest.mark.parametrize("ranges, version", [
+    ({"A": (0, 3), "B": (1, 5), "C": (3, 4)}, 3),  # B: the highest maximum, also the widest
+    ({"A": (0, 4), "B": (2, 5), "C": (3, 4)}, 4),  # B: the highest maximum; A is the widest
+])
+def test_connect_select_without_cover_takes_the_highest_maximum(ranges, version) -> None:
+    """Nobody's range covers all the others': the worker with the highest maximum computes (B), not the one with
+    the highest minimum (C), the widest range or the first to join (A). Chosen when the computing worker leaves,
+    and told so in its heartbeat answer."""
+    h = H()
+    h.join("first", lo=3, hi=3)  # computes at once, then leaves: the three below are chosen among
+    for w, (lo, hi) in ranges.items():
+        assert h.join(w, lo=lo, hi=hi).error_code == E.NONE
+    g = h.group()
+    assert g.computing == "first"
+    assert h.hb("first", -1).error_code == E.NONE
+    answers = {w: h.hb(w) for w in ranges}
+    assert {w: (r.error_code, r.should_compute_assignment, r.assignor_version) for w, r in answers.items()} == {
+        "A": (E.NONE, False, version), "B": (E.NONE, True, version), "C": (E.NONE, False, version)}
+    assert h.prepare("B").error_code == E.NONE and h.prepare("A").error_code == E.UNKNOWN_MEMBER_ID
+
+
 def test_connect_prepare_from_non_chosen() -> None:
     h = H()
     h.join("w1")

@@ -317,6 +317,32 @@ def test_no_group_epoch_bump_when_static_member_temporarily_leaves() -> None:
     assert h.hb("b", epoch).assignment is None
 
 
+def test_a_static_member_leaving_with_minus_2_mid_revocation_frees_what_it_was_revoking() -> None:
+    """Kafka's consumerGroupStaticMemberGroupLeave: the member is kept at epoch -2 with its assigned partitions but
+    none pending revocation; the new owner of those gets them on its next heartbeat, and the -2 member's return
+    gets back only what it kept."""
+    h = H()
+    h.join("a", iid="ia")
+    h.join("b")
+    ra = h.hb("a", 1, owned={"T": [0, 1, 2, 3]})
+    assert h.parts(ra) == {"T": [0, 1]}  # a must revoke 2 and 3, which b's target holds
+    g = h.group()
+    assert g.members["a"].state == UNREVOKED_PARTITIONS and g.members["a"].pending.tolist() == [2, 3]
+    rb = h.hb("b", 2)
+    assert (rb.error_code, rb.assignment) == (E.NONE, None)  # still a's
+    epoch = g.group_epoch
+    r = h.hb("a", -2, iid="ia")  # leaves for now, without acknowledging the revocation
+    assert (r.error_code, r.member_epoch, g.group_epoch) == (E.NONE, -2, epoch)
+    assert g.members["a"].pending.tolist() == [] and g.members["a"].assigned.tolist() == [0, 1]
+    rb = h.hb("b", 2)
+    assert (rb.error_code, rb.member_epoch, h.parts(rb)) == (E.NONE, 2, {"T": [2, 3]})
+    assert g.members["b"].state == STABLE
+    held(g)
+    back = h.join("a2", iid="ia")
+    assert (back.error_code, h.parts(back)) == (E.NONE, {"T": [0, 1]})
+    assert held(g) == {0: "a2", 1: "a2", 2: "b", 3: "b"}
+
+
 def test_static_member_rejoins_with_new_subscribed_topics_bumps() -> None:
     h = H({"T": 4, "U": 2})
     h.join("a", iid="ia")

@@ -298,6 +298,30 @@ def test_a_classic_member_that_does_not_rejoin_is_fenced_after_its_rebalance_tim
     assert b in h.group().members
 
 
+def test_a_converted_classic_member_that_goes_silent_is_fenced_at_its_own_session_timeout() -> None:
+    """Kafka's convertToConsumerGroup schedules each converted member's session timeout (its classic
+    session.timeout.ms, not group.consumer.session.timeout.ms): one that never speaks again is fenced then, to the
+    millisecond, while the others that keep heartbeating stay."""
+    h, a, b, epoch = upgraded()
+    assert SESSION < h.config.group_consumer_session_timeout_ms and SESSION < 30_000  # its own, not another timeout
+    gen = epoch - 1
+    held_b = [1, 3, 5]
+    cepoch = epoch
+    for _ in range(3):  # a is silent; b follows the rebalance, c heartbeats
+        h.advance(3_000)
+        gen, held_b = h.follow(b, gen, held_b)
+        r = h.chb("c", cepoch)
+        assert r.error_code == E.NONE
+        cepoch = r.member_epoch
+    h.advance(SESSION - 1 - 9_000)
+    g = h.group()
+    assert a in g.members
+    h.advance(1)
+    assert a not in g.members and {b, "c"} <= set(g.members)
+    assert h.c.events.expiries == {("consumer", "session-timeout"): 1}
+    assert h.heartbeat(a, epoch - 1) == E.UNKNOWN_MEMBER_ID
+
+
 # ---- downgrade (§6.3) ---------------------------------------------------------------------------------------------
 
 def test_last_consumer_member_leaving_downgrades_to_a_stable_classic_group_that_rebalances() -> None:
