@@ -3,7 +3,8 @@
 A real `kcoord serve` (default socket.request.max.bytes, 100 MiB) takes 100 connections that each declare the
 largest frame and dribble bytes, plus oversized and absurd CreateTopics, CreatePartitions, JoinGroup and SyncGroup
 requests. Its resident memory stays within a stated bound, a real consumer group still forms beside them, and
-the server exits cleanly on SIGTERM with the connections still open.
+the server exits cleanly on SIGTERM with the connections still open. In-process: an id repeated 10,000 times in
+one request is answered once by every API that takes a list of them.
 """
 
 from __future__ import annotations
@@ -179,3 +180,84 @@ def test_a_peer_that_does_not_read_its_answers_stops_being_read(tmp_path) -> Non
     finally:
         srv.proc.send_signal(signal.SIGTERM)
         assert srv.proc.wait(30) == 0
+
+
+# ---- repeated ids: each answered once ------------------------------------------------------------------------------
+
+REPEATS = 10_000
+
+
+def _one_of_each_group():
+    """A coordinator (every protocol on) with a consumer group "g" of one member, a connect group "k" of one worker,
+    and a simple group "s" with committed offsets; and a broker over its topics ("orders", 4 partitions)."""
+    from kcoord.broker import Broker
+    from kcoord.config import GroupConfig
+    from kcoord.coordinator import Coordinator
+    from kcoord.store import GroupStore, MemoryRecords
+    from kcoord.timers import ManualClock
+
+    clock = ManualClock(1_000_000)
+    c = Coordinator(GroupConfig(group_coordinator_rebalance_protocols="classic,consumer,connect"), clock,
+                    store=GroupStore(MemoryRecords(), clock.wall_ms))
+    c.topics.create("orders", 4)
+    r = c.handle(68, 1, wire.ConsumerGroupHeartbeatRequest(
+        group_id="g", member_id="m", member_epoch=0, rebalance_timeout_ms=30_000, subscribed_topic_names=["orders"],
+        topic_partitions=[]))
+    assert r.error_code == E.NONE and r.assignment.topic_partitions
+    r = c.handle(wire.ConnectGroupHeartbeatRequest.API_KEY, 0, wire.ConnectGroupHeartbeatRequest(
+        group_id="k", member_id="w", member_epoch=0, rebalance_timeout_ms=30_000,
+        client_assignors=[wire.ConnectGroupHeartbeatRequestAssignor(name="a", minimum_version=0, maximum_version=0,
+                                                                    reason=0, version=0, metadata=b"")],
+        connectors_and_tasks=wire.ConnectGroupHeartbeatRequestConnectorsAndTasks(connectors=[], tasks=[])))
+    assert r.error_code == E.NONE
+    r = c.handle(8, 8, wire.OffsetCommitRequest(group_id="s", generation_id_or_member_epoch=-1, member_id="", topics=[
+        wire.OffsetCommitRequestTopic(name="orders", partitions=[
+            wire.OffsetCommitRequestPartition(partition_index=p, committed_offset=10 + p) for p in range(4)])]))
+    assert [p.error_code for p in r.topics[0].partitions] == [E.NONE] * 4
+    return c, Broker(c, c.topics, node_id=0, host="h", port=1)
+
+
+# Each: (api key, version, the request naming the ids given, the answer's items, an item's id).
+REPEATED = {
+    "DescribeGroups": (15, 5, lambda ids: wire.DescribeGroupsRequest(groups=ids), lambda r: r.groups,
+                       lambda x: x.group_id),
+    "ConsumerGroupDescribe": (69, 1, lambda ids: wire.ConsumerGroupDescribeRequest(group_ids=ids),
+                              lambda r: r.groups, lambda x: x.group_id),
+    "ConnectGroupDescribe": (wire.ConnectGroupDescribeRequest.API_KEY, 0,
+                             lambda ids: wire.ConnectGroupDescribeRequest(group_ids=ids), lambda r: r.groups,
+                             lambda x: x.group_id),
+    "OffsetFetch v8": (9, 8, lambda ids: wire.OffsetFetchRequest(groups=[
+        wire.OffsetFetchRequestGroup(group_id=g, topics=None) for g in ids]), lambda r: r.groups,
+        lambda x: x.group_id),
+    "OffsetFetch v10": (9, 10, lambda ids: wire.OffsetFetchRequest(groups=[
+        wire.OffsetFetchRequestGroup(group_id=g, member_id=None, member_epoch=-1, topics=None) for g in ids]),
+        lambda r: r.groups, lambda x: x.group_id),
+    "Metadata": (3, 12, lambda ids: wire.MetadataRequest(topics=[wire.MetadataRequestTopic(name=t) for t in ids],
+                                                         allow_auto_topic_creation=False),
+                 lambda r: r.topics, lambda x: x.name),
+}
+# the group (or topic) each API describes; beside it, one that does not exist
+SUBJECT = {"DescribeGroups": "s", "ConsumerGroupDescribe": "g", "ConnectGroupDescribe": "k", "OffsetFetch v8": "s",
+           "OffsetFetch v10": "s", "Metadata": "orders"}
+
+
+@pytest.mark.parametrize("api", list(REPEATED))
+def test_an_id_named_10000_times_in_one_request_is_answered_once(api) -> None:
+    """README: repeated ids in DescribeGroups, ConsumerGroupDescribe, OffsetFetch and Metadata (and kcoord's
+    ConnectGroupDescribe) are answered once each, so a few bytes per repeat cannot multiply a large answer. The
+    request goes through the codec as a client's would; the answer is byte for byte the one to a request naming
+    each id once (each once, in the order first named)."""
+    c, broker = _one_of_each_group()
+    key, version, make, items, ident = REPEATED[api]
+    ids = [SUBJECT[api], "nobody"]
+
+    def ask(names: list[str]):
+        req = make(names)
+        sent = type(req).decode(req.encode(version), version)
+        return broker.handlers[key](sent, version) if key in broker.handlers else c.handle(key, version, sent)
+
+    repeated = ask(ids * REPEATS)
+    assert [ident(x) for x in items(repeated)] == ids
+    assert items(repeated)[0].error_code == E.NONE
+    single = ask(ids)
+    assert repeated.encode(version) == single.encode(version)
