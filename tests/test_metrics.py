@@ -276,6 +276,48 @@ def test_metrics_follow_real_groups_and_the_log_tells_each_event(server, tmp_pat
         srv2.proc.wait(30)
 
 
+def consumer_heartbeat(c: Client, group: str, member: str, epoch: int, owned=None, join: bool = False,
+                       rebalance_ms: int = 30_000) -> wire.ConsumerGroupHeartbeatResponse:
+    """A KIP-848 heartbeat by hand: a join (epoch 0, subscribing to orders) or a regular one reporting `owned`
+    (the topic partitions an earlier answer gave) or nothing (None)."""
+    r = c.request(wire.ConsumerGroupHeartbeatRequest(
+        group_id=group, member_id=member, member_epoch=epoch, rebalance_timeout_ms=rebalance_ms if join else -1,
+        subscribed_topic_names=["orders"] if join else None, topic_partitions=[] if join else None if owned is None
+        else [wire.ConsumerGroupHeartbeatRequestTopicPartitions(topic_id=tp.topic_id, partitions=tp.partitions)
+              for tp in owned]), 0)
+    assert r.error_code == 0, r
+    return r
+
+
+def test_a_consumer_member_fenced_by_its_rebalance_timeout_counts_as_an_expiration(server) -> None:
+    """A KIP-848 member told to revoke that never does is fenced when its rebalance timeout passes: counted in
+    kcoord_member_expirations_total{group_type="consumer", trigger="rebalance-timeout"} and logged as an expiry,
+    and its partitions go to the member that waited for them."""
+    srv, mport = server, server.metrics_port
+    with Client(srv.bootstrap) as ca, Client(srv.bootstrap) as cb:
+        a = consumer_heartbeat(ca, "rt", "a", 0, join=True, rebalance_ms=300)
+        held = a.assignment.topic_partitions
+        assert sum(len(tp.partitions) for tp in held) == 4
+        b = consumer_heartbeat(cb, "rt", "b", 0, join=True)  # its share is a's until a revokes it
+        assert b.member_epoch == a.member_epoch + 1 and not b.assignment.topic_partitions
+        told = consumer_heartbeat(ca, "rt", "a", a.member_epoch, owned=held)  # told to revoke; never acknowledges
+        assert sum(len(tp.partitions) for tp in told.assignment.topic_partitions) == 2
+        epoch = b.member_epoch
+
+        def b_has_all() -> bool:  # b's heartbeats until a's fence frees the partitions a was revoking
+            nonlocal epoch
+            r = consumer_heartbeat(cb, "rt", "b", epoch)
+            epoch = r.member_epoch
+            return r.assignment is not None and sum(len(tp.partitions) for tp in r.assignment.topic_partitions) == 4
+
+        wait_for(b_has_all, "a's fence to give b every partition")
+        s = scrape(mport)
+        assert value(s, "kcoord_member_expirations_total", group_type="consumer", trigger="rebalance-timeout") == 1
+        assert value(s, "kcoord_member_expirations_total", group_type="consumer") == 1  # nothing else expired
+        [line] = events(srv.log, "member-expired", group="rt")
+        assert (line["member"], line["trigger"], line["group_type"]) == ("a", "rebalance-timeout", "consumer")
+
+
 def test_text_log_format_and_levels(tmp_path: Path) -> None:
     """The default text format says the same in words; --log-level WARNING keeps the INFO lines out."""
     log = tmp_path / "text.log"
