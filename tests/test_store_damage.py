@@ -273,6 +273,37 @@ def test_a_schema_damaged_into_bytes_that_are_not_utf8_is_refused_not_a_tracebac
     assert (d / STORE_FILE).read_bytes() == damaged, "a refusal wrote"
 
 
+def test_a_store_exactly_one_acknowledged_commit_behind_its_witness_is_refused(tmp_path) -> None:
+    """The smallest loss the commit witness must catch: the database as it was one commit before the last one
+    acknowledged (a lost last WAL transaction, a backup restored over the directory), beside the witness of that
+    last commit. Refused by the open `kcoord serve` makes and by `kcoord store check`; the same database with its
+    own witness (nothing lost) is served, so the refusal is the one missing commit's doing."""
+    from kcoord.records import offset_key, offset_value
+
+    data, behind = tmp_path / "data", tmp_path / "behind"
+    records = SqliteRecords(str(data))
+    for offset in range(1, 6):
+        records.put({offset_key("g", "orders", 0): offset_value(offset, -1, "", 0)})
+    records.close()
+    shutil.copytree(data, behind)  # commit 5, and a witness that says 5
+    records = SqliteRecords(str(data))
+    records.put({offset_key("g", "orders", 0): offset_value(6, -1, "", 0)})  # commit 6, acknowledged
+    assert records.state.seq == 6
+    records.close()
+    for name in (STORE_FILE, WAL, SHM):  # the database one commit behind; the witness of commit 6 stays
+        (data / name).unlink(missing_ok=True)
+        if (behind / name).exists():
+            shutil.copy2(behind / name, data / name)
+    report = check_store(str(data))
+    assert not report.ok and any("holds commit 5 but commit 6 was acknowledged: 1 acknowledged commit(s) are "
+                                 "missing" in p for p in report.problems), report.problems
+    with pytest.raises(StoreError, match="commit 6 was acknowledged"):
+        served_offsets(data)
+    r = kcoord("store", "check", str(data))
+    assert r.returncode == 1 and "DAMAGED" in r.stdout and "1 acknowledged commit(s) are missing" in r.stdout, r
+    assert check_store(str(behind)).ok and served_offsets(behind) == {("g", 0): 5}
+
+
 def read_only(d: Path, *args: str) -> subprocess.CompletedProcess:
     """`kcoord ARGS` with `d` bind-mounted read-only (a private mount namespace: nothing outside the test sees it)."""
     script = f'mount --bind "{d}" "{d}" && mount -o remount,bind,ro "{d}" && exec "$@"'
