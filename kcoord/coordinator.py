@@ -9,9 +9,15 @@ GroupCoordinatorShard.replay does. A new group type is a class under kcoord/grou
 
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
+import logging
+import sys
 import time
+from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from itertools import islice
 
 import re2
 
@@ -35,6 +41,49 @@ from .topics import Topic, TopicCatalogue
 # Every group type, and the record types each one replays.
 GROUP_TYPES: tuple[type, ...] = (ClassicGroup, ConsumerGroup, ConnectGroup)
 GROUP_TYPE_BY_RECORD: dict[int, type] = {t: cls for cls in GROUP_TYPES for t in cls.RECORD_TYPES}
+
+# The retention check (Kafka's GroupCoordinatorShard.cleanupGroupMetadata) runs in slices: one timer fire visits
+# groups and examines offsets up to this many in all, then yields to the event loop (the next slice is 1 ms later),
+# so 100,000 groups never hold the loop for more than a few milliseconds at a time.
+EXPIRY_SLICE = 2_000
+# Freed store pages go back to the filesystem in steps of this many pages (4 KiB each), one step per RECLAIM_STEP_MS,
+# starting RECLAIM_DELAY_MS after a deletion (its records are committed by then).
+RECLAIM_PAGES = 512
+RECLAIM_STEP_MS = 20
+RECLAIM_DELAY_MS = 1_000
+# After this many groups are deleted (DeleteGroups, retention), the memory they held is given back to the OS.
+TRIM_AFTER_GROUPS = 10_000
+
+log = logging.getLogger("kcoord.coordinator")
+
+
+def _libc_malloc_trim() -> Callable[[int], int] | None:
+    """glibc's malloc_trim, or None (another C library). Python returns a freed object's small blocks to its own
+    arenas and larger ones to malloc, which keeps freed memory for reuse; malloc_trim(0) gives its free pages back."""
+    try:
+        return ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6").malloc_trim
+    except (OSError, AttributeError):
+        return None
+
+
+_malloc_trim = _libc_malloc_trim()
+
+
+def compact_dict(d: dict) -> None:
+    """Shrink a dict whose table is far larger than its entries need (a dict never shrinks as entries go): the same
+    dict object, rebuilt, so every holder of it sees the change."""
+    if sys.getsizeof(d) > 1 << 20 and sys.getsizeof(d) > 256 * (len(d) + 1):
+        items = list(d.items())
+        d.clear()
+        d.update(items)
+
+
+def release_memory(*tables: dict) -> None:
+    """After a mass deletion: shrink the coordinator's big tables, then give malloc's free pages back."""
+    for d in tables:
+        compact_dict(d)
+    if _malloc_trim is not None:
+        _malloc_trim(0)
 
 
 @dataclass
@@ -60,7 +109,7 @@ class Coordinator:
         self.groups: dict[str, Group] = {}
         self.topics = topics if topics is not None else TopicCatalogue()
         self.offsets = Offsets(self.groups, self.classic_group, self._store, self.topics, self.clock,
-                               self.config.offset_metadata_max_bytes)
+                               self.config.offset_metadata_max_bytes, self.config.message_max_bytes)
         self.handlers: dict[int, Callable[..., Reply | wire.Message]] = {
             wire.JoinGroupRequest.API_KEY: self.join_group,
             wire.SyncGroupRequest.API_KEY: self.sync_group,
@@ -77,6 +126,17 @@ class Coordinator:
             wire.ConnectGroupDescribeRequest.API_KEY: self.connect_group_describe,
             **self.offsets.handlers,
         }
+        # Offset retention: a check every offsets.retention.check.interval.ms (from now, as Kafka schedules it when
+        # the coordinator is loaded), each in slices (`expire_slice`).
+        self.retention_ms = self.config.offsets_retention_minutes * 60_000
+        self.groups_expired = 0  # Empty groups deleted by the retention check since start
+        self._sweep: deque[str] = deque()  # group ids the check in progress has yet to visit
+        self._sweep_group: tuple[str, list[tuple[str, int]], int] | None = None  # (id, its offsets' keys, position)
+        self._sweep_tombstones = 0
+        self.expiry_timer = self.timers.new(self._on_expiry_timer)
+        self.timers.arm(self.expiry_timer, self.config.offsets_retention_check_interval_ms)
+        self.reclaim_timer = self.timers.new(self._on_reclaim_timer)
+        self._freed_groups = 0  # groups deleted since memory was last given back
         # Served but not advertised: with the consumer protocol off, Kafka answers its APIs UNSUPPORTED_VERSION.
         self.consumer_protocol = "consumer" in self.config.rebalance_protocols()
         self.consumer_assignors = self.config.consumer_assignors()
@@ -101,6 +161,56 @@ class Coordinator:
     def store(self, store: GroupStore | NullStore) -> None:
         """Where groups created from now on, and the offsets, stage their records."""
         self._store = self.offsets.store = store
+
+    def write_refusals(self, error: int) -> dict[int, Callable[..., wire.Message]]:
+        """Handlers for the APIs that write, answering `error` without touching any group: what the server serves
+        while its store cannot write (a full disk). A consumer or connect group's heartbeat that changes nothing
+        of its own (the quick path) is still served; any other, a join or a leave among them, is refused."""
+        message = "The coordinator cannot write its state now; retry."
+
+        def commit(req, version, client_id="", client_host=""):
+            return wire.OffsetCommitResponse(topics=[wire.OffsetCommitResponseTopic(
+                name=t.name, topic_id=t.topic_id, partitions=[
+                    wire.OffsetCommitResponsePartition(partition_index=p.partition_index, error_code=error)
+                    for p in t.partitions]) for t in req.topics])
+
+        def delete_groups(req, version, client_id="", client_host=""):
+            return wire.DeleteGroupsResponse(results=[
+                wire.DeleteGroupsResponseDeletableGroupResult(group_id=g, error_code=error)
+                for g in dict.fromkeys(req.groups_names)])
+
+        def consumer_heartbeat(req, version, client_id="", client_host=""):
+            g = self.groups.get(req.group_id)
+            if type(g) is ConsumerGroup and self.consumer_protocol:
+                quick = g.quick_heartbeat(req, client_id, client_host)
+                if quick is not None:
+                    return quick
+            return ConsumerGroup.fail(error, message)
+
+        def connect_heartbeat(req, version, client_id="", client_host=""):
+            g = self.groups.get(req.group_id)
+            if type(g) is ConnectGroup and self.connect_protocol:
+                quick = g.quick_heartbeat(req, client_id, client_host)
+                if quick is not None:
+                    return quick
+            return ConnectGroup.fail(error, message)
+
+        return {
+            wire.JoinGroupRequest.API_KEY: lambda req, v, *_: wire.JoinGroupResponse(
+                error_code=error, member_id=req.member_id, protocol_name="" if v < 7 else None),
+            wire.SyncGroupRequest.API_KEY: lambda req, v, *_: wire.SyncGroupResponse(error_code=error),
+            wire.LeaveGroupRequest.API_KEY: lambda req, v, *_: wire.LeaveGroupResponse(error_code=error, members=[]),
+            wire.DeleteGroupsRequest.API_KEY: delete_groups,
+            wire.OffsetCommitRequest.API_KEY: commit,
+            wire.OffsetDeleteRequest.API_KEY: lambda req, v, *_: wire.OffsetDeleteResponse(error_code=error,
+                                                                                           topics=[]),
+            wire.ConsumerGroupHeartbeatRequest.API_KEY: consumer_heartbeat,
+            wire.ConnectGroupHeartbeatRequest.API_KEY: connect_heartbeat,
+            wire.ConnectGroupPrepareAssignmentRequest.API_KEY: lambda req, v, *_:
+                wire.ConnectGroupPrepareAssignmentResponse(error_code=error, error_message=message),
+            wire.ConnectGroupInstallAssignmentRequest.API_KEY: lambda req, v, *_:
+                wire.ConnectGroupInstallAssignmentResponse(error_code=error, error_message=message),
+        }
 
     def handle(self, api_key: int, version: int, body, client_id: str = "", client_host: str = ""):
         """Answer one decoded request (the caller has checked the API and version are supported).
@@ -236,6 +346,96 @@ class Coordinator:
         for gid in [gid for gid in self.offsets.by_group if which(gid)]:
             del self.offsets.by_group[gid]
         return len(gone)
+
+    # ---- offset retention and reclaim --------------------------------------------------------------
+
+    def _on_expiry_timer(self, key: int) -> None:
+        if self._sweep_group is None and not self._sweep:
+            self._sweep.extend(self.groups)  # a new check: every group there is now
+            self._sweep_tombstones = 0
+        if self.expire_slice(EXPIRY_SLICE):
+            self.timers.arm(key, self.config.offsets_retention_check_interval_ms)
+            if self._sweep_tombstones:  # as Kafka logs each cleanup
+                log.info("offset retention check: %d tombstone(s) (expired offsets and deleted Empty groups)",
+                         self._sweep_tombstones)
+                self.schedule_reclaim()
+        else:
+            self.timers.arm(key, 1)  # the next slice, after the event loop has had a turn
+
+    def expire_offsets(self) -> None:
+        """One whole retention check now, in one go (Kafka's cleanupGroupMetadata): what the timer does in slices."""
+        self._sweep.extend(self.groups)
+        while not self.expire_slice(EXPIRY_SLICE):
+            pass
+        self.timers.arm(self.expiry_timer, self.config.offsets_retention_check_interval_ms)
+        self.schedule_reclaim()
+
+    def expire_slice(self, budget: int) -> bool:
+        """Go on with the retention check for up to `budget` groups visited and offsets examined; True when every
+        group has been visited. For each group, Kafka's cleanupExpiredOffsets (kcoord.offsets.Offsets.expire) with
+        the group's condition as it is at that moment, then maybeDeleteGroup: a group with no offsets left that
+        may go (`removable`: Empty) is deleted, tombstones and all."""
+        now = self.clock.wall_ms()
+        retention = self.retention_ms
+        by_group = self.offsets.by_group
+        while budget > 0:
+            if self._sweep_group is None:
+                if not self._sweep:
+                    return True
+                gid = self._sweep.popleft()
+                budget -= 1
+                if gid not in self.groups:
+                    continue
+                mine = by_group.get(gid)
+                self._sweep_group = (gid, list(mine) if mine else [], 0)
+            gid, keys, pos = self._sweep_group
+            g = self.groups.get(gid)
+            if g is None or g.is_dead:
+                self._sweep_group = None
+                continue
+            if pos < len(keys):
+                condition = g.offset_expiration()
+                if condition is not None:
+                    n = min(budget, len(keys) - pos)
+                    self._sweep_tombstones += self.offsets.expire(gid, islice(keys, pos, pos + n), *condition, now,
+                                                                  retention)
+                    budget -= n
+                    if pos + n < len(keys):
+                        self._sweep_group = (gid, keys, pos + n)
+                        continue
+            self._sweep_group = None
+            if gid not in by_group and g.removable(now, retention):
+                self._delete_group(g)
+                self.groups_expired += 1
+                self._sweep_tombstones += 1
+        return not self._sweep and self._sweep_group is None
+
+    def _delete_group(self, g: Group) -> None:
+        """The group goes: its offsets' and its own records' tombstones, its timers; parked requests answered."""
+        self.offsets.delete_group(g.group_id)
+        if self.store.persistent:
+            for key in g.record_keys():
+                self.store.stage(key, None)
+        g.unload()
+        del self.groups[g.group_id]
+        self._freed_groups += 1
+
+    def schedule_reclaim(self, delay_ms: int = RECLAIM_DELAY_MS) -> None:
+        """After deletions: once what was deleted is committed, give the memory of many deleted groups back to the
+        OS, and the store's freed pages back to the filesystem, a step at a time (a store that cannot, or has none,
+        ends it at the first step)."""
+        if not self.timers.is_armed(self.reclaim_timer):
+            self.timers.arm(self.reclaim_timer, delay_ms)
+
+    def _on_reclaim_timer(self, key: int) -> None:
+        if self._freed_groups >= TRIM_AFTER_GROUPS:
+            self._freed_groups = 0
+            t0 = time.perf_counter()
+            release_memory(self.groups, self.offsets.by_group)
+            log.debug("gave the memory of deleted groups back in %.1f ms", (time.perf_counter() - t0) * 1e3)
+        reclaim = getattr(self._store, "reclaim", None)
+        if reclaim is not None and reclaim(RECLAIM_PAGES) > 0:
+            self.timers.arm(key, RECLAIM_STEP_MS)
 
     # ---- JoinGroup / SyncGroup / Heartbeat / LeaveGroup --------------------------------------------
 
@@ -480,11 +680,8 @@ class Coordinator:
             else:
                 err = g.validate_delete()
             if not err:
-                self.offsets.delete_group(gid)
-                if self.store.persistent:
-                    for key in g.record_keys():
-                        self.store.stage(key, None)
-                g.unload()
-                del self.groups[gid]
+                self._delete_group(g)
             results.append(wire.DeleteGroupsResponseDeletableGroupResult(group_id=gid, error_code=err))
+        if any(not r.error_code for r in results):
+            self.schedule_reclaim()
         return wire.DeleteGroupsResponse(results=results)

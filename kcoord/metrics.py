@@ -135,6 +135,9 @@ class ServerCollector:
                          "turn that staged records), fsync included", [], iter([([], srv.store_commit_seconds)]))
         yield CounterMetricFamily("kcoord_store_fsyncs", "fsyncs of the store's write-ahead log (one per commit "
                                   "under store.fsync=always)", value=getattr(store, "fsyncs", 0))
+        yield GaugeMetricFamily("kcoord_store_full", "1 while the store cannot write for want of space: writes are "
+                                "refused (COORDINATOR_NOT_AVAILABLE), heartbeats and reads served",
+                                value=int(getattr(store, "full", False)))
 
         yield GaugeMetricFamily("kcoord_connections", "Open client connections", value=len(srv.connections))
         yield CounterMetricFamily("kcoord_connections_accepted", "Client connections accepted",

@@ -12,9 +12,15 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import ipaddress
 import logging
+import re
+import resource
 import signal
+import socket
+from bisect import bisect_right
 from collections import deque
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from time import perf_counter
 
@@ -23,18 +29,25 @@ from . import wire
 from ._core._stats import RequestStats
 from ._core._stats import now as stats_clock
 from .broker import Broker
-from .config import SERVER_BOUNDS, GroupConfig, check_bounds, kafka_settings
+from .config import SERVER_BOUNDS, GroupConfig, check_bounds, kafka_settings, split_settings
 from .config import SETTINGS as GROUP_SETTINGS
 from .coordinator import Coordinator, LoadStats
 from .events import LATENCY_BUCKETS, Histogram
 from .reply import Reply
-from .store import FSYNC_POLICIES, PG_SCHEMES, GroupStore, NullStore, Records, SqliteRecords, StoreError
+from .store import FSYNC_POLICIES, PG_SCHEMES, GroupStore, NullStore, Records, SqliteRecords, StoreError, StoreFullError
 from .timers import Clock
 from .topics import TopicCatalogue, parse_topic_spec
 
 log = logging.getLogger("kcoord.server")
 
 API_VERSIONS_KEY = wire.ApiVersionsRequest.API_KEY
+# While the store cannot write for want of space, what would write is refused with this code. Kafka's group
+# coordinator answers a failed append COORDINATOR_NOT_AVAILABLE when the coordinator stays where it is and may
+# write later (NOT_ENOUGH_REPLICAS, a timeout) and NOT_COORDINATOR when the partition's log directory failed
+# (KafkaStorageException: leadership moves); a kcoord with a full disk stays the coordinator and recovers in place.
+FULL_ERROR = E.COORDINATOR_NOT_AVAILABLE
+FULL_RETRY_S = 1.0  # while the store is full, how often the pending write is tried again
+FULL_LOG_INTERVAL_S = 10.0  # at most one line a direction (full, writable again) this often
 MAX_QUEUED = 1000  # requests awaiting their answer on one connection before the server stops reading it
 OUT_HIGH_WATER = 1 << 20  # answers from one read written out before more frames of it are handled
 
@@ -49,6 +62,14 @@ class ServerConfig:
     cluster_id: str = "kcoord"
     max_frame_size: int = wire.DEFAULT_MAX_FRAME_SIZE  # socket.request.max.bytes
     max_connections: int = 2**31 - 1  # max.connections
+    max_connections_per_ip: int = 2**31 - 1  # max.connections.per.ip
+    max_connections_per_ip_overrides: str = ""  # max.connections.per.ip.overrides: "host:count,host:count"
+    max_connection_creation_rate: int = 2**31 - 1  # max.connection.creation.rate: new connections per second
+    # queued.max.request.bytes: the bytes all connections together may hold in frames not yet whole (Kafka: -1,
+    # unbounded; kcoord bounds it by default, README "Settings"). -1 turns the bound off.
+    queued_max_request_bytes: int = 200 * 1024 * 1024
+    # socket.request.timeout.ms (kcoord's own): a request whose first bytes arrived must be whole within this.
+    request_timeout_ms: int = 30_000
     connections_max_idle_ms: int = 600_000  # connections.max.idle.ms
     auto_create_topics: bool = True  # auto.create.topics.enable
     num_partitions: int = 1  # num.partitions
@@ -71,6 +92,14 @@ class ServerConfig:
         if self.store_fsync not in FSYNC_POLICIES:
             raise ValueError(f"store.fsync: {self.store_fsync!r} is not one of {', '.join(FSYNC_POLICIES)}")
         check_bounds(self, SETTINGS, SERVER_BOUNDS)
+        if 0 <= self.queued_max_request_bytes < self.max_frame_size:
+            # Kafka's rule (KafkaConfig): a frame of the largest size must fit in what all frames may hold
+            raise ValueError(f"queued.max.request.bytes ({self.queued_max_request_bytes}) must be -1 or at least "
+                             f"socket.request.max.bytes ({self.max_frame_size})")
+        overrides = self.ip_overrides()
+        if self.max_connections_per_ip == 0 and not overrides:
+            # Kafka's rule (SocketServer's ConnectionQuotas): 0 for everyone else needs somebody allowed
+            raise ValueError("max.connections.per.ip: 0 is allowed only with max.connections.per.ip.overrides")
         if self.store_url is not None:
             if self.data_dir is not None:
                 raise ValueError("--store and --data-dir are two stores: give one")
@@ -83,6 +112,15 @@ class ServerConfig:
                                ("metrics port", self.metrics_port, 0)):
             if port is not None and not lo <= port <= 65535:
                 raise ValueError(f"{name}: {port} is not a TCP port ({lo}..65535)")
+        # What Metadata and FindCoordinator tell clients to connect to. Kafka refuses to start on an advertised
+        # 0.0.0.0 (KafkaConfig: "advertised.listeners cannot use the nonroutable meta-address 0.0.0.0"): so does
+        # kcoord, whichever way it is started.
+        if _meta_address(self.advertised_host or self.host):
+            if self.advertised_host:
+                raise ValueError(f"--advertised-host {self.advertised_host}: a non-routable meta-address no client "
+                                 "can connect to; give the host name or address clients should use")
+            raise ValueError(f"--host {self.host or repr(self.host)} is no address clients can connect to: give "
+                             "--advertised-host with the host name or address they should use")
         if self.num_partitions > self.topic_max_partitions:
             raise ValueError(f"num.partitions ({self.num_partitions}) must not be above topic.max.partitions "
                              f"({self.topic_max_partitions})")
@@ -99,23 +137,66 @@ class ServerConfig:
             raise ValueError(f"the topics given hold {sum(counts.values())} partitions, above max.partitions "
                              f"({self.max_partitions})")
 
+    def ip_overrides(self) -> dict[str, int]:
+        """max.connections.per.ip.overrides as {address: count}: Kafka's "host:count" list, a host name resolved
+        to its addresses."""
+        out: dict[str, int] = {}
+        for item in self.max_connections_per_ip_overrides.split(","):
+            if not item.strip():
+                continue
+            host, sep, count = item.strip().rpartition(":")
+            if not sep or not host or not re.fullmatch(r"[0-9]+", count) or int(count) > 2**31 - 1:
+                raise ValueError(f"max.connections.per.ip.overrides: {item.strip()!r} is not host:count")
+            for addr in _addresses(host.strip("[]")):
+                out[addr] = int(count)
+        return out
+
     @classmethod
     def from_kafka(cls, settings: dict[str, str], **kwargs) -> ServerConfig:
         """Build from Kafka-named broker and group settings (`socket.request.max.bytes`,
         `group.initial.rebalance.delay.ms`, ...) plus the given fields; an unknown or malformed setting is a
-        ValueError naming it."""
-        unknown = [name for name in settings if name not in SETTINGS and name not in GROUP_SETTINGS]
-        if unknown:
-            raise ValueError(f"unknown setting {unknown[0]!r}; known: {', '.join(sorted([*SETTINGS, *GROUP_SETTINGS]))}")
+        ValueError naming it. Kafka's broker settings that kcoord does not use (broker.id, log.dirs, ...) are left
+        out with one warning naming them (kcoord.config.split_settings)."""
+        settings = split_settings(settings, {**SETTINGS, **GROUP_SETTINGS})
         server = kafka_settings(cls, SETTINGS, {k: v for k, v in settings.items() if k in SETTINGS})
         group = GroupConfig.from_kafka({k: v for k, v in settings.items() if k not in SETTINGS})
         return cls(group=group, **server, **kwargs)
+
+
+def _meta_address(host: str | None) -> bool:
+    """`host` binds every address (0.0.0.0, ::, or none given) rather than naming one."""
+    if not host:
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_unspecified
+    except ValueError:
+        return False
+
+
+def _addresses(host: str) -> list[str]:
+    """The addresses a host name or literal stands for (a literal as itself); a ValueError names one that does
+    not resolve."""
+    try:
+        ipaddress.ip_address(host)
+        return [host]
+    except ValueError:
+        pass
+    try:
+        infos = socket.getaddrinfo(host, None, proto=socket.IPPROTO_TCP)
+    except OSError:
+        raise ValueError(f"max.connections.per.ip.overrides: host {host!r} does not resolve") from None
+    return sorted({info[4][0] for info in infos})
 
 
 # Broker settings by their Kafka names (kcoord's own: store.fsync, always | off, see kcoord.store).
 SETTINGS = {
     "socket.request.max.bytes": "max_frame_size",
     "max.connections": "max_connections",
+    "max.connections.per.ip": "max_connections_per_ip",
+    "max.connections.per.ip.overrides": "max_connections_per_ip_overrides",
+    "max.connection.creation.rate": "max_connection_creation_rate",
+    "queued.max.request.bytes": "queued_max_request_bytes",
+    "socket.request.timeout.ms": "request_timeout_ms",
     "connections.max.idle.ms": "connections_max_idle_ms",
     "auto.create.topics.enable": "auto_create_topics",
     "num.partitions": "num_partitions",
@@ -136,6 +217,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self.transport: asyncio.Transport | None = None
         self.queue: deque = deque()  # [reply, api_key, version, correlation id] awaiting their turn
         self.out: list[bytes] = []  # responses of the frames in hand, written together
+        self.needs: list[int] = []  # with a group commit (DurableConnection): the batch each of `out` waits for
         self.host = ""
         self.last_active = 0.0
         self.writing_paused = False  # the transport's write buffer is over its high-water mark
@@ -144,20 +226,27 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self.backlog: deque | None = None  # frames read but not handled while answers cannot leave
         self.stats = server.request_stats  # None when the metrics endpoint is off
         self.read_at = 0.0  # when the frames in hand were read (stats_clock), for their latency
+        self.ip: str | None = None  # the peer's address once admitted (counted in the server's ConnectionLimits)
+        self.frame_bytes = 0  # what this connection's unfinished frame holds, counted in Server.frame_bytes
+        self.frame_started = 0.0  # loop time the unfinished frame's first bytes arrived (0: none)
+        self.muted = False  # not read while the unfinished frames of all connections hold queued.max.request.bytes
 
     # ---- asyncio protocol ------------------------------------------------------------------------
 
     def connection_made(self, transport) -> None:
         self.transport = transport
         srv = self.server
-        if len(srv.connections) >= srv.config.max_connections:
-            log.warning("refusing a connection: max.connections (%d) reached", srv.config.max_connections)
+        peer = transport.get_extra_info("peername")
+        ip = peer[0] if peer else ""
+        refused = srv.limits.admit(ip, len(srv.connections), srv.loop.time())
+        if refused is not None:
+            srv.refusals.warning("refusing a connection from %s: %s", ip, refused)
             transport.abort()
             return
+        self.ip = ip
         srv.connections.add(self)
         srv.connections_accepted += 1
-        peer = transport.get_extra_info("peername")
-        self.host = f"/{peer[0]}" if peer else ""
+        self.host = f"/{ip}" if peer else ""
         self.last_active = srv.loop.time()
 
     def pause_writing(self) -> None:
@@ -184,7 +273,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self._update_reading()
 
     def _update_reading(self) -> None:
-        pause = self.writing_paused or len(self.queue) >= MAX_QUEUED or bool(self.backlog)
+        pause = self.writing_paused or len(self.queue) >= MAX_QUEUED or bool(self.backlog) or self.muted
         t = self.transport
         if pause != self.reading_paused and t is not None and not t.is_closing():
             self.reading_paused = pause
@@ -194,15 +283,51 @@ class KafkaConnection(asyncio.BufferedProtocol):
                 t.resume_reading()
 
     def connection_lost(self, exc) -> None:
-        self.server.connections.discard(self)
+        srv = self.server
+        if self in srv.connections:
+            srv.connections.discard(self)
+            srv.limits.release(self.ip)
         self.queue.clear()  # parked replies are still answered by the group, to nobody
+        self._count_frame(0)
+        if self.muted:
+            self.muted = False
+            srv.muted.discard(self)
 
     def get_buffer(self, sizehint: int) -> memoryview:
         try:
-            return self.reader.get_buffer(sizehint)
+            buf = self.reader.get_buffer(sizehint)
         except wire.FrameError:
             self.transport.abort()
             return memoryview(bytearray(4096))  # the transport is closing; what lands here is dropped
+        if self.frame_started:
+            self._count_frame(self.reader.capacity, mute=False)  # muted from buffer_updated, never mid-read
+        return buf
+
+    def _count_frame(self, held: int, mute: bool = True) -> None:
+        """This connection's unfinished frame now holds `held` bytes of buffer: keep the server's total, mute this
+        connection once the total passes queued.max.request.bytes (Kafka mutes a channel when its memory pool is
+        spent), and unmute the others once it falls back under."""
+        srv = self.server
+        delta = held - self.frame_bytes
+        if not delta and not mute:
+            return
+        self.frame_bytes = held
+        srv.frame_bytes += delta
+        limit = srv.config.queued_max_request_bytes
+        if limit < 0:
+            return
+        if mute and srv.frame_bytes > limit and held and not self.muted and \
+                any(c.frame_bytes and not c.muted for c in srv.connections if c is not self):
+            # muted while another unmuted connection holds part of the total: one that finishes frees room (a
+            # connection is never muted when every other holder is, so some request always makes progress)
+            self.muted = True
+            srv.muted.add(self)
+            srv.refusals.warning("not reading %s for now: unfinished requests hold %d bytes, above "
+                                 "queued.max.request.bytes (%d)", self.host, srv.frame_bytes, limit)
+            self._update_reading()
+        elif delta < 0 and srv.muted and srv.frame_bytes <= limit and not srv.unmuting:
+            srv.unmuting = True
+            srv.loop.call_soon(srv.unmute)  # not from inside this connection's read
 
     def buffer_updated(self, nbytes: int) -> None:
         srv = self.server
@@ -216,6 +341,13 @@ class KafkaConnection(asyncio.BufferedProtocol):
             log.info("closing %s: %s", self.host, e)
             self.transport.abort()
             return
+        if self.reader.pending:  # a frame not yet whole: it counts toward queued.max.request.bytes and its deadline
+            if not self.frame_started or frames:
+                self.frame_started = self.last_active
+            self._count_frame(self.reader.capacity)
+        elif self.frame_started:
+            self.frame_started = 0.0
+            self._count_frame(0)
         if self.backlog:  # behind the frames already waiting
             self.backlog.extend(frames)
             return
@@ -336,6 +468,147 @@ class KafkaConnection(asyncio.BufferedProtocol):
             self._update_reading()
 
 
+class DurableConnection(KafkaConnection):
+    """A connection of a server whose store writes on its writer thread (the group commit, Server.writer): each
+    response waits only for the batch that holds what it acknowledges, not for every write under way.
+
+    `needs[i]` is the batch `out[i]` waits for, never below the one before it (responses on one connection leave
+    in request order). A response whose handler staged records waits for the batch they went into; one whose
+    handler staged nothing (a Heartbeat, an OffsetFetch) needs nothing of its own; a parked one answered later
+    (JoinGroup, SyncGroup) waits for the newest batch staged or being written when it is answered."""
+
+    staged0 = 0  # the store's count of staged records when the request in hand arrived
+
+    def handle(self, frame: bytes) -> bool:
+        self.staged0 = self.server.store.staged
+        return KafkaConnection.handle(self, frame)
+
+    def respond(self, response, key: int, version: int, correlation_id: int, t0: float) -> None:
+        out = self.out
+        n = len(out)
+        KafkaConnection.respond(self, response, key, version, correlation_id, t0)
+        if len(out) > n:  # answered now (not parked, nor queued behind a parked one)
+            store = self.server.store
+            need = store.seq if store.staged != self.staged0 else 0
+            needs = self.needs
+            if needs and needs[-1] > need:
+                need = needs[-1]
+            needs.append(need)
+
+    def _write(self) -> None:
+        out = self.out
+        if not out:
+            return
+        srv = self.server
+        store = srv.store
+        needs = self.needs
+        if len(needs) < len(out):  # answers of parked requests, given by `_flush` just now
+            need = store.newest
+            if needs and needs[-1] > need:
+                need = needs[-1]
+            needs.extend([need] * (len(out) - len(needs)))
+        durable = store.durable
+        if needs[-1] <= durable:
+            data = out[0] if len(out) == 1 else b"".join(out)
+            out.clear()
+            needs.clear()
+            self.out_size = 0
+        else:
+            srv.held.add(self)  # written by Server._written when its batch is durable
+            n = bisect_right(needs, durable)
+            if not n:
+                return
+            data = b"".join(out[:n])
+            del out[:n]
+            del needs[:n]
+            self.out_size -= len(data)
+        self.transport.write(data)
+        srv.bytes_out += len(data)
+
+
+class RateLimitedLog:
+    """Warnings a peer can cause as often as it likes (refused connections, muted reads): the first of each kind is
+    logged at once, then at most one every `interval` seconds, saying how many were left out meanwhile."""
+
+    def __init__(self, logger: logging.Logger, interval: float = 10.0, clock=None) -> None:
+        self.log = logger
+        self.interval = interval
+        self.clock = clock or (lambda: perf_counter())
+        self.next_at: dict[str, float] = {}
+        self.skipped: dict[str, int] = {}
+
+    def warning(self, fmt: str, *args) -> None:
+        now = self.clock()
+        if now < self.next_at.get(fmt, 0.0):
+            self.skipped[fmt] = self.skipped.get(fmt, 0) + 1
+            return
+        self.next_at[fmt] = now + self.interval
+        skipped = self.skipped.pop(fmt, 0)
+        if skipped:
+            self.log.warning(fmt + " (and %d more like it in the last %g s)", *args, skipped, self.interval)
+        else:
+            self.log.warning(fmt, *args)
+
+
+# File descriptors kept for what is not a client connection (the listening sockets, the store, the metrics
+# endpoint, a cluster's PostgreSQL sessions): connections past the open-file limit less these are refused,
+# so accept() never runs out of descriptors.
+RESERVED_FDS = 64
+
+
+def raise_file_limit() -> int:
+    """Raise the soft limit on open files to the hard one (as Kafka's start scripts advise operators to); the
+    soft limit in force after it."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft != hard and soft != resource.RLIM_INFINITY:
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+            soft = hard
+        except (ValueError, OSError):
+            pass
+    return soft if soft != resource.RLIM_INFINITY else 2**31 - 1
+
+
+class ConnectionLimits:
+    """Who may connect (Kafka's SocketServer ConnectionQuotas): max.connections (capped by the open-file limit),
+    max.connections.per.ip with its overrides, max.connection.creation.rate (a token bucket a second deep). A
+    connection over a limit is closed at once; Kafka's acceptor delays one over the creation rate instead."""
+
+    def __init__(self, cfg: ServerConfig, open_files: int) -> None:
+        self.max_total = min(cfg.max_connections, max(open_files - RESERVED_FDS, 1))
+        self.per_ip = cfg.max_connections_per_ip
+        self.overrides = cfg.ip_overrides()
+        self.rate = cfg.max_connection_creation_rate
+        self.tokens = float(self.rate)
+        self.filled_at = 0.0
+        self.by_ip: dict[str, int] = {}
+
+    def admit(self, ip: str, open_now: int, now: float) -> str | None:
+        """Count a new connection from `ip`, or the reason it is refused."""
+        if open_now >= self.max_total:
+            return f"max.connections ({self.max_total}) reached"
+        limit = self.overrides.get(ip, self.per_ip)
+        if self.by_ip.get(ip, 0) >= limit:
+            return f"max.connections.per.ip ({limit}) reached for {ip}"
+        if self.rate < 2**31 - 1:
+            self.tokens = min(float(self.rate), self.tokens + (now - self.filled_at) * self.rate)
+            self.filled_at = now
+            if self.tokens < 1.0:
+                return f"max.connection.creation.rate ({self.rate}/s) exceeded"
+            self.tokens -= 1.0
+        self.by_ip[ip] = self.by_ip.get(ip, 0) + 1
+        return None
+
+    def release(self, ip: str | None) -> None:
+        if ip is None:
+            return
+        n = self.by_ip.get(ip, 0) - 1
+        if n > 0:
+            self.by_ip[ip] = n
+        else:
+            self.by_ip.pop(ip, None)
+
+
 class PrivateKeys:
     """kcoord's private API keys (connect groups) when group.connect.api.key.base moves them: the codec knows them
     at 1000-1003; a request at base+i is decoded as 1000+i, and one at 1000+i (no longer served) as an unknown key."""
@@ -399,10 +672,25 @@ class Server:
             elif partitions > self.topics.get(name).partitions:
                 self.topics.grow(name, partitions)
         self.store.commit()
-        # One commit per event-loop turn: responses wait in `held` until it is done.
+        # One commit per event-loop turn: responses wait in `held` until it is done. On an embedded store (not a
+        # cluster's: its commits stay on the loop, see commit_turn) the write runs on one writer thread while the
+        # loop goes on serving (the group commit: `_hand_off`, `_written`).
         self.coordinator.autocommit = False
         self.store.on_dirty = self._schedule_commit
         self.held: set[KafkaConnection] = set()
+        self.group_commit = records is not None and self.cluster is None
+        self.writer: ThreadPoolExecutor | None = None  # the writer thread, once started
+        self._writing: asyncio.Future | None = None  # the write under way
+        self._retry: asyncio.TimerHandle | None = None  # the next write attempt while the store is full
+        self._full_since = 0.0
+        self._writes_refused: dict = {}  # while full: the handlers the refusals replaced
+        self._full_logged = {True: float("-inf"), False: float("-inf")}  # when each transition was last logged
+        self._full_unlogged = 0
+        self.limits = ConnectionLimits(cfg, 2**31 - 1)  # with the open-file limit once started
+        self.refusals = RateLimitedLog(log)
+        self.frame_bytes = 0  # held by unfinished frames of all connections (queued.max.request.bytes)
+        self.muted: set[KafkaConnection] = set()
+        self.unmuting = False  # an unmute is scheduled
         self.failed: BaseException | None = None
         self._stop: asyncio.Event | None = None
         self.broker: Broker | None = None
@@ -442,8 +730,18 @@ class Server:
     async def start(self) -> None:
         cfg = self.config
         self.loop = asyncio.get_running_loop()
+        open_files = raise_file_limit()
+        self.limits = ConnectionLimits(cfg, open_files)
+        if self.limits.max_total < cfg.max_connections and cfg.max_connections != 2**31 - 1:
+            log.warning("max.connections is %d but the open-file limit is %d: serving at most %d connections "
+                        "(raise the hard limit, e.g. LimitNOFILE or ulimit -Hn)", cfg.max_connections, open_files,
+                        self.limits.max_total)
+        self.loop.set_exception_handler(self._loop_exception)
         # Bound now, accepting once everything below is in place (a cluster node: once it holds its partitions).
-        self._server = await self.loop.create_server(lambda: KafkaConnection(self), cfg.host, cfg.port,
+        if self.group_commit:
+            self.writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="kcoord-store")
+        conn_type = DurableConnection if self.writer is not None else KafkaConnection
+        self._server = await self.loop.create_server(lambda: conn_type(self), cfg.host, cfg.port,
                                                      reuse_address=True, backlog=1024, start_serving=False)
         if cfg.port == 0:
             cfg.port = self._server.sockets[0].getsockname()[1]
@@ -474,7 +772,12 @@ class Server:
             self.loop.call_soon(self.commit_turn)
 
     def commit_turn(self) -> None:
-        """Commit what this turn staged, then release the responses that waited for it."""
+        """Commit what this turn staged, then release the responses that waited for it. With the writer thread:
+        hand it to the writer, unless a write is under way (then it goes when that one is done)."""
+        if self.writer is not None:
+            if not self.store.full:  # while full, only the retry writes (`_retry_full`)
+                self._hand_off()
+            return
         t0 = perf_counter()
         try:
             self.store.commit()
@@ -493,12 +796,99 @@ class Server:
                 if conn.backlog:
                     conn.drain()
 
+    def _hand_off(self) -> None:
+        store = self.store
+        if self.failed is not None or self._writing is not None:
+            return
+        batch = store.hand_off()
+        if batch is None:
+            return
+        self._writing = fut = self.loop.run_in_executor(self.writer, store.write, batch)
+        fut.add_done_callback(lambda f: self._written(batch, f))
+
+    def _written(self, batch: dict, fut: asyncio.Future) -> None:
+        """A write ended (on the loop): release what waited for it and hand off what was staged meanwhile; on a
+        full disk refuse writes until a retry succeeds; on any other failure stop (`_fail`)."""
+        self._writing = None
+        exc = StoreError("the store's write was cancelled") if fut.cancelled() else fut.exception()
+        store = self.store
+        was_full = store.full
+        store.written(batch, exc)
+        if exc is None:
+            self.store_commit_seconds.observe(store.write_seconds)
+            if was_full:
+                self._full_ended()
+            self._release_held()
+            if store.dirty:
+                self._hand_off()
+        elif store.full:
+            if not was_full:
+                self._full_began(exc)
+            self._drop_held()  # their batch was not written: nothing they acknowledge may leave
+            if self._retry is None:  # cancelled by close (`_settle`)
+                self._retry = self.loop.call_later(FULL_RETRY_S, self._retry_full)
+        else:
+            self._fail(exc)
+
+    def _retry_full(self) -> None:
+        self._retry = None
+        if self.store.full:
+            self._hand_off()  # the failed batch, with what was staged since
+
+    def _full_began(self, exc: BaseException) -> None:
+        """Refuse what would write (Coordinator.write_refusals) until the store can write again; heartbeats and
+        reads go on."""
+        self._full_since = perf_counter()
+        refusals = self.coordinator.write_refusals(FULL_ERROR)
+        self._writes_refused = {k: self.handlers[k] for k in refusals if k in self.handlers}
+        self.handlers.update({k: refusals[k] for k in self._writes_refused})
+        self._log_full(True, "the store is full (%s): writes are refused with COORDINATOR_NOT_AVAILABLE, heartbeats "
+                       "and reads are served, and the write is retried every %g s", str(exc), FULL_RETRY_S)
+
+    def _full_ended(self) -> None:
+        self.handlers.update(self._writes_refused)
+        self._writes_refused = {}
+        self._log_full(False, "the store is writable again after %.1f s: writes are accepted",
+                       perf_counter() - self._full_since)
+
+    def _log_full(self, began: bool, fmt: str, *args) -> None:
+        """One line for each transition, at most one a direction every FULL_LOG_INTERVAL_S (a disk at its
+        limit may fill and free again every second)."""
+        now = perf_counter()
+        if now - self._full_logged[began] < FULL_LOG_INTERVAL_S:
+            self._full_unlogged += 1
+            return
+        self._full_logged[began] = now
+        if self._full_unlogged:
+            fmt += f" ({self._full_unlogged} transitions not logged since the last line)"
+            self._full_unlogged = 0
+        (log.error if began else log.warning)(fmt, *args, extra={"kcoord": {
+            "event": "store-full" if began else "store-writable"}})
+
+    def _release_held(self) -> None:
+        held, self.held = self.held, set()
+        for conn in held:
+            if conn.transport is not None and not conn.transport.is_closing():
+                conn._write()
+                if conn.backlog:
+                    conn.drain()
+
+    async def _settle(self) -> None:
+        """Wait for the write under way and those it hands on (Server.close)."""
+        while self._writing is not None:
+            await asyncio.wait([self._writing])  # its callback (`_written`) runs first and may hand off another
+        if self._retry is not None:
+            self._retry.cancel()
+            self._retry = None
+
     def _drop_held(self) -> None:
-        """A cluster node's commit failed: the answers that waited for it never leave; their connections close
-        (clients retry, and look for the coordinator again), and the server keeps serving."""
+        """A commit failed (a cluster node's, or a write to a full disk): the answers that waited for it never
+        leave; their connections close (clients retry, and look for the coordinator again), and the server keeps
+        serving."""
         held, self.held = self.held, set()
         for conn in held:
             conn.out.clear()
+            conn.needs.clear()
             conn.out_size = 0
             if conn.transport is not None:
                 conn.transport.abort()
@@ -543,15 +933,45 @@ class Server:
             log.exception("a coordinator timer failed")
         self.rearm_timer()
 
+    def unmute(self) -> None:
+        """The unfinished frames hold less than queued.max.request.bytes again: read the muted connections."""
+        self.unmuting = False
+        if 0 <= self.config.queued_max_request_bytes < self.frame_bytes:
+            return
+        muted, self.muted = self.muted, set()
+        now = self.loop.time()
+        for conn in muted:
+            conn.muted = False
+            if conn.frame_started:
+                conn.frame_started = now  # its request's deadline counts from when it may be read again
+            conn._update_reading()
+
+    def _loop_exception(self, loop, context: dict) -> None:
+        """The event loop's errors, each kind at most once every few seconds: under asyncio a listening socket
+        out of descriptors reports every failed accept() (hundreds of thousands of lines a minute)."""
+        if context.get("message", "").startswith("socket.accept() out of system resource"):
+            self.refusals.warning("accept() failed: %s", context.get("exception"))
+            return
+        loop.default_exception_handler(context)
+
     async def _reap_idle(self) -> None:
+        """Close connections idle for connections.max.idle.ms, and those whose request has taken longer than
+        socket.request.timeout.ms to arrive whole (a peer trickling a frame a byte at a time)."""
         idle = self.config.connections_max_idle_ms / 1000
+        request_timeout = self.config.request_timeout_ms / 1000
         while True:
-            await asyncio.sleep(min(idle / 4, 10))
-            cutoff = self.loop.time() - idle
+            await asyncio.sleep(max(min(idle / 4, request_timeout / 4, 10), 0.01))
+            now = self.loop.time()
+            cutoff = now - idle
+            frame_cutoff = now - request_timeout
             for conn in list(self.connections):
                 if conn.last_active < cutoff and not conn.queue:
                     log.debug("closing idle connection %s", conn.host)
                     conn.transport.close()
+                elif conn.frame_started and conn.frame_started < frame_cutoff and not conn.muted:
+                    self.refusals.warning("closing %s: its request did not arrive whole within "
+                                          "socket.request.timeout.ms (%d)", conn.host, self.config.request_timeout_ms)
+                    conn.transport.abort()
 
     # ---- lifecycle -------------------------------------------------------------------------------
 
@@ -561,8 +981,15 @@ class Server:
             return
         self._server.close()
         if self.failed is None:
+            if self.writer is not None:
+                await self._settle()
             try:
                 self.store.commit()  # what this turn staged, before anything else is answered
+            except StoreFullError as e:
+                # Nothing that waited for it was answered: it is lost as an unanswered request is.
+                log.warning("stopping with a full store: what was staged since its last write is not kept (no "
+                            "response acknowledged it): %s", e)
+                self._drop_held()
             except Exception as e:
                 self._fail(e)
         if self._reaper is not None:
@@ -584,6 +1011,8 @@ class Server:
         self._server = None
         if self.metrics is not None:
             await self.metrics.close()
+        if self.writer is not None:
+            self.writer.shutdown(wait=True)
         self.store.close()
 
     async def serve_forever(self) -> None:

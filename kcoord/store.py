@@ -33,11 +33,13 @@ replayed.
 from __future__ import annotations
 
 import fcntl
+import logging
 import os
 import shutil
 import sqlite3
 import struct
 import tempfile
+import threading
 import time
 import zlib
 from collections.abc import Callable, Iterator
@@ -50,6 +52,8 @@ from . import records as R
 if TYPE_CHECKING:
     from .topics import Topic
 
+log = logging.getLogger("kcoord.store")
+
 STORE_FILE = "kcoord.db"
 PG_SCHEMES = ("postgresql://", "postgres://")  # a --store URL of the PostgreSQL store (kcoord.pgstore)
 LOCK_FILE = "kcoord.lock"
@@ -57,6 +61,9 @@ WITNESS_FILE = "kcoord.seq"  # the last commit's sequence number, written after 
 STORE_MAGIC = "kcoord-store"
 STORE_FORMAT = 1
 FSYNC_POLICIES = ("always", "off")
+AUTO_VACUUM_INCREMENTAL = 2  # PRAGMA auto_vacuum: 0 NONE (stores made before kcoord gave pages back), 1 FULL, 2
+# After a checkpoint, the write-ahead log is cut back to this size: one large deletion does not leave a WAL as big.
+WAL_SIZE_LIMIT = 64 * 1024 * 1024
 # What reading a damaged SQLite file can raise. Python's sqlite3 raises UnicodeDecodeError instead of DatabaseError
 # when SQLite's message quotes damaged bytes that are not UTF-8 ("malformed database schema ... near ...").
 SQLITE_ERRORS = (sqlite3.Error, UnicodeDecodeError)
@@ -64,6 +71,11 @@ SQLITE_ERRORS = (sqlite3.Error, UnicodeDecodeError)
 
 class StoreError(Exception):
     """The store cannot be used: damaged, foreign, locked, or a write failed. The message names the problem."""
+
+
+class StoreFullError(StoreError):
+    """A write failed for want of space (SQLITE_FULL: the filesystem is full, ENOSPC, or the database reached its
+    max_page_count). Nothing of the batch was written; the same batch can be written once there is room."""
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -218,6 +230,9 @@ class SqliteRecords:
         self.fsync = fsync
         self.commits = 0
         self.db = None
+        self.incremental = False  # auto_vacuum=INCREMENTAL: freed pages can be given back (`reclaim`)
+        self._reclaimer: sqlite3.Connection | None = None
+        self.created = False  # this open made the store (the data dir held none)
         _make_dir(data_dir)
         self._lock = _lock_dir(data_dir)
         self._witness = -1
@@ -227,6 +242,7 @@ class SqliteRecords:
                     raise StoreError(f"{self.path} does not exist")
                 _refuse_orphans(self.path)
                 _create(self.path)
+                self.created = True
             # Judge the store from a read-only connection first: closing a read-write one would checkpoint and
             # delete the write-ahead log, and with it the evidence of what is wrong with it.
             probe = _open(self.path, readonly=True)
@@ -240,6 +256,8 @@ class SqliteRecords:
             self.db = _open(self.path, readonly=False)
             _verify(self.db, self.path, full=False)
             self.db.execute(f"PRAGMA synchronous={'FULL' if fsync == 'always' else 'NORMAL'}")
+            self.db.execute(f"PRAGMA journal_size_limit={WAL_SIZE_LIMIT}")
+            self.incremental = self.db.execute("PRAGMA auto_vacuum").fetchone()[0] == AUTO_VACUUM_INCREMENTAL
             self.state = _read_state(self.db, self.path)
             if self.state is None:  # written by a kcoord before the state row: start keeping it now
                 count, crc_sum = _actual(self.db)
@@ -255,6 +273,10 @@ class SqliteRecords:
                 os.close(self._witness)
             os.close(self._lock)
             raise
+        if self.created:  # loudly: a mistyped data dir would otherwise start an empty coordinator in silence
+            where = os.path.abspath(data_dir)
+            log.warning("created a new, empty store at %s (the data dir held none; --require-store refuses to start "
+                        "without one)", where, extra={"kcoord": {"event": "store-created", "data_dir": where}})
 
     def _write_witness(self) -> None:
         try:
@@ -289,6 +311,8 @@ class SqliteRecords:
                     db.execute("ROLLBACK")
                 except SQLITE_ERRORS:
                     pass
+            if getattr(e, "sqlite_errorcode", 0) & 0xFF == sqlite3.SQLITE_FULL:
+                raise StoreFullError(f"{self.path}: write failed: {e}") from e
             raise StoreError(f"{self.path}: write failed: {e}") from e
         self.state = new
         self._write_witness()
@@ -311,9 +335,42 @@ class SqliteRecords:
         except SQLITE_ERRORS as e:
             raise StoreError(f"{self.path}: cannot read records: {e}") from e
 
+    def reclaim(self, max_pages: int) -> int:
+        """Give up to `max_pages` of the database's free pages (what deleted records left) back to the filesystem:
+        one step of SQLite's incremental vacuum, on the event loop between requests. Returns how many free pages
+        are left (0: none, or a store made before kcoord gave pages back, whose pages only `kcoord store compact`
+        frees). The step is a transaction of its own on a second connection: it changes no record, so neither the
+        store's state row nor its commit witness moves; it never waits (a write under way makes it return, to be
+        tried again), and it neither fsyncs nor checkpoints: the next commit's fsync covers it, and until then a
+        crash loses only the step (the file is as large as before). The file shrinks at the next checkpoint."""
+        if not self.incremental or self.db is None:
+            return 0
+        try:
+            db = self._reclaimer
+            if db is None:
+                db = self._reclaimer = sqlite3.connect(f"file:{self.path}?mode=rw", uri=True, isolation_level=None,
+                                                       timeout=0, check_same_thread=False)
+                db.execute("PRAGMA synchronous=NORMAL")
+                db.execute("PRAGMA wal_autocheckpoint=0")
+                db.execute(f"PRAGMA journal_size_limit={WAL_SIZE_LIMIT}")
+            free = db.execute("PRAGMA freelist_count").fetchone()[0]
+            if free:
+                # executescript steps the pragma to its end; execute() would free one page
+                db.executescript(f"PRAGMA incremental_vacuum({int(max_pages)});")
+                free = db.execute("PRAGMA freelist_count").fetchone()[0]
+            return free
+        except sqlite3.OperationalError as e:
+            busy = getattr(e, "sqlite_errorcode", 0) & 0xFF in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED)
+            return 1 if busy else 0  # busy: a write is under way, try again; else give up until the next deletion
+        except SQLITE_ERRORS:
+            return 0
+
     def close(self) -> None:
         if self.db is None:
             return
+        if self._reclaimer is not None:
+            self._reclaimer.close()
+            self._reclaimer = None
         try:
             self.db.execute("PRAGMA wal_checkpoint(TRUNCATE)")  # a clean stop leaves everything in the main file
         except SQLITE_ERRORS:
@@ -371,6 +428,7 @@ def _create(path: str) -> None:
             os.unlink(f)
     db = sqlite3.connect(tmp, isolation_level=None)
     try:
+        db.execute("PRAGMA auto_vacuum=INCREMENTAL")  # before the first table: freed pages can be given back
         db.execute("PRAGMA journal_mode=WAL")
         db.executescript(SCHEMA)
         db.executemany("INSERT INTO meta VALUES (?, ?)", [
@@ -455,11 +513,22 @@ class NullStore:
 
 
 class GroupStore:
-    """Stages the records a turn of the event loop writes and commits them as one transaction.
+    """Stages the records the coordinator writes and commits them in batches, one transaction each.
 
-    `dirty` is true while staged records are not yet durable: no response may leave then (the server holds them
-    until `commit`). `on_dirty` is called when the first record of a batch is staged (the server schedules the
-    commit at the end of the turn). Writes to one key within a batch collapse to the last.
+    Two ways to commit. `commit` writes everything staged now, on the caller's thread (in-process use, start-up and
+    shutdown, a cluster node's PostgreSQL store). A server on an embedded store uses the group commit instead
+    (`hand_off` on the event loop, `write` on the one writer thread, `written` back on the loop): batches are
+    numbered, `seq` is the batch records are staged into now and `durable` the last one whose write completed
+    (every batch up to it is durable, in order). While batch `writing` is in the writer thread, what is staged
+    goes into the next batch, handed off when that write completes: a response waits for the batch holding what
+    it acknowledges, and nothing else waits for the disk.
+
+    A write that fails for want of space (StoreFullError) leaves the store `full`: its batch goes back under what
+    was staged since (newer writes to a key win), so memory and the store converge once a write succeeds.
+
+    `dirty` is true while staged records are not yet handed to a write; `on_dirty` is called when the first record
+    of a batch is staged (the server schedules the commit at the end of the turn). Writes to one key within a
+    batch collapse to the last.
     """
 
     persistent = True
@@ -472,6 +541,14 @@ class GroupStore:
         self.wall_ms = wall_ms or (lambda: time.time_ns() // 1_000_000)
         self.commits = 0
         self.staged = 0
+        self.seq = 1  # the batch being staged
+        self.durable = 0  # every batch up to this one is durable
+        self.writing = 0  # the batch in the writer thread (0: none)
+        self.full = False  # the last write failed for want of space (StoreFullError)
+        # A test's hold on the writer: while this Event is set here and not set itself, writes wait for it (on the
+        # writer thread, or on the caller's for `commit`).
+        self.hold: threading.Event | None = None
+        self.write_seconds = 0.0  # how long the last write took (on the writer thread)
 
     def stage(self, key: bytes, value: bytes | None) -> None:
         """Write `value` under `key` (None: a tombstone) with the next commit."""
@@ -494,15 +571,73 @@ class GroupStore:
         """Every committed record, in key order, for replay."""
         return self.records.scan()
 
+    def reclaim(self, max_pages: int) -> int:
+        """One step of giving freed pages back (SqliteRecords.reclaim); the free pages left, 0 for a backend
+        without any to give."""
+        reclaim = getattr(self.records, "reclaim", None)
+        return reclaim(max_pages) if reclaim is not None else 0
+
+    @property
+    def newest(self) -> int:
+        """The newest batch that holds anything staged so far (being staged, or handed to a write)."""
+        return self.seq if self.dirty else self.seq - 1
+
     def commit(self) -> None:
-        """Make everything staged durable (one transaction). On failure the error propagates: the caller must
-        not send the responses it holds."""
+        """Make everything staged durable (one transaction), on this thread; not while a batch is in the writer
+        thread. On failure the error propagates and the batch is dropped: the caller must not send the responses
+        it holds."""
         if not self.dirty:
             return
+        assert not self.writing, "a batch is in the writer thread"
         batch, self.pending = self.pending, {}
         self.dirty = False
-        self.records.put(batch)
+        seq = self.seq
+        self.seq += 1
+        self._put(batch)
+        self.durable = seq
+        self.full = False
         self.commits += 1
+
+    def _put(self, batch: dict[bytes, bytes | None]) -> None:
+        hold = self.hold
+        if hold is not None:
+            hold.wait()
+        self.records.put(batch)
+
+    # ---- the group commit: hand_off (event loop) -> write (writer thread) -> written (event loop) ----------
+
+    def hand_off(self) -> dict[bytes, bytes | None] | None:
+        """The batch staged so far, to be written by `write`; None when nothing is staged or a write is under way.
+        `writing` is its number until `written` is called."""
+        if not self.dirty or self.writing:
+            return None
+        batch, self.pending = self.pending, {}
+        self.dirty = False
+        self.writing = self.seq
+        self.seq += 1
+        return batch
+
+    def write(self, batch: dict[bytes, bytes | None]) -> None:
+        """Write a handed-off batch durably (on the writer thread: this is where the fsync waits)."""
+        t0 = time.perf_counter()
+        self._put(batch)
+        self.write_seconds = time.perf_counter() - t0
+
+    def written(self, batch: dict[bytes, bytes | None], exc: BaseException | None) -> None:
+        """The write of the batch in `writing` ended (with `exc` if it failed). On success that batch and all
+        before it are durable. On a StoreFullError the store is `full` and the batch goes back under what was
+        staged since (a later write carries both); any other error is for the caller (stop)."""
+        seq, self.writing = self.writing, 0
+        if exc is None:
+            self.durable = seq
+            self.full = False
+            self.commits += 1
+            return
+        if isinstance(exc, StoreFullError):
+            self.full = True
+            batch.update(self.pending)  # what was staged since is newer
+            self.pending = batch
+            self.dirty = bool(batch)
 
     @property
     def fsyncs(self) -> int:
@@ -680,5 +815,57 @@ def accept_store(data_dir: str) -> list[str]:
         finally:
             os.close(fd)
         return accepted
+    finally:
+        os.close(lock)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# kcoord store compact
+
+
+@dataclass
+class CompactReport:
+    path: str
+    bytes_before: int
+    bytes_after: int
+    converted: bool  # the store did not give pages back before (auto_vacuum NONE) and now does
+
+
+def _file_bytes(path: str) -> int:
+    return sum(os.path.getsize(p) for p in (path, path + "-wal") if os.path.exists(p))
+
+
+def compact_store(data_dir: str) -> CompactReport:
+    """Rewrite the database without its free pages (SQLite's VACUUM): what `kcoord store compact` does, with the
+    server stopped. It takes the directory's lock, so it refuses while a server has the store open, and it refuses
+    a store that `kcoord serve` would refuse (read `kcoord store check`). A store made before kcoord gave pages back
+    (auto_vacuum NONE) is converted, so a running server gives freed pages back from then on. The records, the
+    state row and the commit witness are unchanged: the store opens exactly as before, only smaller."""
+    path = os.path.join(data_dir, STORE_FILE)
+    if not os.path.exists(path):
+        raise StoreError(f"{path} does not exist")
+    lock = _lock_dir(data_dir)
+    try:
+        probe = _open(path, readonly=True)
+        try:
+            _verify(probe, path, full=False)
+            problems = _audit(probe, path, data_dir)
+        finally:
+            probe.close()
+        if problems:
+            raise StoreError(f"refusing to compact a store `kcoord serve` would refuse: {problems[0]}")
+        before = _file_bytes(path)
+        db = _open(path, readonly=False)
+        try:
+            converted = db.execute("PRAGMA auto_vacuum").fetchone()[0] != AUTO_VACUUM_INCREMENTAL
+            db.execute("PRAGMA auto_vacuum=INCREMENTAL")  # takes effect with the VACUUM
+            db.execute("VACUUM")
+            db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            _verify(db, path, full=False)
+        except SQLITE_ERRORS as e:
+            raise StoreError(f"{path}: cannot compact: {e}") from None
+        finally:
+            db.close()
+        return CompactReport(path, before, _file_bytes(path), converted)
     finally:
         os.close(lock)

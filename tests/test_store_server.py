@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
+import select
 import signal
 import socket
 import struct
@@ -108,7 +109,8 @@ class CountingRecords(MemoryRecords):
 
 def test_pipelined_commits_share_transactions_and_are_answered_in_order() -> None:
     records = CountingRecords()
-    srv = ThreadServer(records)
+    srv = ThreadServer(records, topics=["t:201"])
+    at_start = len(records.batches)  # the topic's record
     try:
         with socket.create_connection(("127.0.0.1", srv.port), timeout=10) as s:
             s.sendall(b"".join(commit_frame(i, "pipe", i, 1000 + i) for i in range(1, 201)))
@@ -116,7 +118,8 @@ def test_pipelined_commits_share_transactions_and_are_answered_in_order() -> Non
             for i in range(1, 201):
                 corr, resp = wire.decode_response(8, 8, frames.next())
                 assert corr == i and resp.topics[0].partitions[0].error_code == E.NONE
-        assert sum(records.batches) == 200 and len(records.batches) < 50, records.batches
+        batches = records.batches[at_start:]
+        assert sum(batches) == 200 and len(batches) < 50, batches
         stored = GroupStore(records)
         c = Coordinator(store=stored)
         c.load()
@@ -147,29 +150,90 @@ def test_a_failed_commit_stops_the_server_without_answering(caplog) -> None:
         srv.close()
 
 
+def form_group(c: Client, group: str, instance: str = "i") -> wire.JoinGroupResponse:
+    """A one-member classic group, Stable: the JoinGroup's answer (member id, generation)."""
+    j = c.call(11, 5, wire.JoinGroupRequest(group_id=group, session_timeout_ms=10_000, rebalance_timeout_ms=10_000,
+                                            member_id="", group_instance_id=instance, protocol_type="consumer",
+                                            protocols=[wire.JoinGroupRequestProtocol(name="range", metadata=b"")]))
+    s = c.call(14, 5, wire.SyncGroupRequest(group_id=group, generation_id=j.generation_id, member_id=j.member_id,
+                                            group_instance_id=instance, protocol_type="consumer", protocol_name="range",
+                                            assignments=[wire.SyncGroupRequestAssignment(member_id=j.member_id,
+                                                                                         assignment=b"a")]))
+    assert s.error_code == E.NONE
+    return j
+
+
+def heartbeat(c: Client, group: str, j: wire.JoinGroupResponse, instance: str = "i") -> int:
+    return c.call(12, 4, wire.HeartbeatRequest(group_id=group, generation_id=j.generation_id, member_id=j.member_id,
+                                               group_instance_id=instance)).error_code
+
+
 def test_heartbeats_do_not_touch_the_store() -> None:
     records = CountingRecords()
     srv = ThreadServer(records, group=GroupConfig(group_initial_rebalance_delay_ms=0))
     try:
         with Client(f"127.0.0.1:{srv.port}") as c:
-            j = c.call(11, 5, wire.JoinGroupRequest(group_id="hb", session_timeout_ms=10_000,
-                                                    rebalance_timeout_ms=10_000, member_id="", group_instance_id="i",
-                                                    protocol_type="consumer", protocols=[
-                                                        wire.JoinGroupRequestProtocol(name="range", metadata=b"")]))
-            s = c.call(14, 5, wire.SyncGroupRequest(group_id="hb", generation_id=j.generation_id,
-                                                    member_id=j.member_id, group_instance_id="i",
-                                                    protocol_type="consumer", protocol_name="range", assignments=[
-                                                        wire.SyncGroupRequestAssignment(member_id=j.member_id,
-                                                                                        assignment=b"a")]))
-            assert s.error_code == E.NONE
+            j = form_group(c, "hb")
             before = list(records.batches)
             for _ in range(500):
-                hb = c.call(12, 4, wire.HeartbeatRequest(group_id="hb", generation_id=j.generation_id,
-                                                         member_id=j.member_id, group_instance_id="i"))
-                assert hb.error_code == E.NONE
+                assert heartbeat(c, "hb", j) == E.NONE
             assert records.batches == before
     finally:
         srv.close()
+
+
+class Gate:
+    """The store's test hold (GroupStore.hold): a write that reaches it says so (`reached`) and waits until the
+    test opens it."""
+
+    def __init__(self) -> None:
+        self.reached = threading.Event()
+        self.opened = threading.Event()
+
+    def wait(self) -> None:
+        self.reached.set()
+        self.opened.wait()
+
+
+def readable(sock: socket.socket) -> bool:
+    return bool(select.select([sock], [], [], 0)[0])
+
+
+def test_a_commit_being_written_delays_no_other_clients_heartbeat(tmp_path) -> None:
+    """While one client's commit is being written (held in the writer thread by the store's test hold), another
+    connection's heartbeat is answered; the commit's own answer, and an ApiVersions pipelined behind it on its
+    connection, leave only once the write is done, in request order."""
+    records = SqliteRecords(str(tmp_path))
+    srv = ThreadServer(records, topics=["t:4"], group=GroupConfig(group_initial_rebalance_delay_ms=0))
+    store = srv.server.store
+    gate = Gate()
+    try:
+        with Client(f"127.0.0.1:{srv.port}", timeout=10) as member, \
+                socket.create_connection(("127.0.0.1", srv.port), timeout=10) as committer:
+            j = form_group(member, "bystander")
+            commits = records.commits
+            store.hold = gate
+            committer.sendall(commit_frame(1, "committer", 0, 42)
+                              + wire.encode_request(18, 3, 2, "pipeline", wire.ApiVersionsRequest(
+                                  client_software_name="t", client_software_version="1")))
+            assert gate.reached.wait(10), "the commit's write never started"
+            for _ in range(3):  # answered while the write is held (with the write on the loop: a timeout here)
+                assert heartbeat(member, "bystander", j) == E.NONE
+            assert records.commits == commits and not readable(committer)  # nothing of the committer's left yet
+            gate.opened.set()
+            frames = Frames(committer)
+            corr, resp = wire.decode_response(8, 8, frames.next())
+            assert corr == 1 and resp.topics[0].partitions[0].error_code == E.NONE
+            assert records.commits == commits + 1  # written before it was answered
+            corr, _ = wire.decode_response(18, 3, frames.next())
+            assert corr == 2
+        stored = {(k, v) for k, v in records.scan()}
+        assert any(b"committer" in k for k, _ in stored)
+    finally:
+        gate.opened.set()
+        store.hold = None
+        srv.close()
+    assert srv.error is None
 
 
 # ---- restarts of `kcoord serve --data-dir` -----------------------------------------------------------------
