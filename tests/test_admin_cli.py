@@ -19,9 +19,13 @@ import sys
 
 import pytest
 
-from kcoord import admin_cli
+from kcoord import admin_cli, wire
+from kcoord import errors as E
 from kcoord.admin_cli import Move, PlanError, plan_reset
+from kcoord.assignors import encode_subscription
 from kcoord.cli import build_parser
+from kcoord.cli import main as cli_main
+from kcoord.client import Client
 
 from .interop_member import MEMBERS, Member
 from .servers import ROOT, Server, free_port, serve
@@ -248,6 +252,93 @@ def test_reset_is_refused_while_members_are_in_the_group_and_allowed_after_they_
     assert admin_offsets(admin, group) == {("orders", p): (0, "") for p in range(TOPICS["orders"])}
 
 
+def classic_join(c: Client, group: str, member_id: str = "", *, wait: bool = True):
+    """A classic consumer's JoinGroup v5 (KIP-394: an unknown member first gets MEMBER_ID_REQUIRED and its id);
+    wait=False sends it without reading the answer (a join the coordinator parks)."""
+    req = wire.JoinGroupRequest(
+        group_id=group, session_timeout_ms=30_000, rebalance_timeout_ms=30_000, member_id=member_id,
+        group_instance_id=None, protocol_type="consumer",
+        protocols=[wire.JoinGroupRequestProtocol(name="range", metadata=encode_subscription(["orders"]))])
+    if not wait:
+        return c.send(wire.JoinGroupRequest.API_KEY, 5, req)
+    return c.request(req, 5)
+
+
+def classic_member(c: Client, group: str, *, sync: bool) -> str:
+    """A dynamic classic member that joins (the group then CompletingRebalance) and, if `sync`, syncs as the
+    leader (Stable)."""
+    first = classic_join(c, group)
+    assert first.error_code == E.MEMBER_ID_REQUIRED
+    j = classic_join(c, group, first.member_id)
+    assert j.error_code == E.NONE and j.leader == j.member_id, j
+    if sync:
+        s = c.request(wire.SyncGroupRequest(group_id=group, generation_id=j.generation_id, member_id=j.member_id,
+                                            assignments=[wire.SyncGroupRequestAssignment(
+                                                member_id=j.member_id, assignment=b"")]), 3)
+        assert s.error_code == E.NONE
+    return j.member_id
+
+
+def consumer_join(c: Client, group: str, member: str) -> wire.ConsumerGroupHeartbeatResponse:
+    r = c.request(wire.ConsumerGroupHeartbeatRequest(
+        group_id=group, member_id=member, member_epoch=0, rebalance_timeout_ms=30_000,
+        subscribed_topic_names=["orders"], topic_partitions=[]), 0)
+    assert r.error_code == E.NONE, r
+    return r
+
+
+def into_preparing_rebalance(clients, group: str) -> None:
+    classic_member(clients[0], group, sync=True)
+    second = classic_join(clients[1], group)  # a second member's join: the first must rejoin, the join is parked
+    classic_join(clients[1], group, second.member_id, wait=False)
+
+
+def into_assigning(clients, group: str) -> None:
+    consumer_join(clients[0], group, "a")
+    b = consumer_join(clients[1], group, "b")
+    r = clients[1].request(wire.ConsumerGroupHeartbeatRequest(group_id=group, member_id="b", member_epoch=-1), 0)
+    assert (r.error_code, r.member_epoch) == (E.NONE, -1)  # b left: the epoch is bumped, a has not heartbeat since
+    assert b.member_epoch > 0
+
+
+# every state with members, and how clients put a group in it
+INTO_STATE = {
+    "PreparingRebalance": into_preparing_rebalance,
+    "CompletingRebalance": lambda clients, group: classic_member(clients[0], group, sync=False),
+    "Stable": lambda clients, group: classic_member(clients[0], group, sync=True),
+    "Reconciling": lambda clients, group: [consumer_join(c, group, m) for c, m in zip(clients, "ab", strict=True)],
+    "Assigning": into_assigning,
+    "Stable-consumer": lambda clients, group: consumer_join(clients[0], group, "a"),
+}
+
+
+@pytest.mark.parametrize("state", list(INTO_STATE))
+def test_reset_is_refused_in_every_state_with_members(server, state, capsys) -> None:
+    """Kafka's ConsumerGroupCommand resets only an Empty or Dead group: a group with members, classic or consumer,
+    in any state, is refused in one line naming the state (a dry run too), and nothing is committed. The server
+    refuses the admin OffsetCommit the tool would send as well (Kafka's validateOffsetCommit: UNKNOWN_MEMBER_ID),
+    so a tool that does not look first cannot reset under the members either."""
+    group = new_group("busy")
+    want = state.removesuffix("-consumer")
+    with Client(server.bootstrap) as c:
+        assert admin_cli.commit_offsets(c, group, {("orders", 0): 50}) == []  # while the group is empty
+    with Client(server.bootstrap) as c1, Client(server.bootstrap) as c2:
+        INTO_STATE[state]((c1, c2), group)
+        d = server.describe(group)
+        assert (d["state"], d["type"], bool(d["members"])) == \
+            (want, "consumer" if state in ("Reconciling", "Assigning", "Stable-consumer") else "classic", True)
+        for extra in ((), ("--dry-run",)):
+            code = cli_main(["offsets", group, "--reset", "--to-earliest", *extra, "--bootstrap", server.bootstrap])
+            out, err = capsys.readouterr()
+            assert (code, out) == (1, ""), err
+            assert err.count("\n") == 1 and f"can only be reset if the group '{group}' is inactive, but the " \
+                f"current state is {want}." in err, err
+        with Client(server.bootstrap) as c:
+            assert admin_cli.commit_offsets(c, group, {("orders", 0): 0}) == ["orders:0 (UNKNOWN_MEMBER_ID)"]
+            assert {tp: x.offset for tp, x in admin_cli.fetch_committed(c, group).items()} == {("orders", 0): 50}
+        assert server.describe(group)["state"] == want
+
+
 def seeded(admin, what: str, offsets: dict[tuple[str, int], int]) -> str:
     group = new_group(what)
     admin_alter(admin, group, {tp: (o, "seed") for tp, o in offsets.items()})
@@ -433,7 +524,8 @@ def test_every_commands_help_shows_its_defaults() -> None:
     assert {"serve", "groups", "describe", "remove-members", "topics", "offsets", "delete", "plan"} <= commands
     # as a user sees it
     out = " ".join(ok(kcoord("offsets", "--help")).split())
-    assert "--bootstrap BOOTSTRAP HOST:PORT of a kcoord server (default: 127.0.0.1:9092)" in out
+    assert "--bootstrap BOOTSTRAP HOST:PORT of a kcoord server, or several separated by commas (tried in turn) " \
+           "(default: 127.0.0.1:9092)" in out
     assert "(default: None)" not in out and "(default: False)" not in out
     assert "--host HOST (default: 127.0.0.1)" in " ".join(ok(kcoord("serve", "--help")).split())
 
