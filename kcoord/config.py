@@ -2,12 +2,21 @@
 
 from __future__ import annotations
 
+import difflib
+import logging
 import re
 from dataclasses import dataclass, fields
 from typing import Any
 
+from .kafka_configs import AUTHORIZER_CONFIGS, BROKER_CONFIGS, is_kafka_broker_setting
+
+log = logging.getLogger("kcoord.config")
+
 # Kafka's ClassicGroupMember / GroupCoordinatorConfig constants.
 CLASSIC_GROUP_NEW_MEMBER_JOIN_TIMEOUT_MS = 5 * 60 * 1000
+# Kafka's message.max.bytes default (LogConfig.DEFAULT_MAX_MESSAGE_BYTES: 1 MiB + the 12-byte log overhead), which
+# the offsets topic's max.message.bytes inherits: no coordinator record (a commit's, a group's) may be larger.
+DEFAULT_MESSAGE_MAX_BYTES = 1024 * 1024 + 12
 
 # How the initial rebalance delay (KIP-134) is extended while new members keep arriving:
 #   last-join: complete once group.initial.rebalance.delay.ms has passed since the last new member joined
@@ -27,9 +36,19 @@ class GroupConfig:
     # kcoord's own setting (see INITIAL_REBALANCE_EXTENSIONS); `kafka` reproduces Kafka's timing exactly.
     group_initial_rebalance_extension: str = "last-join"
     group_max_size: int = 2**31 - 1
+    # kcoord's own: the longest a classic group's join or sync phase waits, whatever rebalance timeout a member
+    # declares (Kafka waits the largest declared, up to 2^31-1 ms); 5 minutes is Kafka's max.poll.interval.ms default.
+    group_max_rebalance_timeout_ms: int = 300_000
     # KIP-800 reasons are kept in a bounded per-group history (Kafka only logs them); this bounds it.
     group_rebalance_history_size: int = 64
     offset_metadata_max_bytes: int = 4096
+    # Kafka's broker message.max.bytes: what one commit's offset records, or one group or member record, may hold.
+    message_max_bytes: int = DEFAULT_MESSAGE_MAX_BYTES
+    # Kafka's offset retention (GroupCoordinatorConfig): an Empty group's offsets expire this long after it became
+    # Empty (any other group's, of topics it does not subscribe to, this long after their commit), and an Empty
+    # group with no offsets left goes; checked every offsets.retention.check.interval.ms (kcoord.coordinator).
+    offsets_retention_minutes: int = 7 * 24 * 60
+    offsets_retention_check_interval_ms: int = 600_000
     # KIP-848 consumer groups (Kafka's GroupCoordinatorConfig names, defaults and bounds).
     group_coordinator_rebalance_protocols: str = "classic,consumer"  # without "consumer": no ConsumerGroupHeartbeat
     group_consumer_session_timeout_ms: int = 45_000
@@ -120,8 +139,12 @@ BOUNDS: dict[str, tuple[tuple[int, int], int | None, int | None]] = {
     "group.max.session.timeout.ms": (INT, 1, None),
     "group.initial.rebalance.delay.ms": (INT, 0, None),
     "group.max.size": (INT, 1, None),  # Kafka: atLeast(1)
+    "group.max.rebalance.timeout.ms": (INT, 1, None),  # kcoord's own
+    "message.max.bytes": (INT, 0, None),  # Kafka: atLeast(0)
     "group.rebalance.history.size": (INT, 0, None),  # kcoord's own
     "offset.metadata.max.bytes": (INT, 0, None),
+    "offsets.retention.minutes": (INT, 1, None),  # Kafka: atLeast(1)
+    "offsets.retention.check.interval.ms": (LONG, 1, None),  # Kafka: a LONG, atLeast(1)
     **{f"group.{kind}.{name}": (INT, 1, None)  # Kafka: atLeast(1) each (group.connect.*: as group.consumer.*)
        for kind in ("consumer", "connect")
        for name in ("session.timeout.ms", "min.session.timeout.ms", "max.session.timeout.ms", "heartbeat.interval.ms",
@@ -136,6 +159,10 @@ BOUNDS: dict[str, tuple[tuple[int, int], int | None, int | None]] = {
 SERVER_BOUNDS: dict[str, tuple[tuple[int, int], int | None, int | None]] = {
     "socket.request.max.bytes": (INT, 1, None),  # Kafka: atLeast(1)
     "max.connections": (INT, 0, None),  # Kafka: atLeast(0)
+    "max.connections.per.ip": (INT, 0, None),  # Kafka: atLeast(0)
+    "max.connection.creation.rate": (INT, 0, None),  # Kafka: atLeast(0)
+    "queued.max.request.bytes": (LONG, -1, None),  # Kafka: a LONG, -1 for no bound; else >= socket.request.max.bytes
+    "socket.request.timeout.ms": (INT, 1, None),  # kcoord's own
     # Kafka: a LONG without a validator, where a negative value turns idle expiry off; kcoord always expires idle
     # connections, so it refuses what it would not honour.
     "connections.max.idle.ms": (LONG, 1, None),
@@ -158,13 +185,13 @@ def check_bounds(obj: Any, names: dict[str, str], bounds: dict[str, tuple[tuple[
     for name, ((type_lo, type_hi), lo, hi) in bounds.items():
         value = getattr(obj, names[name])
         if isinstance(value, bool) or not isinstance(value, int):
-            raise ValueError(f"{name}: {value!r} is not an integer")
+            raise SettingError(name, f"{name}: {value!r} is not an integer")
         lo = type_lo if lo is None else lo
         hi = type_hi if hi is None else hi
         if value < lo:
-            raise ValueError(f"{name}: {value} is below the minimum {lo}")
+            raise SettingError(name, f"{name}: {value} is below the minimum {lo}")
         if value > hi:
-            raise ValueError(f"{name}: {value} is above the maximum {hi}")
+            raise SettingError(name, f"{name}: {value} is above the maximum {hi}")
 
 
 def check_order(obj: Any, rules: list[tuple[str, str, str]]) -> None:
@@ -177,17 +204,55 @@ def check_order(obj: Any, rules: list[tuple[str, str, str]]) -> None:
             raise ValueError(f"{a} ({va}) must be below {b} ({vb})")
 
 
+class SettingError(ValueError):
+    """A setting refused: `name` is the one at fault (so a caller can say where it was given, e.g. a file's line)."""
+
+    def __init__(self, name: str, message: str) -> None:
+        super().__init__(message)
+        self.name = name
+
+
 def kafka_settings(cls: type, names: dict[str, str], settings: dict[str, Any]) -> dict[str, Any]:
     """The fields of dataclass `cls` that Kafka-named `settings` set, each value parsed to the type of the field's
-    default (`names`: Kafka name -> field). A ValueError names the setting that is unknown or malformed."""
+    default (`names`: Kafka name -> field). Kafka's broker settings that are not in `names` are left out with a
+    warning (split_settings); a SettingError names the setting that is unknown or malformed."""
     defaults = {f.name: f.default for f in fields(cls)}
     out = {}
-    for name, value in settings.items():
-        if name not in names:
-            raise ValueError(f"unknown setting {name!r}; known: {', '.join(sorted(names))}")
+    for name, value in split_settings(settings, names).items():
         attr = names[name]
         out[attr] = parse_setting(name, defaults[attr], value)
     return out
+
+
+def split_settings(settings: dict[str, Any], known: Any) -> dict[str, Any]:
+    """The `settings` whose names are in `known` (kcoord's). The others that are Kafka broker settings
+    (kcoord.kafka_configs: broker.id, log.dirs, listeners, ...) are left out and named in one warning; a name that
+    is neither is a typo to kcoord: a SettingError naming it and the closest name there is (a Kafka broker ignores
+    such a key; a misspelt setting silently left at its default is worse)."""
+    ours, ignored, unknown = {}, [], []
+    for name, value in settings.items():
+        if name in known:
+            ours[name] = value
+        elif is_kafka_broker_setting(name):
+            ignored.append(name)
+        else:
+            unknown.append(name)
+    if unknown:
+        raise unknown_setting(unknown[0], known, len(unknown) - 1)
+    if ignored:
+        log.warning("ignoring %d Kafka broker setting%s kcoord does not use: %s", len(ignored),
+                    "" if len(ignored) == 1 else "s", ", ".join(ignored),
+                    extra={"kcoord": {"event": "settings-ignored", "settings": ignored}})
+    return ours
+
+
+def unknown_setting(name: str, known: Any, more: int = 0) -> SettingError:
+    """The refusal of `name`, which is neither kcoord's nor Kafka's: one short line with the closest name of
+    either (difflib), not the list of every name."""
+    close = difflib.get_close_matches(name, [*known, *sorted(BROKER_CONFIGS | AUTHORIZER_CONFIGS)], n=1, cutoff=0.75)
+    hint = f" (did you mean {close[0]}?)" if close else " (neither kcoord's nor a Kafka broker setting)"
+    others = f"; {more} more unknown" if more else ""
+    return SettingError(name, f"unknown setting {name!r}{hint}{others}")
 
 
 def parse_setting(name: str, default: object, value: Any) -> Any:
@@ -199,13 +264,103 @@ def parse_setting(name: str, default: object, value: Any) -> Any:
     text = str(value).strip()
     if kind is bool:
         if text.lower() not in ("true", "false"):
-            raise ValueError(f"{name}: {value!r} is not true or false")
+            raise SettingError(name, f"{name}: {value!r} is not true or false")
         return text.lower() == "true"
     if kind is int:
         if not re.fullmatch(r"[+-]?[0-9]+", text):
-            raise ValueError(f"{name}: {value!r} is not an integer")
+            raise SettingError(name, f"{name}: {value!r} is not an integer")
         return int(text)
     try:
         return kind(text)
     except ValueError:
-        raise ValueError(f"{name}: {value!r} is not a valid {kind.__name__}") from None
+        raise SettingError(name, f"{name}: {value!r} is not a valid {kind.__name__}") from None
+
+
+# java.util.Properties.load(Reader), which is how Kafka reads server.properties: its line terminators, the
+# whitespace it skips (space, tab, form feed) and its escapes.
+_NEWLINES = re.compile(r"\r\n|\r|\n")
+_BLANK = " \t\f"
+_ESCAPES = {"t": "\t", "n": "\n", "r": "\r", "f": "\f"}
+
+
+def parse_properties(text: str) -> list[tuple[str, str, int]]:
+    """The entries of a Java properties file, as java.util.Properties.load(Reader) reads them: (key, value, line)
+    in file order (a key given twice: both, the later wins when made a dict), `line` the entry's first line.
+
+    A line whose first non-blank character is # or ! is a comment; a blank line is skipped. A line ending in an
+    odd number of backslashes continues on the next, whose leading blanks are dropped (a comment never continues).
+    The key ends at the first unescaped =, : or blank; blanks around the separator are skipped (so `key=value`,
+    `key: value`, `key value`), and the value is the rest of the line. In keys and values, \\uXXXX is a UTF-16
+    code unit, \\t \\n \\r \\f are tab, newline, return and form feed, and a backslash before any other
+    character stands for that character (so `\\=`, `\\:`, `\\ ` and `\\\\` put those in a key). A ValueError
+    names the line of a malformed \\uXXXX ("3: malformed ...")."""
+    lines = _NEWLINES.split(text)
+    out = []
+    i = 0
+    while i < len(lines):
+        first = i + 1
+        line = lines[i].lstrip(_BLANK)
+        i += 1
+        if not line or line[0] in "#!":
+            continue
+        while _continued(line):
+            line = line[:-1]
+            if i == len(lines):
+                break
+            line += lines[i].lstrip(_BLANK)
+            i += 1
+        if not line:  # a lone backslash continued onto a blank line: nothing (Java reads no entry)
+            continue
+        key, value = _split_entry(line)
+        out.append((_unescape(key, first), _unescape(value, first), first))
+    return out
+
+
+def _continued(line: str) -> bool:
+    return (len(line) - len(line.rstrip("\\"))) % 2 == 1
+
+
+def _split_entry(line: str) -> tuple[str, str]:
+    """Properties.load's split of a logical line into its key and its value (both still escaped)."""
+    escaped = False
+    end = len(line)
+    for j, c in enumerate(line):
+        if not escaped and c in "=:" + _BLANK:
+            end = j
+            break
+        escaped = c == "\\" and not escaped
+    start = end
+    if start < len(line) and line[start] in _BLANK:
+        start = len(line) - len(line[start:].lstrip(_BLANK))
+    if start < len(line) and line[start] in "=:":
+        start += 1
+    start = len(line) - len(line[start:].lstrip(_BLANK))
+    return line[:end], line[start:]
+
+
+def _unescape(text: str, line: int) -> str:
+    if "\\" not in text:
+        return text
+    out = []
+    j = 0
+    while j < len(text):
+        c = text[j]
+        j += 1
+        if c != "\\" or j == len(text):
+            out.append(c)
+            continue
+        c = text[j]
+        j += 1
+        if c == "u":
+            digits = text[j:j + 4]
+            if not re.fullmatch(r"[0-9a-fA-F]{4}", digits):
+                escape = "\\u" + digits
+                raise ValueError(f"{line}: malformed \\uxxxx escape {escape!r} (Java's \\u takes four hex digits)")
+            out.append(chr(int(digits, 16)))
+            j += 4
+        else:
+            out.append(_ESCAPES.get(c, c))
+    result = "".join(out)
+    if any("\ud800" <= ch <= "\udfff" for ch in result):  # UTF-16 pairs, as Java's strings hold them
+        result = result.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
+    return result

@@ -8,11 +8,12 @@ commit is staged as an OffsetCommitKey/Value record before the response that con
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Container, Iterable, Mapping
 
 from . import errors as E
 from . import records as R
 from . import wire
+from .config import DEFAULT_MESSAGE_MAX_BYTES
 from .groups.base import Group, RecordSink
 from .timers import Clock
 from .topics import TopicCatalogue
@@ -31,15 +32,18 @@ def java_length(text: str) -> int:
 
 class Offsets:
     def __init__(self, groups: Mapping[str, Group], create_group: Callable[[str], Group], store: RecordSink,
-                 topics: TopicCatalogue, clock: Clock, metadata_max_bytes: int) -> None:
+                 topics: TopicCatalogue, clock: Clock, metadata_max_bytes: int,
+                 message_max_bytes: int = DEFAULT_MESSAGE_MAX_BYTES) -> None:
         self.groups = groups  # the router's groups by id
         self.create_group = create_group  # the group a simple consumer's first commit makes (Kafka: an Empty classic)
         self.store = store
         self.topics = topics
         self.clock = clock
         self.metadata_max_bytes = metadata_max_bytes
+        self.message_max_bytes = message_max_bytes  # what one commit's records may hold (Kafka: message.max.bytes)
         self.by_group: dict[str, dict[tuple[str, int], Committed]] = {}
         self.commit_count = 0  # offsets accepted by OffsetCommit since start (Kafka's offset-commit-count)
+        self.expired_count = 0  # offsets expired by retention since start (Kafka's offset-expiration-count)
         self.handlers = {wire.OffsetCommitRequest.API_KEY: self.offset_commit,
                          wire.OffsetFetchRequest.API_KEY: self.offset_fetch,
                          wire.OffsetDeleteRequest.API_KEY: self.offset_delete}
@@ -86,6 +90,25 @@ class Offsets:
                 gone += len(keys)
         return gone
 
+    def expire(self, group_id: str, keys: Iterable[tuple[str, int]], base_ms: int | None, kept: Container[str],
+               now_ms: int, retention_ms: int) -> int:
+        """Kafka's OffsetMetadataManager.cleanupExpiredOffsets over `keys` of one group (the caller takes a long
+        group in slices): an offset expires (a tombstone) when `retention_ms` have passed since `base_ms`, or since
+        its own commit timestamp when `base_ms` is None (OffsetExpirationConditionImpl: now - base >= retention),
+        unless its topic is in `kept` (one the group subscribes to). Returns how many expired."""
+        mine = self.by_group.get(group_id)
+        if not mine or (base_ms is not None and now_ms - base_ms < retention_ms):
+            return 0
+        gone: dict[tuple[str, int], Committed | None] = {}
+        for key in keys:
+            v = mine.get(key)
+            if v is not None and key[0] not in kept and now_ms - (v[3] if base_ms is None else base_ms) >= retention_ms:
+                gone[key] = None
+        if gone:
+            self._write(group_id, gone)
+            self.expired_count += len(gone)
+        return len(gone)
+
     def _topic_key(self, name: str, topic_id: bytes, version: int, id_version: int) -> str | None:
         if version >= id_version:
             t = self.topics.by_id.get(topic_id)
@@ -97,36 +120,72 @@ class Offsets:
     def offset_commit(self, req: wire.OffsetCommitRequest, version: int, client_id: str = "",
                       client_host: str = "") -> wire.OffsetCommitResponse:
         generation = req.generation_id_or_member_epoch if version >= 1 else -1
+        # Kafka's API layer first (KafkaApis.handleOffsetCommitRequest): a topic the catalogue does not have, or a
+        # partition the topic does not have, is UNKNOWN_TOPIC_OR_PARTITION (from v10, an unknown topic id is
+        # UNKNOWN_TOPIC_ID), whatever the group would say; only the rest reach the group. A commit never creates a
+        # topic, and one of which nothing reaches the group creates no group either.
+        topics = []
+        valid: list[tuple[wire.OffsetCommitResponsePartition, wire.OffsetCommitRequestPartition, str, int]] = []
+        group_bytes = R.OFFSET_RECORD_FIXED + R.utf8_len(req.group_id)
+        for t in req.topics:
+            name = self._topic_key(t.name, t.topic_id, version, 10)
+            topic = self.topics.get(name) if name is not None else None
+            if topic is None:
+                err = E.UNKNOWN_TOPIC_ID if name is None else E.UNKNOWN_TOPIC_OR_PARTITION
+                parts = [wire.OffsetCommitResponsePartition(partition_index=p.partition_index, error_code=err)
+                         for p in t.partitions]
+            else:
+                count, parts = topic.partitions, []
+                record_bytes = group_bytes + R.utf8_len(name)  # an OffsetCommit record's bytes but its metadata
+                for p in t.partitions:
+                    rp = wire.OffsetCommitResponsePartition(partition_index=p.partition_index, error_code=E.NONE)
+                    if 0 <= p.partition_index < count:
+                        valid.append((rp, p, name, record_bytes))
+                    else:
+                        rp.error_code = E.UNKNOWN_TOPIC_OR_PARTITION
+                    parts.append(rp)
+            topics.append(wire.OffsetCommitResponseTopic(name=t.name, topic_id=t.topic_id, partitions=parts))
+        if not valid:
+            return wire.OffsetCommitResponse(topics=topics)
+        g = None
         if not req.group_id:
             error = E.INVALID_GROUP_ID
         else:
             g = self.groups.get(req.group_id)
-            if g is None and generation < 0:
-                g = self.create_group(req.group_id)  # a simple consumer or an admin commits without a group
             if g is None:
-                error = E.ILLEGAL_GENERATION
+                # a simple consumer or an admin commits without a group: an Empty classic group is made below, if
+                # the commit is taken (it would answer NONE)
+                error = E.NONE if generation < 0 else E.ILLEGAL_GENERATION
             else:
                 error = g.validate_offset_commit(req.member_id if version >= 1 else "", req.group_instance_id,
                                                  generation, version)
-        topics = []
+        if error:
+            for rp, *_ in valid:
+                rp.error_code = error
+            return wire.OffsetCommitResponse(topics=topics)
         accepted: dict[tuple[str, int], Committed | None] = {}
         now = self.clock.wall_ms()  # the commit timestamp Kafka records
         limit = self.metadata_max_bytes
-        for t in req.topics:
-            name = self._topic_key(t.name, t.topic_id, version, 10)
-            parts = []
-            for p in t.partitions:
-                err = error
-                if not err and name is None:
-                    err = E.UNKNOWN_TOPIC_ID
-                elif not err and p.committed_metadata is not None and java_length(p.committed_metadata) > limit:
-                    err = E.OFFSET_METADATA_TOO_LARGE
-                if not err:
-                    # a null metadata is kept as "" (Kafka's OffsetAndMetadata.NoMetadata), as the record keeps it
-                    accepted[(name, p.partition_index)] = (p.committed_offset, p.committed_leader_epoch,
-                                                          p.committed_metadata or "", now)
-                parts.append(wire.OffsetCommitResponsePartition(partition_index=p.partition_index, error_code=err))
-            topics.append(wire.OffsetCommitResponseTopic(name=t.name, topic_id=t.topic_id, partitions=parts))
+        size = 0  # the records' key and value bytes, compared with message.max.bytes
+        for rp, p, name, record_bytes in valid:
+            meta = p.committed_metadata
+            if meta:
+                if java_length(meta) > limit:
+                    rp.error_code = E.OFFSET_METADATA_TOO_LARGE
+                    continue
+                record_bytes += R.utf8_len(meta)
+            # a null metadata is kept as "" (Kafka's OffsetAndMetadata.NoMetadata), as the record keeps it
+            accepted[(name, p.partition_index)] = (p.committed_offset, p.committed_leader_epoch, meta or "", now)
+            size += record_bytes
+        if size > self.message_max_bytes:
+            # Kafka's coordinator writes a commit's records as one batch; one above the offsets topic's
+            # max.message.bytes fails whole, and Kafka 4's GroupCoordinatorService answers every partition of it
+            # UNKNOWN_SERVER_ERROR (CoordinatorOperationExceptionHelper maps RecordTooLargeException so).
+            for rp, *_ in valid:
+                rp.error_code = E.UNKNOWN_SERVER_ERROR
+            return wire.OffsetCommitResponse(topics=topics)
+        if g is None:
+            self.create_group(req.group_id)
         if accepted:
             self._write(req.group_id, accepted)
             self.commit_count += len(accepted)
@@ -209,8 +268,14 @@ class Offsets:
         removed: dict[tuple[str, int], Committed | None] = {}
         for t in req.topics:
             parts = []
+            # Kafka's API layer (KafkaApis.handleOffsetDeleteRequest): a topic or partition the catalogue does not
+            # have is UNKNOWN_TOPIC_OR_PARTITION before the group is asked
+            topic = self.topics.get(t.name)
+            count = topic.partitions if topic is not None else 0
             for p in t.partitions:
-                if t.name in subscribed:
+                if not 0 <= p.partition_index < count:
+                    err = E.UNKNOWN_TOPIC_OR_PARTITION
+                elif t.name in subscribed:
                     err = E.GROUP_SUBSCRIBED_TO_TOPIC
                 else:
                     err = E.NONE

@@ -80,6 +80,20 @@ def group_metadata_problem(value: wire.GroupMetadataValue) -> str | None:
 
 # ---- offsets --------------------------------------------------------------------------------------------------
 
+# The bytes of an OffsetCommitKey v1 record's key past its strings: the record type, the group's and the topic's
+# int16 lengths, the partition; and of its OffsetCommitValue v3 past the metadata: the version, offset, leader
+# epoch, the metadata's int16 length, commit timestamp. A record is OFFSET_RECORD_FIXED + the UTF-8 bytes of group
+# id, topic and metadata (kcoord.offsets compares the sum over a commit with message.max.bytes).
+OFFSET_KEY_FIXED = 2 + 2 + 2 + 4
+OFFSET_VALUE_FIXED = 2 + 8 + 4 + 2 + 8
+OFFSET_RECORD_FIXED = OFFSET_KEY_FIXED + OFFSET_VALUE_FIXED
+
+
+def utf8_len(text: str) -> int:
+    """The UTF-8 bytes of `text` as a record holds it, without encoding an ASCII string."""
+    return len(text) if text.isascii() else len(text.encode("utf-8", "surrogatepass"))
+
+
 def offset_key(group_id: str, topic: str, partition: int) -> bytes:
     return _I16.pack(OFFSET_COMMIT) + wire.OffsetCommitKey(
         group=group_id, topic=topic, partition=partition).encode(OFFSET_COMMIT)

@@ -12,14 +12,19 @@ from kcoord.timers import ManualClock
 SESSION = 10_000
 REBALANCE = 30_000
 DELAY = 3_000
+# The topics a harness starts with (name -> partitions): offsets are committed only to partitions the catalogue has
+# (else UNKNOWN_TOPIC_OR_PARTITION, as Kafka answers), as real clients only commit what Metadata showed them.
+TOPICS = {"t": 8, "u": 8}
 
 
 class Harness:
-    def __init__(self, **config) -> None:
+    def __init__(self, topics: dict[str, int] | None = None, **config) -> None:
         self.clock = ManualClock(1_000_000)
         self.config = GroupConfig(**{"group_initial_rebalance_delay_ms": DELAY, **config})
         self.records = MemoryRecords()  # every test also writes Kafka-format records, committed per request
         self.c = Coordinator(self.config, self.clock, store=GroupStore(self.records, self.clock.wall_ms))
+        for name, n in (TOPICS if topics is None else topics).items():
+            self.c.topics.create(name, n)
 
     def group(self, gid: str = "g"):
         return self.c.groups[gid]

@@ -454,9 +454,10 @@ def test_static_member_not_rejoined_is_removed_by_session_timeout(h):
     assert h.group().history[-1].trigger == "session-timeout"
 
 
-def test_new_member_join_times_out_after_five_minutes(h):
+def test_new_member_join_times_out_after_five_minutes():
     # A new member's parked join is dropped after CLASSIC_GROUP_NEW_MEMBER_JOIN_TIMEOUT_MS, even while the
     # join phase (here bounded by a 10-minute rebalance timeout) is still waiting for others.
+    h = Harness(group_max_rebalance_timeout_ms=600_000)
     ra = h.join(iid="A", rebalance=600_000)
     h.advance(DELAY)
     a = ra.response.member_id
@@ -473,6 +474,60 @@ def test_rebalance_timeout_is_max_of_members(h):
     h.join(iid="A", rebalance=20_000)
     h.join(iid="B", rebalance=50_000)
     assert h.group().rebalance_timeout_ms() == 50_000
+
+
+JAVA_MAX_INT = 2**31 - 1
+
+
+@pytest.mark.parametrize("bound", [None, 60_000])  # the default (300000), and group.max.rebalance.timeout.ms set
+def test_a_member_that_heartbeats_and_never_rejoins_holds_the_join_phase_only_up_to_the_bound(bound):
+    # X declares a rebalance timeout of 2^31-1 ms (24.8 days), keeps heartbeating and never rejoins: Kafka would
+    # hold the group in PreparingRebalance that long; kcoord waits group.max.rebalance.timeout.ms, then removes X
+    # as Kafka removes a member at the rebalance timeout.
+    h = Harness() if bound is None else Harness(group_max_rebalance_timeout_ms=bound)
+    limit = bound or GroupConfig().group_max_rebalance_timeout_ms
+    x = h.dynamic_member()
+    rx = h.join(x, rebalance=JAVA_MAX_INT)
+    y = h.dynamic_member()
+    ry = h.join(y)
+    h.advance(2 * DELAY)
+    assert rx.response.error_code == ry.response.error_code == E.NONE
+    leader = rx.response.leader
+    h.sync(leader, 1, assignments={x: b"x", y: b"y"})
+    h.sync(x if leader == y else y, 1)
+    g = h.group()
+    assert g.state == State.STABLE
+    assert g.members.get(x).rebalance_timeout_ms == JAVA_MAX_INT  # kept as declared...
+    stored = wire.GroupMetadataValue.decode(h.records.data[group_key("g")][2:], 3)  # and stored as declared
+    assert {m.member_id: m.rebalance_timeout for m in stored.members}[x] == JAVA_MAX_INT
+    ry2 = h.join(y, reason="new subscription", protocols=(("range", b"y2"),))  # a rebalance X does not join
+    assert g.state == State.PREPARING_REBALANCE
+    h.advance_alive(limit - 1, {x: None}, step=1_000)  # ...but the group waits at most the bound
+    assert g.state == State.PREPARING_REBALANCE and not ry2.done and x in g.members
+    h.advance_alive(1, {x: None})
+    assert ry2.done and ry2.response.error_code == E.NONE and ry2.response.generation_id == 2
+    assert x not in g.members and g.history[-1].trigger == "join-timeout"
+    assert h.heartbeat(x, 1) == E.UNKNOWN_MEMBER_ID
+
+
+def test_a_leader_that_never_syncs_holds_the_sync_phase_only_up_to_the_bound():
+    # The sync phase waits the same bounded rebalance timeout: a leader with 2^31-1 ms that never sends its
+    # SyncGroup is removed at group.max.rebalance.timeout.ms, and the group rebalances without it.
+    h = Harness(group_max_rebalance_timeout_ms=40_000)
+    ra = h.join(iid="A", rebalance=JAVA_MAX_INT)
+    rb = h.join(iid="B", rebalance=JAVA_MAX_INT)
+    h.advance(DELAY)  # the join phase completes: the sync phase starts now
+    a, b = ra.response.member_id, rb.response.member_id
+    leader, follower = (a, "A"), (b, "B")
+    if ra.response.leader != a:
+        leader, follower = follower, leader
+    parked = h.sync(follower[0], 1, follower[1])
+    assert not parked.done and h.group().state == State.COMPLETING_REBALANCE
+    h.advance_alive(40_000 - 1, {leader[0]: leader[1], follower[0]: follower[1]}, step=1_000)
+    assert not parked.done and h.group().state == State.COMPLETING_REBALANCE
+    h.advance(1)
+    assert leader[0] not in h.group().members and h.group().state == State.PREPARING_REBALANCE
+    assert parked.response.error_code == E.REBALANCE_IN_PROGRESS
 
 
 def test_join_v0_uses_session_timeout_as_rebalance_timeout(h):

@@ -55,6 +55,7 @@ class H:
         self.records = MemoryRecords()
         self.config = GroupConfig(group_coordinator_rebalance_protocols="classic,consumer,connect", **config)
         self.c = Coordinator(self.config, self.clock, store=GroupStore(self.records, self.clock.wall_ms))
+        self.c.topics.create("t", 1)  # what the tests commit offsets to
         self.epoch: dict[str, int] = {}
 
     def hb(self, mid: str, epoch: int | None = None, *, owned=None, assignors=None, rebalance: int = -1, iid=None,

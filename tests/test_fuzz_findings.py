@@ -102,6 +102,7 @@ def test_a_null_offset_metadata_is_kept_as_kafka_keeps_it_before_and_after_a_res
 
     records = MemoryRecords()
     c = Coordinator(store=GroupStore(records))
+    c.topics.create("t", 1)
     req = wire.OffsetCommitRequest(group_id="g", topics=[wire.OffsetCommitRequestTopic(name="t", partitions=[
         wire.OffsetCommitRequestPartition(partition_index=0, committed_offset=100, committed_metadata=None)])])
     assert c.handle(8, 0, req).topics[0].partitions[0].error_code == E.NONE

@@ -8,6 +8,7 @@ import pytest
 from kcoord import errors as E
 from kcoord import records as R
 from kcoord import wire
+from kcoord.config import GroupConfig
 
 from .classic_harness import Harness
 from .test_consumer import H
@@ -94,7 +95,7 @@ def test_commit_response_echoes_names_and_partition_indexes(h) -> None:
 
 
 def test_v10_commit_by_topic_id_echoes_the_id_and_is_fetched_by_id(h) -> None:
-    tid = h.c.topics.create("t", 2).topic_id
+    tid = h.c.topics.get("t").topic_id
     resp = commit(h, "s", v=10, topic_id=tid, parts=(("t", 1, 77, "meta", 4),))
     assert [(t.topic_id, codes(resp)) for t in resp.topics] == [(tid, [E.NONE])]
     assert h.c.offsets.committed("s")[("t", 1)][:3] == (77, 4, "meta")
@@ -152,6 +153,96 @@ def test_forget_topic_removes_its_offsets_from_every_group_and_counts_them(h) ->
     assert h.c.offsets.forget_topic("t") == 3
     assert set(h.c.offsets.committed("a")) == {("u", 0)} and h.c.offsets.committed("b") == {}
     assert h.c.offsets.forget_topic("t") == 0
+
+
+# ---- unknown topics and partitions; the size of a commit's records ------------------------------------------
+
+def test_a_topic_the_catalogue_does_not_have_is_refused_and_makes_nothing(h) -> None:
+    # Kafka's KafkaApis answers UNKNOWN_TOPIC_OR_PARTITION for a topic not in its metadata: nothing is stored, and
+    # neither the topic (auto.create.topics.enable is on here, as by default) nor the group is created.
+    resp = commit(h, "s", parts=tuple(("nope", p, 1, "", -1) for p in range(5)))
+    assert codes(resp) == [E.UNKNOWN_TOPIC_OR_PARTITION] * 5
+    assert h.c.topics.auto_create and "nope" not in h.c.topics
+    assert "s" not in h.c.groups and h.c.offsets.committed("s") == {} and h.c.offsets.commit_count == 0
+    assert h.records.data == {}
+
+
+def test_a_partition_outside_the_topic_is_refused_and_the_others_are_kept(h) -> None:
+    # "t" has 8 partitions: -1, 8 and 2^31-1 are not among them; 0 and 7 are
+    parts = (("t", -1, 1, "", -1), ("t", 0, 2, "", -1), ("t", 8, 3, "", -1), ("t", 7, 4, "", -1),
+             ("t", 2**31 - 1, 5, "", -1), ("u", 3, 6, "", -1))
+    assert codes(commit(h, "s", parts=parts)) == [E.UNKNOWN_TOPIC_OR_PARTITION, E.NONE, E.UNKNOWN_TOPIC_OR_PARTITION,
+                                                  E.NONE, E.UNKNOWN_TOPIC_OR_PARTITION, E.NONE]
+    assert set(h.c.offsets.committed("s")) == {("t", 0), ("t", 7), ("u", 3)}
+
+
+def test_a_grown_topic_takes_commits_to_its_new_partitions(h) -> None:
+    assert codes(commit(h, "s", parts=(("t", 8, 1, "", -1),))) == [E.UNKNOWN_TOPIC_OR_PARTITION]
+    h.c.topics.grow("t", 9)
+    assert codes(commit(h, "s", parts=(("t", 8, 1, "", -1),))) == [E.NONE]
+
+
+def test_the_unknown_topic_answer_comes_before_the_groups(h) -> None:
+    # Kafka's API layer answers unknown partitions before the group is asked; the rest get the group's error
+    ids = h.form("A")
+    resp = commit(h, "g", gen=7, member=ids["A"], iid="A", parts=(("nope", 0, 1, "", -1), ("t", 9, 1, "", -1),
+                                                                  ("t", 0, 1, "", -1)))
+    assert codes(resp) == [E.UNKNOWN_TOPIC_OR_PARTITION, E.UNKNOWN_TOPIC_OR_PARTITION, E.ILLEGAL_GENERATION]
+
+
+def test_offset_delete_refuses_unknown_topics_and_partitions(h) -> None:
+    commit(h, "s", parts=(("t", 0, 1, "", -1), ("t", 1, 1, "", -1)))
+    resp = delete(h, "s", topics=(("t", [0, 8, -1]), ("nope", [0])))
+    assert resp.error_code == E.NONE
+    assert [(t.name, [(p.partition_index, p.error_code) for p in t.partitions]) for t in resp.topics] == [
+        ("t", [(0, E.NONE), (8, E.UNKNOWN_TOPIC_OR_PARTITION), (-1, E.UNKNOWN_TOPIC_OR_PARTITION)]),
+        ("nope", [(0, E.UNKNOWN_TOPIC_OR_PARTITION)])]
+    assert set(h.c.offsets.committed("s")) == {("t", 1)}
+
+
+@pytest.mark.parametrize("group, topic, metadata", [("s", "t", ""), ("gé", "t", "ü€😀"), ("s", "u", None)])
+def test_offset_record_size_is_the_records_key_and_value_bytes(group, topic, metadata) -> None:
+    size = R.OFFSET_RECORD_FIXED + R.utf8_len(group) + R.utf8_len(topic) + R.utf8_len(metadata or "")
+    assert size == len(R.offset_key(group, topic, 3)) + len(R.offset_value(1, 2, metadata, 3))
+
+
+def offset_parts(n: int, meta: str = "") -> tuple:
+    return tuple(("t" if i < 8 else "u", i % 8, i, meta, -1) for i in range(n))
+
+
+def test_a_commit_whose_records_pass_message_max_bytes_is_refused_whole() -> None:
+    # A commit's records are one batch in Kafka; above message.max.bytes (the offsets topic's max.message.bytes)
+    # the whole commit fails and Kafka 4 answers every partition of it UNKNOWN_SERVER_ERROR. Here each record is
+    # 34 + 1 ("s") + 1 (topic) + 10 (metadata) = 46 bytes: 10 records are 460 bytes.
+    record = R.OFFSET_RECORD_FIXED + 1 + 1 + 10
+    h = Harness(message_max_bytes=10 * record)
+    assert codes(commit(h, "s", parts=offset_parts(10, "m" * 10))) == [E.NONE] * 10
+    assert len(h.c.offsets.committed("s")) == 10
+    small = Harness(message_max_bytes=10 * record - 1)
+    assert codes(commit(small, "s", parts=offset_parts(10, "m" * 10))) == [E.UNKNOWN_SERVER_ERROR] * 10
+    assert small.c.offsets.committed("s") == {} and "s" not in small.c.groups and small.records.data == {}
+    assert small.c.offsets.commit_count == 0
+    # what is refused before the group, and what the group refuses, is not counted; a metadata too large for
+    # offset.metadata.max.bytes is not written either, so it does not count, though its partition gets the error
+    # of the whole when the rest is too large
+    assert codes(commit(small, "s", parts=(*offset_parts(9, "m" * 10), ("nope", 0, 1, "", -1)))) == \
+        [E.NONE] * 9 + [E.UNKNOWN_TOPIC_OR_PARTITION]
+    tight = Harness(message_max_bytes=2 * record, offset_metadata_max_bytes=10)
+    assert codes(commit(tight, "s", parts=(*offset_parts(2, "m" * 10), ("u", 0, 1, "m" * 11, -1)))) == \
+        [E.NONE, E.NONE, E.OFFSET_METADATA_TOO_LARGE]
+    assert codes(commit(tight, "s", parts=(*offset_parts(3, "m" * 10), ("u", 0, 1, "m" * 11, -1)))) == \
+        [E.UNKNOWN_SERVER_ERROR] * 4
+
+
+def test_the_default_message_max_bytes_refuses_a_commit_of_a_whole_big_topic() -> None:
+    # message.max.bytes is Kafka's 1048588 by default: an offset of a 14-character topic under a 14-character group
+    # id is a 62-byte record, so 16,912 of them fit (1,048,544 bytes) and 16,913 do not (1,048,606)
+    assert GroupConfig().message_max_bytes == 1_048_588
+    h = Harness(topics={"events-topic-a": 30_000})
+    parts = tuple(("events-topic-a", p, p, "", -1) for p in range(30_000))
+    assert set(codes(commit(h, "consumer-group", parts=parts))) == {E.UNKNOWN_SERVER_ERROR}
+    assert set(codes(commit(h, "consumer-group", parts=parts[:16_913]))) == {E.UNKNOWN_SERVER_ERROR}
+    assert codes(commit(h, "consumer-group", parts=parts[:16_912])) == [E.NONE] * 16_912
 
 
 # ---- OffsetFetch ----------------------------------------------------------------------------------------------
@@ -221,10 +312,10 @@ def test_offset_delete_group_errors(h) -> None:
 
 def test_offset_delete_response_echoes_topics_and_partitions(h) -> None:
     commit(h, "s", parts=(("t", 2, 1, "", -1), ("t", 3, 1, "", -1)))
-    resp = delete(h, "s", topics=(("t", [2, 9]), ("u", [1])))
+    resp = delete(h, "s", topics=(("t", [2, 7]), ("u", [1])))
     assert resp.error_code == E.NONE
     assert [(t.name, [(p.partition_index, p.error_code) for p in t.partitions]) for t in resp.topics] == [
-        ("t", [(2, E.NONE), (9, E.NONE)]), ("u", [(1, E.NONE)])]
+        ("t", [(2, E.NONE), (7, E.NONE)]), ("u", [(1, E.NONE)])]
     assert set(h.c.offsets.committed("s")) == {("t", 3)}
 
 
@@ -265,3 +356,50 @@ def test_replay_of_damaged_offset_record_is_refused(h, key, value) -> None:
     with pytest.raises(R.RecordError):
         h.c.offsets.replay(key, value)
     assert h.c.offsets.committed("g") == {}
+
+
+# ---- on the wire, against `kcoord serve` ----------------------------------------------------------------------
+
+def test_a_two_million_partition_commit_is_refused_on_the_wire_and_stores_nothing(tmp_path) -> None:
+    # The hostile commit of issue 30: generation -1, 2,000,000 partitions, half of a topic that does not exist and
+    # half past the end of a 3-partition topic (34 MiB). Every partition is answered UNKNOWN_TOPIC_OR_PARTITION,
+    # and neither offsets nor a group are kept, in memory or in the store.
+    from kcoord.client import Client
+    from kcoord.store import SqliteRecords
+
+    from .servers import free_port, serve
+
+    data = tmp_path / "data"
+    s = serve(free_port(), tmp_path / "server.log", "--data-dir", str(data), "--topic", "orders:3")
+    try:
+        n = 1_000_000
+        part = wire.OffsetCommitRequestPartition
+        req = wire.OffsetCommitRequest(group_id="hostile", generation_id_or_member_epoch=-1, member_id="", topics=[
+            wire.OffsetCommitRequestTopic(name="no-such-topic", partitions=[
+                part(partition_index=i, committed_offset=i) for i in range(n)]),
+            wire.OffsetCommitRequestTopic(name="orders", partitions=[
+                part(partition_index=3 + i, committed_offset=i) for i in range(n)])])
+        with Client(s.bootstrap, timeout=120) as c:
+            resp = c.request(req, 8)
+            assert [(t.name, len(t.partitions)) for t in resp.topics] == [("no-such-topic", n), ("orders", n)]
+            assert {p.error_code for t in resp.topics for p in t.partitions} == {E.UNKNOWN_TOPIC_OR_PARTITION}
+            assert resp.topics[1].partitions[-1].partition_index == n + 2
+            del req, resp
+            fetched = c.request(wire.OffsetFetchRequest(groups=[
+                wire.OffsetFetchRequestGroup(group_id="hostile", topics=None)]), 8)
+            assert fetched.groups[0].topics == []
+            assert "hostile" not in {g.group_id for g in c.request(wire.ListGroupsRequest(), 4).groups}
+            # the same client's commit of a partition the topic has is taken
+            ok = c.request(wire.OffsetCommitRequest(group_id="fine", generation_id_or_member_epoch=-1, topics=[
+                wire.OffsetCommitRequestTopic(name="orders", partitions=[part(partition_index=2, committed_offset=5)])]),
+                8)
+            assert codes(ok) == [E.NONE]
+    finally:
+        s.proc.terminate()
+        assert s.proc.wait(timeout=30) == 0, s.log_tail()
+    records = SqliteRecords(str(data))
+    try:
+        stored = [R.decode(k, v) for k, v in records.scan()]
+    finally:
+        records.close()
+    assert [(r.kind, r.group) for r in stored if r.kind != "topic"] == [("offset", "fine")]

@@ -43,6 +43,9 @@ COVERED: dict[str, str] = {
     "group.initial.rebalance.delay.ms": f"{HERE}::test_initial_rebalance_delay_to_the_millisecond",
     "group.initial.rebalance.extension": f"{HERE}::test_initial_rebalance_delay_to_the_millisecond",
     "group.max.size": "tests/test_classic.py::test_group_max_size_reached_for_new_member_when_stable",
+    "group.max.rebalance.timeout.ms":
+        "tests/test_classic.py::test_a_member_that_heartbeats_and_never_rejoins_holds_the_join_phase_only_up_to_the_bound",
+    "message.max.bytes": "tests/test_offsets_edges.py::test_a_commit_whose_records_pass_message_max_bytes_is_refused_whole",
     "group.rebalance.history.size": f"{HERE}::test_rebalance_history_keeps_exactly_the_newest_h",
     "group.coordinator.rebalance.protocols": f"{HERE}::test_rebalance_protocols_gate_the_consumer_and_connect_apis",
     "group.consumer.session.timeout.ms": f"{HERE}::test_consumer_session_deadline_to_the_millisecond",

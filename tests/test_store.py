@@ -136,7 +136,7 @@ def test_an_inconsistent_stored_group_is_refused_by_load_and_by_store_check(tmp_
 # ---- replay ----------------------------------------------------------------------------------------------
 
 def test_replay_restores_a_stable_static_group_and_its_offsets() -> None:
-    h = Harness()
+    h = Harness(topics={"orders": 2})
     ids = h.form("A", "B", "C")
     g = h.group()
     assert commit(h, {("orders", 0): 10, ("orders", 1): 11}, member_id=ids["A"], generation=g.generation,

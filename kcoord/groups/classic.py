@@ -93,6 +93,10 @@ class ClassicGroup:
         self.store = store
         self.state = State.EMPTY
         self.previous_state = State.EMPTY
+        # Kafka's currentStateTimestamp: wall-clock ms of the latest state change (a new group's: its creation), kept
+        # in the GroupMetadataValue; an Empty group's offsets expire offsets.retention.minutes after it. None: a
+        # record written without one (-1), whose offsets then expire from their own commit timestamps.
+        self.state_timestamp: int | None = timers.clock.wall_ms()
         self.generation = 0
         self.protocol_type: str | None = None
         self.protocol_name: str | None = None
@@ -118,9 +122,14 @@ class ClassicGroup:
         if self.state not in VALID_PREVIOUS[to]:
             raise AssertionError(f"group {self.group_id}: {self.state} -> {to} is not a valid transition")
         self.previous_state, self.state = self.state, to
+        self.state_timestamp = self.timers.clock.wall_ms()
 
     def rebalance_timeout_ms(self) -> int:
-        return max((m.rebalance_timeout_ms for m in self.members.members.values()), default=0)
+        """How long the join and sync phases wait: the largest rebalance timeout a member declared, as in Kafka,
+        but at most group.max.rebalance.timeout.ms (kcoord's own bound: Kafka would wait up to 2^31-1 ms on one
+        member that heartbeats and never rejoins). Each member's declared value is kept and reported as sent."""
+        return min(max((m.rebalance_timeout_ms for m in self.members.members.values()), default=0),
+                   self.config.group_max_rebalance_timeout_ms)
 
     def all_joined(self) -> bool:
         return len(self.members) == self.members.num_awaiting_join and not self.members.pending
@@ -734,9 +743,32 @@ class ClassicGroup:
                 continue
         return topics
 
+    def offset_expiration(self) -> tuple[int | None, set[str]] | None:
+        """Kafka's ClassicGroup.offsetExpirationCondition with isSubscribedToTopic: a simple consumer's group (no
+        protocol type) expires each offset from its commit; an Empty group every offset from the time it became
+        Empty; a Stable "consumer" group whose subscriptions all read the offsets of the topics its members do not
+        subscribe to, from their commits; any other group none."""
+        if self.protocol_type is None:
+            return None, set()
+        if self.state is EMPTY:
+            return self.state_timestamp, set()
+        if self.state is not State.STABLE or self.protocol_type != "consumer" or self.protocol_name is None:
+            return None
+        topics: set[str] = set()
+        for m in self.members:
+            try:  # Kafka: a subscription it cannot read leaves it unaware of the topics, so nothing expires
+                topics.update(decode_subscription(m.metadata_for(self.protocol_name) or b"").topics)
+            except AssignmentError:
+                return None
+        return None, topics
+
+    def removable(self, now_ms: int, retention_ms: int) -> bool:
+        """Kafka's maybeDeleteGroup: an Empty group goes once its offsets have."""
+        return self.state is EMPTY
+
     # ---- records ---------------------------------------------------------------------------------------
 
-    def metadata_value(self, timestamp_ms: int) -> wire.GroupMetadataValue:
+    def metadata_value(self) -> wire.GroupMetadataValue:
         protocol = self.protocol_name
         members = [wire.GroupMetadataValueMemberMetadata(
             member_id=m.member_id, group_instance_id=m.group_instance_id, client_id=m.client_id,
@@ -745,13 +777,14 @@ class ClassicGroup:
             assignment=m.assignment) for m in self.members]
         return wire.GroupMetadataValue(protocol_type=self.protocol_type or "", generation=self.generation,
                                        protocol=protocol, leader=self.leader_id if members else None,
-                                       current_state_timestamp=timestamp_ms, members=members)
+                                       current_state_timestamp=-1 if self.state_timestamp is None
+                                       else self.state_timestamp, members=members)
 
     def stage_metadata(self) -> None:
         """Stage the group's GroupMetadataValue: durable before the response that acknowledges it leaves."""
         store = self.store
         if store.persistent:
-            store.stage(R.group_key(self.group_id), R.group_value(self.metadata_value(store.wall_ms())))
+            store.stage(R.group_key(self.group_id), R.group_value(self.metadata_value()))
 
     def record_keys(self) -> Iterable[bytes]:
         return (R.group_key(self.group_id),)
@@ -764,6 +797,8 @@ class ClassicGroup:
         self.generation = value.generation
         self.protocol_type = value.protocol_type or None
         self.protocol_name = value.protocol
+        ts = value.current_state_timestamp
+        self.state_timestamp = ts if ts >= 0 else None  # as Kafka's replay: -1 (or an old value version) is none
         for mm in value.members:
             protocols = [wire.JoinGroupRequestProtocol(name=value.protocol, metadata=mm.subscription)]
             m = ClassicMember(mm.member_id, mm.group_instance_id, mm.client_id, mm.client_host, mm.session_timeout,
