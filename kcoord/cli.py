@@ -40,6 +40,7 @@ from . import wire
 from .admin_cli import add_admin_parsers, kcoord_version  # `kcoord offsets`, `kcoord delete`, --version
 from .assignors import AssignmentError, decode_assignment
 from .client import Client, KafkaError
+from .config import SettingError, parse_properties
 from .events import LOG_FORMATS, configure_logging
 from .groups.base import KCOORD_DESCRIBE_TAG
 from .server import ServerConfig, run
@@ -56,52 +57,57 @@ class CliError(Exception):
         self.code = code
 
 
-def read_properties(path: str) -> dict[str, str]:
-    """A properties file of Kafka-named settings (NAME=VALUE lines, # and ! comments). A ValueError names the file
-    (and the line) that cannot be read."""
+def read_properties(path: str) -> list[tuple[str, str, int]]:
+    """A properties file of Kafka-named settings (a Kafka server.properties), read with Java's properties syntax
+    as Kafka reads it (kcoord.config.parse_properties), from UTF-8 text: (name, value, line) per entry. A
+    ValueError names the file (and the line) that cannot be read."""
     try:
         with open(path, "rb") as fh:
             data = fh.read()
     except OSError as e:
         raise ValueError(f"{path}: {e.strerror}") from None
-    out = {}
     for n, raw in enumerate(data.split(b"\n"), 1):
         if b"\0" in raw:
             raise ValueError(f"{path}:{n}: binary data, not a properties file")
         try:
-            line = raw.decode("utf-8").strip()
+            raw.decode("utf-8")
         except UnicodeDecodeError:
             raise ValueError(f"{path}:{n}: not UTF-8 text, not a properties file") from None
-        if not line or line.startswith(("#", "!")):
-            continue
-        key, sep, value = line.partition("=")
-        if not sep or not key.strip():
-            raise ValueError(f"{path}:{n}: expected NAME=VALUE, not {line[:60]!r}")
-        out[key.strip()] = value.strip()
-    return out
+    try:
+        return parse_properties(data.decode("utf-8-sig"))
+    except ValueError as e:  # a malformed \\uXXXX, named by its line
+        raise ValueError(f"{path}:{e}") from None
 
 
 def server_config(args) -> ServerConfig:
     settings: dict[str, str] = {}
+    where: dict[str, str] = {}  # a setting from the file -> "--config FILE:LINE: ", to name it when refused
     if args.config:
         try:
-            settings.update(read_properties(args.config))
+            entries = read_properties(args.config)
         except ValueError as e:
             raise ValueError(f"--config {e}") from None
-    for item in args.set or ():
+        for name, value, line in entries:  # a name given twice: the later wins, as in Java's Properties
+            settings[name] = value
+            where[name] = f"--config {args.config}:{line}: "
+    for item in args.set or ():  # --set wins over the file
         key, sep, value = item.partition("=")
         if not sep or not key.strip():
             raise ValueError(f"--set takes NAME=VALUE, not {item!r}")
         settings[key.strip()] = value.strip()
+        where.pop(key.strip(), None)
     for spec in args.topic or ():
         try:
             parse_topic_spec(spec)
         except TopicError as e:
             raise ValueError(f"--topic {spec}: {e}") from None
-    return ServerConfig.from_kafka(settings, host=args.host, port=args.port, advertised_host=args.advertised_host,
-                                   advertised_port=args.advertised_port, topics=list(args.topic or ()),
-                                   data_dir=args.data_dir, store_url=args.store, metrics_port=args.metrics_port,
-                                   metrics_host=args.metrics_host)
+    try:
+        return ServerConfig.from_kafka(settings, host=args.host, port=args.port, advertised_host=args.advertised_host,
+                                       advertised_port=args.advertised_port, topics=list(args.topic or ()),
+                                       data_dir=args.data_dir, store_url=args.store, metrics_port=args.metrics_port,
+                                       metrics_host=args.metrics_host)
+    except SettingError as e:  # a setting from the file is named with its line
+        raise ValueError(f"{where.get(e.name, '')}{e}") from None
 
 
 def _serve(args) -> int:
@@ -110,6 +116,12 @@ def _serve(args) -> int:
         cfg = server_config(args)
     except ValueError as e:
         raise CliError(str(e), 2) from None
+    if args.require_store:
+        if cfg.data_dir is None:
+            raise CliError("--require-store needs --data-dir (the directory that must hold the store)", 2)
+        if not os.path.isfile(os.path.join(cfg.data_dir, STORE_FILE)):
+            raise CliError(f"--require-store: {cfg.data_dir} holds no store ({STORE_FILE}): refusing to start with a "
+                           "new, empty one")
     try:
         run(cfg, args.loop)
     except ImportError:
@@ -590,6 +602,8 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--topic", action="append", metavar="NAME:PARTITIONS", help="a topic to create at start")
     sp.add_argument("--data-dir", metavar="DIR",
                     help="keep groups and committed offsets durably in DIR (default: in memory only)")
+    sp.add_argument("--require-store", action="store_true",
+                    help="refuse to start unless --data-dir already holds a store (a mistyped DIR would start empty)")
     sp.add_argument("--store", metavar="URL",
                     help="keep state in PostgreSQL (postgresql://USER@HOST:PORT/DB) shared by the nodes of a cluster, "
                          "each with its own --set node.id (instead of --data-dir; README \"A cluster on PostgreSQL\")")

@@ -35,6 +35,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("kcoord.store",),
     ("kcoord.records", "kcoord.topics", "kcoord.timers", "kcoord.config", "kcoord.client", "kcoord.spark",
      "kcoord.tables", "kcoord.events"),
+    ("kcoord.kafka_configs",),  # the names of Kafka's broker settings (read by kcoord.config): data, no imports
     ("kcoord.assignors", "kcoord.connect_assignor"),
     ("kcoord.wire", "kcoord.errors", "kcoord.reply"),
     ("kcoord.protocol", "kcoord._core"),  # the message definitions and the compiled core: import nothing above
