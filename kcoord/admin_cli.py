@@ -30,7 +30,7 @@ from typing import Any
 from . import errors as E
 from . import wire
 from .client import Client, KafkaError
-from .tables import table
+from .tables import printable, table
 from .topics import TopicError, validate_name
 
 # Versions every kcoord serves and Apache Kafka 2.4 to 4.x serves (Kafka 4.0 dropped only older ones).
@@ -96,8 +96,9 @@ def plan_reset(partitions: Iterable[TopicPartition], mode: str, value: int | Non
             requested = value
         elif mode == "shift":
             assert value is not None
-            if current is None:
-                raise PlanError(f"cannot shift {tp[0]}:{tp[1]} by {value}: the group has no committed offset there")
+            if current is None or current < 0:  # Kafka's admin client reads a stored -1 as no offset
+                raise PlanError(f"cannot shift {tp[0]}:{tp[1]} by {value}: the group has no committed offset there"
+                                + ("" if current is None else f" (it has {current}, not a position)"))
             requested = current + value
         else:
             raise ValueError(f"unknown reset mode {mode!r}")
@@ -174,13 +175,18 @@ class Cluster:
             self._conns[address] = self._connect(address)
         return self._conns[address]
 
-    def coordinator(self, group: str) -> tuple[Client | None, int]:
-        """The group's coordinator, or (None, the FindCoordinator error code)."""
+    def coordinator_address(self, group: str) -> tuple[str | None, int]:
+        """The address of the group's coordinator, or (None, the FindCoordinator error code)."""
         r = self.at(self.bootstrap).request(wire.FindCoordinatorRequest(key=group, key_type=0),
                                             FIND_COORDINATOR_VERSION)
         if r.error_code:
             return None, r.error_code
-        return self.at(f"{r.host}:{r.port}"), E.NONE
+        return f"{r.host}:{r.port}", E.NONE
+
+    def coordinator(self, group: str) -> tuple[Client | None, int]:
+        """The group's coordinator, or (None, the FindCoordinator error code)."""
+        address, error = self.coordinator_address(group)
+        return (None, error) if address is None else (self.at(address), E.NONE)
 
     def group_coordinator(self, group: str) -> Client:
         client, error = self.coordinator(group)
@@ -241,7 +247,9 @@ class Committed:
 
 
 def fetch_committed(coordinator: Client, group: str) -> dict[TopicPartition, Committed]:
-    """Every committed offset of the group (OffsetFetch for all topics)."""
+    """Every committed offset of the group (OffsetFetch for all topics, which answers only the partitions the group
+    has an offset stored for): a negative one too, as it is stored (a client may commit -1; hiding it would hide
+    that the partition has a committed offset at all)."""
     r = coordinator.request(wire.OffsetFetchRequest(group_id=group, topics=None, require_stable=False),
                             OFFSET_FETCH_VERSION)
     if r.error_code:
@@ -251,10 +259,9 @@ def fetch_committed(coordinator: Client, group: str) -> dict[TopicPartition, Com
         for p in t.partitions:
             if p.error_code:
                 raise KafkaError(f"OffsetFetch {group} {t.name}:{p.partition_index}: {E.name(p.error_code)}")
-            if p.committed_offset >= 0:
-                out[(t.name, p.partition_index)] = Committed(
-                    p.committed_offset, p.committed_leader_epoch if p.committed_leader_epoch >= 0 else None,
-                    p.metadata or "")
+            out[(t.name, p.partition_index)] = Committed(
+                p.committed_offset, p.committed_leader_epoch if p.committed_leader_epoch >= 0 else None,
+                p.metadata or "")
     return out
 
 
@@ -285,7 +292,7 @@ class AdminCommands:
     command line, 1: refused at run time), `connect(address)` its Client factory, `describe_group(client, group)`
     its group description (a dict with "state")."""
 
-    def __init__(self, error: Callable[..., Exception], connect: Callable[[str], Client],
+    def __init__(self, error: type[Exception], connect: Callable[[str], Client],
                  describe_group: Callable[[Client, str], dict]) -> None:
         self.error = error
         self.connect = connect
@@ -327,7 +334,7 @@ class AdminCommands:
                  "metadata": c.metadata} for t, p, c in rows]}, indent=2))
         elif rows:
             print(table(["TOPIC", "PARTITION", "OFFSET", "LEADER-EPOCH", "METADATA"],
-                        [[t, p, c.offset, c.leader_epoch, printable(c.metadata) or None] for t, p, c in rows]))
+                        [[t, p, c.offset, c.leader_epoch, c.metadata or None] for t, p, c in rows]))
         else:
             print(f"(group {args.group!r} has no committed offsets{' in the partitions named' if scope else ''})")
         return 0
@@ -386,16 +393,25 @@ class AdminCommands:
     def delete(self, args) -> int:
         groups = list(dict.fromkeys(args.groups))
         results: dict[str, int] = {}
+        why: dict[str, str] = {}  # group -> why its coordinator gave no answer
         with Cluster(args.bootstrap, self.connect) as cluster:
-            by_coordinator: dict[int, tuple[Client, list[str]]] = {}
+            by_coordinator: dict[str, list[str]] = {}
             for g in groups:
-                client, error = cluster.coordinator(g)
-                if client is None:
+                address, error = cluster.coordinator_address(g)
+                if address is None:
                     results[g] = error
                 else:
-                    by_coordinator.setdefault(id(client), (client, []))[1].append(g)
-            for client, names in by_coordinator.values():
-                r = client.request(wire.DeleteGroupsRequest(groups_names=names), DELETE_GROUPS_VERSION)
+                    by_coordinator.setdefault(address, []).append(g)
+            for address, names in by_coordinator.items():
+                # A coordinator that is gone (a cluster node killed within its lease) costs its own groups only.
+                try:
+                    r = cluster.at(address).request(wire.DeleteGroupsRequest(groups_names=names),
+                                                    DELETE_GROUPS_VERSION)
+                except (self.error, KafkaError, OSError) as e:
+                    text = str(e) if not isinstance(e, OSError) else f"{address}: {e.strerror or e}"
+                    for g in names:
+                        results[g], why[g] = E.COORDINATOR_NOT_AVAILABLE, text
+                    continue
                 results.update({res.group_id: res.error_code for res in r.results})
         rows = [{"group": g, "error": E.name(results[g]) if g in results else "NO_ANSWER"} for g in groups]
         if args.json:
@@ -403,7 +419,8 @@ class AdminCommands:
         else:
             print(table(["GROUP", "RESULT"], [[r["group"], "deleted" if r["error"] == "NONE" else r["error"]]
                                               for r in rows]))
-        failed = [f"{r['group']} ({r['error']})" for r in rows if r["error"] != "NONE"]
+        failed = [f"{r['group']} ({r['error']}{': ' + why[r['group']] if r['group'] in why else ''})"
+                  for r in rows if r["error"] != "NONE"]
         if failed:
             raise self.error(f"not deleted: {', '.join(failed)}")
         return 0
@@ -426,10 +443,10 @@ def in_scope(scope: Mapping[str, tuple[int, ...] | None], topic: str, partition:
     return topic in scope and (scope[topic] is None or partition in scope[topic])  # type: ignore[operator]
 
 
-def printable(text: str) -> str:
-    """Metadata for the text table: what is not printable escaped (confluent-kafka commits a C string's NUL)."""
-    return "".join(c if c.isprintable() else f"\\x{ord(c):02x}" if ord(c) < 0x100 else f"\\u{ord(c):04x}"
-                   for c in text)
+def warn(args, message: str) -> None:
+    """A warning on stderr, `kcoord COMMAND: warning: ...` (one line, escaped), for a command that goes on: a
+    cluster node that did not answer while the others did."""
+    print(f"kcoord {args.command}: warning: {printable(' '.join(message.split()))}", file=sys.stderr)
 
 
 def note(m: Move) -> str | None:
@@ -439,7 +456,7 @@ def note(m: Move) -> str | None:
 
 
 def add_admin_parsers(sub: Any, group_cmd: Callable[..., argparse.ArgumentParser], *,
-                      error: Callable[..., Exception], connect: Callable[[str], Client],
+                      error: type[Exception], connect: Callable[[str], Client],
                       describe_group: Callable[[Client, str], dict]) -> None:
     """Registers `kcoord offsets` and `kcoord delete` through cli's `group_cmd` (which adds --bootstrap and
     --json)."""

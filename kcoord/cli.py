@@ -8,6 +8,7 @@
     kcoord topics [--create NAME:PARTITIONS] [--grow NAME:PARTITIONS] [--delete NAME] [--json]
     kcoord apis [--json]
     kcoord store check (DIR | postgresql://...) [--json]
+    kcoord store compact DIR [--json]
     kcoord cluster --store postgresql://... [--check] [--json]
     kcoord offsets GROUP [--reset (--to N | --to-earliest | --to-latest | --shift-by N) [--topic T[:P,...]]
                    [--dry-run]] [--json]
@@ -22,7 +23,11 @@ the command line or its input (an argument, a setting, a file), 1 for a refusal 
 to, a group that does not exist, a server's error code, a store that cannot be served). Where a command does
 several things (topics --create/--grow, remove-members) it prints what it did on stdout and its refused parts on
 that one stderr line, and exits 1; so does a report that finds a problem (store check of a damaged store,
-cluster --check): the report on stdout, the first problem on the line. A reader that stops early
+cluster --check): the report on stdout, the first problem on the line. A command that asks every cluster node
+(groups) and hears from some of them lists what they answered and exits 0, with a line ``kcoord COMMAND: warning:
+...`` on stderr for each node that did not answer. Peer-controlled strings (group, member, instance and client
+ids, hosts, reasons) are escaped in the text output (tables.printable); --json escapes them as JSON does. A reader
+that stops early
 (``kcoord describe G | head -1``) ends the command quietly with 141, as a process killed by SIGPIPE.
 """
 
@@ -37,15 +42,15 @@ import sys
 
 from . import errors as E
 from . import wire
-from .admin_cli import add_admin_parsers, kcoord_version  # `kcoord offsets`, `kcoord delete`, --version
+from .admin_cli import add_admin_parsers, kcoord_version, warn  # `kcoord offsets`, `kcoord delete`, --version
 from .assignors import AssignmentError, decode_assignment
-from .client import Client, KafkaError
+from .client import Client, KafkaError, Unreachable, bootstrap_list, connect_first
 from .config import SettingError, parse_properties
 from .events import LOG_FORMATS, configure_logging
 from .groups.base import KCOORD_DESCRIBE_TAG
 from .server import ServerConfig, run
-from .store import PG_SCHEMES, STORE_FILE, StoreError, accept_store, check_store
-from .tables import ranges, table
+from .store import PG_SCHEMES, STORE_FILE, StoreError, accept_store, check_store, compact_store
+from .tables import printable, ranges, table
 from .topics import TopicError, parse_topic_spec, validate_name
 
 
@@ -204,6 +209,25 @@ def _store_check(args) -> int:
     return 0
 
 
+def _store_compact(args) -> int:
+    if args.dir.startswith(PG_SCHEMES):
+        from .pgstore import safe_url
+        raise CliError(f"{safe_url(args.dir)}: store compact takes a data directory; a PostgreSQL store is "
+                       f"PostgreSQL's to vacuum", 2)
+    _store_dir(args.dir)
+    try:
+        r = compact_store(args.dir)
+    except StoreError as e:
+        raise CliError(str(e)) from None
+    if args.json:
+        print(json.dumps({"path": r.path, "bytes_before": r.bytes_before, "bytes_after": r.bytes_after,
+                          "converted": r.converted}, indent=2))
+    else:
+        print(f"{r.path}: {r.bytes_before} -> {r.bytes_after} bytes"
+              + ("; freed pages are now given back while serving" if r.converted else ""))
+    return 0
+
+
 def _store_accept(args) -> int:
     if args.dir.startswith(PG_SCHEMES):
         from .pgstore import safe_url
@@ -237,11 +261,14 @@ def group_state(text: str) -> str:
 
 
 def bootstrap_address(text: str) -> str:
-    """--bootstrap: HOST:PORT."""
-    host, sep, port = text.rpartition(":")
-    if not sep or not port.isdigit() or not 1 <= int(port) <= 65535:
-        raise argparse.ArgumentTypeError(f"{text!r} is not HOST:PORT (a port within 1..65535)")
-    return text
+    """--bootstrap: HOST:PORT, or several separated by commas as Kafka's bootstrap.servers (tried in turn)."""
+    addresses = bootstrap_list(text)
+    for address in addresses or [text]:
+        host, sep, port = address.rpartition(":")
+        if not sep or not port.isdigit() or not 1 <= int(port) <= 65535:
+            where = "" if addresses == [text] else f" (in {text!r})"
+            raise argparse.ArgumentTypeError(f"{address!r}{where} is not HOST:PORT (a port within 1..65535)")
+    return ",".join(addresses)
 
 
 def tcp_port(lo: int):
@@ -257,11 +284,12 @@ def tcp_port(lo: int):
 
 
 def connect(bootstrap: str) -> Client:
-    """A client of the server at `bootstrap`; a CliError when there is none to talk to."""
+    """A client of the server at `bootstrap`, or of the first of a comma-separated list that answers (tried in
+    turn); a CliError when there is none to talk to."""
     try:
-        return Client(bootstrap)
-    except OSError as e:
-        raise CliError(f"cannot connect to {bootstrap}: {e.strerror or e}") from None
+        return connect_first(bootstrap)
+    except Unreachable as e:
+        raise CliError(str(e)) from None
 
 
 def consumer_assignment(data: bytes) -> dict[str, list[int]] | None:
@@ -383,16 +411,18 @@ def _fmt_assignment(a) -> str:
 
 
 def brokers(bootstrap: str) -> list[str]:
-    """The addresses of every node (Metadata): a single server is its bootstrap address, whatever it advertises."""
+    """The addresses of every node (Metadata): a single server is the bootstrap address that answered, whatever it
+    advertises."""
     with connect(bootstrap) as c:
         nodes = c.request(wire.MetadataRequest(topics=[]), 9).brokers
-    return [bootstrap] if len(nodes) <= 1 else [f"{b.host}:{b.port}" for b in nodes]
+    return [c.address] if len(nodes) <= 1 else [f"{b.host}:{b.port}" for b in nodes]
 
 
 def coordinator_address(bootstrap: str, group: str) -> str:
     """Where `group` is served: the bootstrap server itself, or in a cluster the node FindCoordinator names."""
-    if len(brokers(bootstrap)) == 1:
-        return bootstrap
+    nodes = brokers(bootstrap)
+    if len(nodes) == 1:
+        return nodes[0]
     with connect(bootstrap) as c:
         r = c.request(wire.FindCoordinatorRequest(key=group, key_type=0), 3)
     if r.error_code:
@@ -408,6 +438,7 @@ def _describe(args) -> int:
     if args.json:
         print(json.dumps(d, indent=2))
         return 0
+    d = {**d, **{k: printable(v) for k, v in d.items() if isinstance(v, str)}}  # the header line's strings
     if d["type"] == "consumer":
         print(f"GROUP {d['group']}  type consumer  state {d['state']}  group epoch {d['group_epoch']}  "
               f"assignment epoch {d['assignment_epoch']}  assignor {d['assignor']}\n")
@@ -452,12 +483,25 @@ def _describe(args) -> int:
 
 def _groups(args) -> int:
     found = {}
-    for address in brokers(args.bootstrap):  # each node lists the groups it serves, as Kafka's brokers do
-        with connect(address) as c:
-            resp = c.request(wire.ListGroupsRequest(states_filter=args.state or [], types_filter=args.type or []), 5)
+    nodes = brokers(args.bootstrap)
+    unanswered = []
+    for address in nodes:  # each node lists the groups it serves, as Kafka's brokers do
+        try:  # a node that is gone (killed, still within its lease) is named in a warning; the others are listed
+            with connect(address) as c:
+                resp = c.request(wire.ListGroupsRequest(states_filter=args.state or [],
+                                                        types_filter=args.type or []), 5)
+        except (CliError, KafkaError, OSError) as e:
+            if len(nodes) == 1:
+                raise
+            unanswered.append(f"{e}" if isinstance(e, CliError) else f"{address}: {getattr(e, 'strerror', None) or e}")
+            continue
         if resp.error_code:
             raise CliError(f"ListGroups at {address}: {E.name(resp.error_code)}")
         found.update({g.group_id: (g.group_id, g.group_type, g.group_state, g.protocol_type) for g in resp.groups})
+    if len(unanswered) == len(nodes):
+        raise CliError(f"no node answered ListGroups: {'; '.join(unanswered)}")
+    for problem in unanswered:
+        warn(args, f"{problem}; the groups that node serves are not listed")
     rows = sorted(found.values())
     if args.json:
         print(json.dumps([{"group": g, "type": t, "state": s, "protocol_type": p} for g, t, s, p in rows], indent=2))
@@ -512,6 +556,10 @@ def _topics(args) -> int:
             raise CliError(f"--delete: {e}", 2) from None
     with connect(args.bootstrap) as c:
         problems = []
+        deleted = []  # (name, partitions) of each topic deleted
+        known = {t.name: len(t.partitions) for t in c.request(wire.MetadataRequest(
+            topics=[wire.MetadataRequestTopic(name=n) for n in delete], allow_auto_topic_creation=False), 12).topics
+            if t.error_code == 0} if delete else {}
         for name, n in create:
             r = c.request(wire.CreateTopicsRequest(timeout_ms=30_000, topics=[
                 wire.CreateTopicsRequestCreatableTopic(name=name, num_partitions=n, replication_factor=1)]), 5)
@@ -523,6 +571,8 @@ def _topics(args) -> int:
             res = r.responses[0]
             if res.error_code:
                 problems.append(f"delete {name}: {E.name(res.error_code)} {res.error_message or ''}".rstrip())
+            else:
+                deleted.append((name, known.get(name)))
         for name, n in grow:
             r = c.request(wire.CreatePartitionsRequest(timeout_ms=30_000, topics=[
                 wire.CreatePartitionsRequestCreatePartitionsTopic(name=name, count=n, assignments=None)]), 3)
@@ -533,8 +583,15 @@ def _topics(args) -> int:
     rows = sorted((t.name, len(t.partitions), t.topic_id.hex()) for t in meta.topics if t.error_code == 0)
     if args.json:
         print(json.dumps({"topics": [{"topic": n, "partitions": p, "topic_id": i} for n, p, i in rows],
+                          "deleted": [{"topic": n, "partitions": p} for n, p in deleted],
                           "errors": problems}, indent=2))
     else:
+        # DeleteTopics answers no count of the offsets that went with a topic: say that every group's went.
+        for name, n in deleted:
+            print(f"deleted topic {name}{'' if n is None else f' ({n} partitions)'} and every group's committed "
+                  "offsets of it")
+        if deleted:
+            print()
         print(table(["TOPIC", "PARTITIONS", "TOPIC-ID"], [list(r) for r in rows]) if rows else "(no topics)")
     if problems:
         raise CliError("; ".join(problems))
@@ -625,7 +682,7 @@ def build_parser() -> argparse.ArgumentParser:
     def group_cmd(name: str, help: str, func) -> argparse.ArgumentParser:
         p = sub.add_parser(name, help=help)
         p.add_argument("--bootstrap", default="127.0.0.1:9092", type=bootstrap_address,
-                       help="HOST:PORT of a kcoord server")
+                       help="HOST:PORT of a kcoord server, or several separated by commas (tried in turn)")
         p.add_argument("--json", action="store_true", help="machine-readable output")
         p.set_defaults(func=func)
         return p
@@ -650,7 +707,8 @@ def build_parser() -> argparse.ArgumentParser:
     sa = sub.add_parser("apis", help="list the APIs and versions the codec implements")
     sa.add_argument("--json", action="store_true")
     sa.set_defaults(func=_apis)
-    st = sub.add_parser("store", help="inspect a store").add_subparsers(dest="store_command", required=True)
+    st = sub.add_parser("store", help="inspect, accept or compact a store").add_subparsers(dest="store_command",
+                                                                                          required=True)
     sc = st.add_parser("check", help="check a store's integrity, record by record")
     sc.add_argument("dir", metavar="DIR|URL", help="the --data-dir of a kcoord server, or the --store "
                     "(postgresql://...) of a cluster")
@@ -660,6 +718,11 @@ def build_parser() -> argparse.ArgumentParser:
                                       "(read `kcoord store check` first: what it lost stays lost)")
     sx.add_argument("dir", help="the --data-dir of a stopped kcoord server")
     sx.set_defaults(func=_store_accept)
+    sk = st.add_parser("compact", help="rewrite a stopped server's store without its free pages (VACUUM), and "
+                                       "convert an older store to give freed pages back while serving")
+    sk.add_argument("dir", help="the --data-dir of a stopped kcoord server")
+    sk.add_argument("--json", action="store_true")
+    sk.set_defaults(func=_store_compact)
     cl = sub.add_parser("cluster", help="the nodes of a cluster on PostgreSQL and the partitions each holds")
     cl.add_argument("--store", required=True, metavar="URL", help="the nodes' --store (postgresql://...)")
     cl.add_argument("--check", action="store_true",
@@ -708,7 +771,7 @@ def main(argv: list[str] | None = None) -> int:
         if hasattr(args, "bootstrap"):
             message = f"{args.bootstrap}: {message}"
         code = 1
-    print(f"{where}: {' '.join(message.split())}", file=sys.stderr)
+    print(f"{where}: {printable(' '.join(message.split()))}", file=sys.stderr)
     return code
 
 

@@ -13,6 +13,16 @@ class KafkaError(Exception):
     pass
 
 
+class Unreachable(KafkaError):
+    """No address of a bootstrap list answered; the message names each and why."""
+
+
+def bootstrap_list(text: str) -> list[str]:
+    """The addresses of a bootstrap list as Kafka's bootstrap.servers reads it: HOST:PORT entries separated by
+    commas, blanks around them ignored."""
+    return [a.strip() for a in text.split(",") if a.strip()]
+
+
 def encode_request_at(api_key: int, api_version: int, correlation_id: int, client_id: str | None, body) -> bytes:
     """A request frame whose header carries `api_key` rather than the body's own: kcoord's private APIs (connect
     groups) when a server has moved them (group.connect.api.key.base). The codec encodes at the body's key."""
@@ -28,6 +38,7 @@ class Client:
         if not port.isdigit():
             raise KafkaError(f"bootstrap {bootstrap!r} is not HOST:PORT")
         self.sock = socket.create_connection((host or "127.0.0.1", int(port)), timeout=timeout)
+        self.address = bootstrap
         self.client_id = client_id
         self.correlation_id = 0
 
@@ -72,3 +83,32 @@ class Client:
                 raise KafkaError("the server closed the connection")
             buf += chunk
         return bytes(buf)
+
+
+def connect_first(bootstrap: str, client_id: str = "kcoord-cli", timeout: float = 10.0) -> Client:
+    """A client of the first address of `bootstrap` (one HOST:PORT or a comma-separated list) that answers, tried in
+    turn as Kafka's clients try bootstrap.servers. With several, an address answers when it takes the connection and
+    answers ApiVersions (the request a Kafka client opens each connection with), so a node that is gone (refused)
+    or hung (no answer within `timeout`) is passed over. Unreachable, naming each address and why, when none does."""
+    addresses = bootstrap_list(bootstrap)
+    if not addresses:
+        raise Unreachable(f"{bootstrap!r} names no HOST:PORT")
+    failed: list[str] = []
+    for address in addresses:
+        try:
+            client = Client(address, client_id, timeout)
+        except OSError as e:
+            failed.append(f"{address}: {e.strerror or e}")
+            continue
+        if len(addresses) == 1:
+            return client
+        try:
+            client.request(wire.ApiVersionsRequest(), 0)
+        except (OSError, KafkaError) as e:
+            client.close()
+            failed.append(f"{address}: {getattr(e, 'strerror', None) or e}")
+            continue
+        return client
+    if len(failed) == 1:
+        raise Unreachable(f"cannot connect to {failed[0]}")
+    raise Unreachable(f"cannot connect to any of {len(failed)} addresses: {'; '.join(failed)}")

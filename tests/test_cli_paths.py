@@ -134,11 +134,11 @@ def join_and_sync(c: Client, group: str, instance: str) -> None:
     assert s.error_code == E.NONE, s
 
 
-def admin_commit(c: Client, group: str, offsets: dict[int, int]) -> None:
+def admin_commit(c: Client, group: str, offsets: dict[int, int], topic: str = TOPIC) -> None:
     """An admin's OffsetCommit (generation -1, no member): creates an Empty classic group holding the offsets."""
     r = c.request(wire.OffsetCommitRequest(
         group_id=group, generation_id_or_member_epoch=-1, member_id="", group_instance_id=None,
-        topics=[wire.OffsetCommitRequestTopic(name=TOPIC, partitions=[
+        topics=[wire.OffsetCommitRequestTopic(name=topic, partitions=[
             wire.OffsetCommitRequestPartition(partition_index=p, committed_offset=o, committed_leader_epoch=-1,
                                               committed_metadata="") for p, o in offsets.items()])]), 7)
     assert all(p.error_code == E.NONE for t in r.topics for p in t.partitions), r
@@ -393,7 +393,7 @@ def test_remove_members_text_json_and_refusals(capsys, server) -> None:
 # ---- kcoord topics ----------------------------------------------------------------------------------------------
 
 def topic_rows(text: str) -> dict[str, int]:
-    rows = table_rows(text, ["TOPIC", "PARTITIONS", "TOPIC-ID"])
+    rows = table_rows(text[text.index("TOPIC  "):], ["TOPIC", "PARTITIONS", "TOPIC-ID"])  # after what was deleted
     assert all(len(r[2]) == 32 and int(r[2], 16) for r in rows)  # a topic id: 16 bytes in hex, never zero
     return {r[0]: int(r[1]) for r in rows}
 
@@ -405,7 +405,17 @@ def test_topics_create_grow_delete_text_and_json(capsys, server) -> None:
     doc = json.loads(ok(capsys, "topics", "--grow", "paths-a:5", "--json", *b))
     assert doc["errors"] == [] and {"topic": "paths-a", "partitions": 5} in \
         [{k: t[k] for k in ("topic", "partitions")} for t in doc["topics"]]
-    assert "paths-a" not in topic_rows(ok(capsys, "topics", "--delete", "paths-a", *b))
+    # a deletion says what went: the topic, its partitions, and every group's committed offsets of it
+    with Client(server.bootstrap) as c:
+        admin_commit(c, "paths-deleted", {0: 5}, topic="paths-a")
+    out = ok(capsys, "topics", "--delete", "paths-a", *b)
+    assert out.splitlines()[0] == "deleted topic paths-a (5 partitions) and every group's committed offsets of it"
+    assert "paths-a" not in topic_rows(out)
+    with Client(server.bootstrap) as c:
+        assert c.request(wire.OffsetFetchRequest(group_id="paths-deleted", topics=None), 7).topics == []
+    ok(capsys, "topics", "--create", "paths-c:2", *b)
+    doc = json.loads(ok(capsys, "topics", "--delete", "paths-c", "--json", *b))
+    assert doc["deleted"] == [{"topic": "paths-c", "partitions": 2}] and doc["errors"] == []
     # part done, part refused: what was done on stdout (both forms), the refused part on the one line, exit 1
     rc, out, err = run(capsys, "topics", "--create", "paths-b:2", "--grow", "paths-nosuch:3", "--json", *b)
     assert rc == 1
