@@ -51,6 +51,11 @@ def record_type(key: bytes) -> int:
     return _I16.unpack_from(key)[0]
 
 
+def utf8_len(text: str) -> int:
+    """The UTF-8 bytes of `text` as a record holds it, without encoding an ASCII string."""
+    return len(text) if text.isascii() else len(text.encode("utf-8", "surrogatepass"))
+
+
 # ---- classic groups -------------------------------------------------------------------------------------------
 
 def group_key(group_id: str) -> bytes:
@@ -59,6 +64,27 @@ def group_key(group_id: str) -> bytes:
 
 def group_value(value: wire.GroupMetadataValue) -> bytes:
     return _I16.pack(GROUP_METADATA_VALUE_VERSION) + value.encode(GROUP_METADATA_VALUE_VERSION)
+
+
+# The bytes of a classic group's record (GroupMetadataKey, GroupMetadataValue v3) past its strings and byte
+# arrays: the key's record type and group id length; the value's version, protocol type, protocol and leader
+# lengths, generation, state timestamp and member count; and per member its four string lengths, two timeouts and
+# two byte-array lengths. kcoord.groups.classic compares the sum with message.max.bytes.
+GROUP_RECORD_FIXED = (2 + 2) + (2 + 2 + 4 + 2 + 2 + 8 + 4)
+GROUP_MEMBER_FIXED = 2 + 2 + 2 + 2 + 4 + 4 + 4 + 4
+
+
+def group_record_size(group_id: str, protocol_type: str | None, protocol: str | None, leader: str | None) -> int:
+    """A classic group's record bytes but its members' (group_member_size each)."""
+    return (GROUP_RECORD_FIXED + utf8_len(group_id) + utf8_len(protocol_type or "") + utf8_len(protocol or "")
+            + utf8_len(leader or ""))
+
+
+def group_member_size(member_id: str, instance_id: str | None, client_id: str, client_host: str,
+                      subscription: int, assignment: int) -> int:
+    """One member's bytes in a classic group's record, with `subscription` and `assignment` bytes."""
+    return (GROUP_MEMBER_FIXED + utf8_len(member_id) + utf8_len(instance_id or "") + utf8_len(client_id)
+            + utf8_len(client_host) + subscription + assignment)
 
 
 def group_metadata_problem(value: wire.GroupMetadataValue) -> str | None:
@@ -87,11 +113,6 @@ def group_metadata_problem(value: wire.GroupMetadataValue) -> str | None:
 OFFSET_KEY_FIXED = 2 + 2 + 2 + 4
 OFFSET_VALUE_FIXED = 2 + 8 + 4 + 2 + 8
 OFFSET_RECORD_FIXED = OFFSET_KEY_FIXED + OFFSET_VALUE_FIXED
-
-
-def utf8_len(text: str) -> int:
-    """The UTF-8 bytes of `text` as a record holds it, without encoding an ASCII string."""
-    return len(text) if text.isascii() else len(text.encode("utf-8", "surrogatepass"))
 
 
 def offset_key(group_id: str, topic: str, partition: int) -> bytes:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from kcoord import errors as E
+from kcoord import records as R
 from kcoord import wire
 from kcoord.config import CLASSIC_GROUP_NEW_MEMBER_JOIN_TIMEOUT_MS, GroupConfig
 from kcoord.groups.classic import ADMIN_REMOVAL_REASON, State
@@ -528,6 +529,75 @@ def test_a_leader_that_never_syncs_holds_the_sync_phase_only_up_to_the_bound():
     h.advance(1)
     assert leader[0] not in h.group().members and h.group().state == State.PREPARING_REBALANCE
     assert parked.response.error_code == E.REBALANCE_IN_PROGRESS
+
+
+def stored_group(h) -> bytes | None:
+    return h.records.data.get(group_key("g"))
+
+
+def test_a_join_whose_metadata_would_pass_message_max_bytes_is_refused_to_the_byte_and_nothing_is_kept():
+    # The group's record (Kafka: it must fit the offsets topic's max.message.bytes) with B in it, B's metadata
+    # counted in full: at the limit B joins, one byte above it is refused UNKNOWN_SERVER_ERROR and nothing of B
+    # is kept (no member, no static id, no rebalance, nothing stored).
+    limit = 4_000
+    h = Harness(message_max_bytes=limit)
+    a = h.form("A")["A"]
+    b_id = "B-" + "x" * 36  # a static member's id: its instance id, a dash and a UUID
+    room = limit - (R.group_record_size("g", "consumer", "range", a)
+                    + R.group_member_size(a, "A", "client", "/127.0.0.1", 1, 0)
+                    + R.group_member_size(b_id, "B", "client", "/127.0.0.1", 0, 0))
+    g, before = h.group(), stored_group(h)
+    refused = h.join(iid="B", protocols=(("range", b"m" * (room + 1)), ("other", b"")))
+    assert refused.response.error_code == E.UNKNOWN_SERVER_ERROR and refused.response.member_id == ""
+    assert len(g.members) == 1 and g.members.static_member_id("B") is None and g.state == State.STABLE
+    assert stored_group(h) == before and g.members_size == R.group_member_size(a, "A", "client", "/127.0.0.1", 1, 0)
+    taken = h.join(iid="B", protocols=(("range", b"m" * room), ("other", b"")))
+    assert not taken.done and g.state == State.PREPARING_REBALANCE and len(g.members) == 2
+
+
+def test_a_dynamic_members_huge_metadata_is_refused_at_either_join_under_the_default_bound(h):
+    # Issue 30: five members with 15 MiB of metadata each made a 150 MiB record. Under message.max.bytes' default
+    # (1048588) a member with 2 MiB of metadata is refused at its first join (no id handed out) and, after a
+    # small first join, at its second (its pending id dropped).
+    h.form("A")
+    g = h.group()
+    huge = (("range", b"m" * (2 << 20)),)
+    first = h.join(protocols=huge)
+    assert first.response.error_code == E.UNKNOWN_SERVER_ERROR and first.response.member_id == ""
+    assert not g.members.pending
+    mid = h.dynamic_member()
+    second = h.join(mid, protocols=huge)
+    assert second.response.error_code == E.UNKNOWN_SERVER_ERROR
+    assert not g.members.pending and len(g.members) == 1 and g.state == State.STABLE
+    assert h.join(mid).response.error_code == E.UNKNOWN_MEMBER_ID  # its pending id is gone
+
+
+def test_a_member_whose_new_metadata_would_pass_message_max_bytes_keeps_its_old():
+    h = Harness(message_max_bytes=2_000)
+    ids = h.form("A", "B")
+    g = h.group()
+    r = h.join(ids["B"], "B", protocols=(("range", b"m" * 2_000),))
+    assert r.response.error_code == E.UNKNOWN_SERVER_ERROR and r.response.member_id == ids["B"]
+    assert g.state == State.STABLE and g.members.get(ids["B"]).metadata_for("range") == b"r"
+    assert h.heartbeat(ids["B"], 1, "B") == E.NONE
+
+
+def test_a_leaders_assignments_that_would_pass_message_max_bytes_fail_every_sync_and_the_group_rebalances():
+    # Kafka writes the group's record with the leader's assignments; when the log refuses it (MESSAGE_TOO_LARGE)
+    # every waiting SyncGroup gets UNKNOWN_SERVER_ERROR and the group prepares a rebalance. Nothing is stored.
+    h = Harness(message_max_bytes=3_000)
+    ra, rb = h.join(iid="A"), h.join(iid="B")
+    h.advance(DELAY)
+    a, b = ra.response.member_id, rb.response.member_id
+    leader, follower = (a, "A"), (b, "B")
+    if ra.response.leader != a:
+        leader, follower = follower, leader
+    before = stored_group(h)
+    parked = h.sync(follower[0], 1, follower[1])
+    answer = h.sync(leader[0], 1, leader[1], assignments={a: b"x" * 1_500, b: b"y" * 1_500})
+    assert answer.response.error_code == parked.response.error_code == E.UNKNOWN_SERVER_ERROR
+    assert h.group().state == State.PREPARING_REBALANCE and stored_group(h) == before
+    assert all(m.assignment == b"" for m in h.group().members)
 
 
 def test_join_v0_uses_session_timeout_as_rebalance_timeout(h):

@@ -13,6 +13,7 @@ import random
 import pytest
 
 from kcoord import errors as E
+from kcoord import records as R
 from kcoord.groups.classic import State
 
 from .classic_harness import Harness
@@ -81,6 +82,11 @@ class Model:
             if m.group_instance_id is not None:
                 assert t.static_members[m.group_instance_id] == mid
         assert t.num_awaiting_join == sum(m.awaiting_join for m in t.members.values())
+        # the running size of the group's record that JoinGroup is checked against (message.max.bytes)
+        assert g.member_bytes.keys() == t.members.keys() and g.members_size == sum(g.member_bytes.values())
+        for mid, m in t.members.items():
+            assert g.member_bytes[mid] == R.group_member_size(mid, m.group_instance_id, m.client_id, m.client_host,
+                                                              max(len(p.metadata) for p in m.protocols), 0)
         assert (g.leader_id in t.members) if t.members else g.leader_id is None
         for gen, who in self.leaders.items():
             assert len(who) == 1, f"generation {gen} had leaders {who}"

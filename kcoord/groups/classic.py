@@ -112,6 +112,10 @@ class ClassicGroup:
         self.history: deque[RebalanceEvent] = deque(maxlen=config.group_rebalance_history_size)
         self.last_change: tuple[str, str] | None = None  # (trigger, reason) of the latest history entry
         self.rebalance_start_ms = 0
+        # Each member's bytes in the group's record with its largest protocol metadata and no assignment, and their
+        # sum: what a JoinGroup is checked against (message.max.bytes) without a pass over the members.
+        self.member_bytes: dict[str, int] = {}
+        self.members_size = 0
 
     # ---- small queries -------------------------------------------------------------------------------
 
@@ -168,6 +172,7 @@ class ClassicGroup:
     def add_member(self, m: ClassicMember, reply: Reply | None) -> None:
         if not self.members.members:
             self.protocol_type = m.protocol_type
+        self.count_member(m)
         m.join_reply = reply
         m.timer = self.member_timers.key(m.member_id, SESSION)  # cached for the heartbeat's deadline move
         self.members.add(m)
@@ -176,6 +181,7 @@ class ClassicGroup:
 
     def remove_member(self, member_id: str) -> ClassicMember:
         m = self.members.remove(member_id)
+        self.members_size -= self.member_bytes.pop(member_id, 0)
         self.pending_sync.discard(member_id)
         self.member_timers.release(member_id, SESSION)
         if self.leader_id == member_id:
@@ -191,6 +197,42 @@ class ClassicGroup:
     def drop_pending(self, member_id: str) -> None:
         del self.members.pending[member_id]
         self.member_timers.release(member_id, PENDING)
+
+    # ---- the size of the group's record (message.max.bytes) -------------------------------------------------
+
+    def count_member(self, m: ClassicMember) -> None:
+        size = R.group_member_size(m.member_id, m.group_instance_id, m.client_id, m.client_host,
+                                   max((len(p.metadata) for p in m.protocols), default=0), 0)
+        self.members_size += size - self.member_bytes.get(m.member_id, 0)
+        self.member_bytes[m.member_id] = size
+
+    def too_large(self, req, member_id: str, client_id: str, client_host: str, replacing: str | None) -> bool:
+        """Whether the group's record would pass message.max.bytes with this JoinGroup's member in it (in place of
+        `replacing`): each member counted with its largest protocol metadata (the group selects one only when the
+        join phase completes), the leader as it is now or this member, assignments not at all (they come with the
+        leader's SyncGroup, checked there). A member whose bytes do not grow is let in. Kafka finds out when it writes the record at the SyncGroup and fails
+        everyone's (UNKNOWN_SERVER_ERROR, then rebalances); kcoord refuses the member at its JoinGroup, keeping
+        nothing of it."""
+        protocols = req.protocols
+        size = R.group_member_size(member_id, req.group_instance_id, client_id, client_host,
+                                   max((len(p.metadata) for p in protocols), default=0), 0)
+        before = self.member_bytes.get(replacing, 0) if replacing is not None else 0
+        if size <= before:
+            return False  # a member that does not grow is never refused (a store loaded under a lower bound)
+        total = self.members_size - before + size
+        name = max((p.name for p in protocols), key=R.utf8_len, default="")
+        return total + R.group_record_size(self.group_id, req.protocol_type, name,
+                                           self.leader_id or member_id) > self.config.message_max_bytes
+
+    def record_too_large(self, assignments: dict[str, bytes]) -> bool:
+        """Whether the group's record, with these assignments and the selected protocol's metadata, would pass
+        message.max.bytes (Kafka: MESSAGE_TOO_LARGE from the log, at the SyncGroup)."""
+        name = self.protocol_name
+        size = R.group_record_size(self.group_id, self.protocol_type, name, self.leader_id)
+        for m in self.members.members.values():
+            size += R.group_member_size(m.member_id, m.group_instance_id, m.client_id, m.client_host,
+                                        len(m.metadata_for(name) or b""), len(assignments.get(m.member_id, b"")))
+        return size > self.config.message_max_bytes
 
     # ---- responses -------------------------------------------------------------------------------------
 
@@ -263,12 +305,16 @@ class ClassicGroup:
             return reply.resolve(self.join_response(version, E.INCONSISTENT_GROUP_PROTOCOL))
         iid = req.group_instance_id
         new_id = self.new_member_id(client_id, iid)
+        old_id = self.members.static_member_id(iid) if iid is not None else None
+        old = self.members.get(old_id) if old_id is not None else None  # a static member back: its client stays
+        if self.too_large(req, new_id, old.client_id if old else client_id, old.client_host if old else client_host,
+                          old_id):
+            return reply.resolve(self.join_response(version, E.UNKNOWN_SERVER_ERROR))
         if iid is None:
             if version >= 4:  # KIP-394: hand out the id, the member joins again with it
                 self.add_pending(new_id, req.session_timeout_ms)
                 return reply.resolve(self.join_response(version, E.MEMBER_ID_REQUIRED, new_id))
             return self.add_member_and_rebalance(req, version, new_id, client_id, client_host, reply)
-        old_id = self.members.static_member_id(iid)
         if old_id is None:
             return self.add_member_and_rebalance(req, version, new_id, client_id, client_host, reply)
         self.replace_static_member(req, version, iid, old_id, new_id, reply)
@@ -305,6 +351,8 @@ class ClassicGroup:
         m.timer = old.timer
         self.member_timers.rename(old_id, new_id, (SESSION,))
         self.members.rename(old_id, m)
+        self.members_size -= self.member_bytes.pop(old_id, 0)
+        self.count_member(m)
         if old_id in self.pending_sync:
             self.pending_sync.discard(old_id)
             self.pending_sync.add(new_id)
@@ -345,6 +393,10 @@ class ClassicGroup:
             if req.group_instance_id is not None:
                 # Kafka throws IllegalStateException here: a pending (dynamic) id presented with an instance id.
                 return reply.resolve(self.join_response(version, E.UNKNOWN_SERVER_ERROR, member_id))
+            if self.too_large(req, member_id, client_id, client_host, None):
+                self.drop_pending(member_id)  # nothing of it is kept
+                self.maybe_complete_join_phase()
+                return reply.resolve(self.join_response(version, E.UNKNOWN_SERVER_ERROR, member_id))
             # The second JoinGroup of KIP-394: the pending id becomes a real member.
             self.drop_pending(member_id)
             return self.add_member_and_rebalance(req, version, member_id, client_id, client_host, reply)
@@ -353,6 +405,8 @@ class ClassicGroup:
             return reply.resolve(self.join_response(version, error, member_id))
         m = self.members.get(member_id)
         protocols = req.protocols
+        if self.too_large(req, member_id, m.client_id, m.client_host, member_id):
+            return reply.resolve(self.join_response(version, E.UNKNOWN_SERVER_ERROR, member_id))  # it keeps its own
         if self.state == State.PREPARING_REBALANCE:
             self.update_member(m, req, version, protocols, reply)
             if req.reason:
@@ -380,6 +434,7 @@ class ClassicGroup:
 
     def update_member(self, m: ClassicMember, req, version, protocols, reply: Reply) -> None:
         self.members.set_protocols(m, protocols)
+        self.count_member(m)
         m.rebalance_timeout_ms = rebalance_timeout(req, version)
         m.session_timeout_ms = req.session_timeout_ms
         superseded = self.members.set_join_reply(m, reply)
@@ -577,6 +632,12 @@ class ClassicGroup:
         m.sync_reply = reply
         if m.member_id == self.leader_id:
             given = {a.member_id: a.assignment for a in req.assignments}
+            if self.record_too_large(given):
+                # Kafka's record write fails (MESSAGE_TOO_LARGE): every SyncGroup waiting is answered
+                # UNKNOWN_SERVER_ERROR (appendGroupMetadataErrorToResponseError) and the group rebalances
+                self.reset_assignments_with_error(E.UNKNOWN_SERVER_ERROR)
+                self.maybe_prepare_rebalance_or_complete_join("the group's record would pass message.max.bytes")
+                return reply
             for member in self.members.members.values():
                 member.assignment = given.get(member.member_id, b"")
             self.stage_metadata()  # the assignment is stored before anyone is told
