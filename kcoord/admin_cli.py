@@ -96,7 +96,7 @@ def plan_reset(partitions: Iterable[TopicPartition], mode: str, value: int | Non
             requested = value
         elif mode == "shift":
             assert value is not None
-            if current is None or current < 0:  # Kafka's admin client reads a stored -1 as no offset
+            if current is None or current < 0:  # a negative one is none (Kafka: ListConsumerGroupOffsetsHandler)
                 raise PlanError(f"cannot shift {tp[0]}:{tp[1]} by {value}: the group has no committed offset there"
                                 + ("" if current is None else f" (it has {current}, not a position)"))
             requested = current + value

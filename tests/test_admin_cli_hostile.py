@@ -149,7 +149,8 @@ def test_offsets_shows_stored_negative_offsets(capsys, server) -> None:
                                                                ["orders", "1", "7", "-", "-"]]
     doc = json.loads(run(capsys, "offsets", "negative", "--json", *b)[1])
     assert [(o["partition"], o["offset"]) for o in doc["offsets"]] == [(0, -1), (1, 7)]
-    # a reset covers it; --shift-by has nothing to shift from there, as Kafka's admin client reads a stored -1
+    # a reset covers it; --shift-by has nothing to shift from there (Kafka's admin client reads a negative offset
+    # as none)
     plan = json.loads(run(capsys, "offsets", "negative", "--reset", "--to-earliest", "--dry-run", "--json", *b)[1])
     assert [(p["partition"], p["current_offset"], p["new_offset"]) for p in plan["partitions"]] == \
         [(0, -1, 0), (1, 7, 0)]
