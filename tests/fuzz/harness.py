@@ -192,6 +192,9 @@ class FakeLoop:
         heapq.heappush(self.timers, h)
         return h
 
+    def set_exception_handler(self, handler) -> None:
+        pass  # the loop's own errors (accept() failures) do not arise without sockets
+
     def create_task(self, coro) -> Handle:
         coro.close()  # the idle reaper: connections.max.idle.ms is not what is fuzzed here
         return Handle(0, 0, None, ())
