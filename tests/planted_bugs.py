@@ -3,12 +3,19 @@
 An audit planted 29 deliberate bugs in kcoord and found that 8 of them passed the whole suite, all at its edges
 (settings a running server ignored, broker answers never checked over the wire, CLI exits, a consistency check, a
 deadline off by one millisecond). Each is kept here as an edit of one product line, with the tests that must fail
-once it is made. For each bug in turn this script:
+once it is made (where that line occurs more than once in its file, `old` carries the lines next to it that make it
+unique, unchanged in `new`). Issue 30's audit added the rest: 8 more of its 26 had survived. For each bug in turn
+this script:
 1. runs those tests on the tree as it is: they must pass (so a failure below is the bug's doing);
 2. makes the edit (the line must occur exactly once, so an edit that no longer applies is reported, not skipped);
 3. runs the same tests again, with a fresh bytecode cache: at least one must fail;
 4. restores the file byte for byte, whatever happened.
 It prints one line per bug and exits 1 if any bug went uncaught or any edit no longer applies.
+
+    python -m tests.planted_bugs              every bug (a few minutes)
+    python -m tests.planted_bugs NAME...      only these (a name as --list prints it, or a part of one naming one
+                                              or more bugs: "connect" runs every bug whose name says connect)
+    python -m tests.planted_bugs --list       the names, one a line
 """
 
 from __future__ import annotations
@@ -32,6 +39,14 @@ class Bug:
     new: str  # the bug
     tests: tuple[str, ...]  # pytest node ids; at least one must fail with the bug in place
 
+
+# issue 30's tests, named by more than one bug below
+ONCE = "tests/test_memory_bounds.py::test_an_id_named_10000_times_in_one_request_is_answered_once"
+RESET = "tests/test_admin_cli.py::test_reset_is_refused_in_every_state_with_members"
+SILENT = ("tests/test_migration.py::"
+          "test_a_converted_classic_member_that_goes_silent_is_fenced_at_its_own_session_timeout")
+LEAVE_2 = "tests/test_consumer.py::test_a_static_member_leaving_with_minus_2_mid_revocation_frees_what_it_was_revoking"
+EXPIRY = "tests/test_metrics.py::test_a_consumer_member_fenced_by_its_rebalance_timeout_counts_as_an_expiration"
 
 BUGS = [
     Bug("socket.request.max.bytes ignored", "kcoord/server.py",
@@ -74,6 +89,75 @@ BUGS = [
         "self._heap.schedule(m.timer, self._now() + m.session_timeout_ms)",
         "self._heap.schedule(m.timer, self._now() + m.session_timeout_ms + 1)",
         ("tests/test_settings_group.py::test_classic_session_deadline_to_the_millisecond",)),
+    # issue 30: the refused connect Install's fix, and the tests the suite lacked
+    Bug("a refused connect Install leaves its units in the cached id arrays", "kcoord/groups/connect.py",
+        "self._conn, self._task = self._conn[:n_units], self._task[:n_units]",
+        "pass",
+        ("tests/test_connect.py::test_connect_install_after_a_refused_one_gives_every_worker_its_units_by_name",)),
+    Bug("a -2 leave keeps the partitions it was revoking", "kcoord/groups/modern.py",
+        "m.pending = EMPTY_IDS",
+        "m.pending = m.pending",
+        (LEAVE_2,)),
+    Bug("an online upgrade arms no session for the converted members", "kcoord/groups/migration.py",
+        "cg.arm_session(m)",
+        "pass",
+        (SILENT,)),
+    Bug("a converted classic member gets the consumer session timeout", "kcoord/groups/consumer.py",
+        "return m.classic.session_timeout_ms if m.classic is not None else self.config.group_consumer_session_timeout_ms",
+        "return self.config.group_consumer_session_timeout_ms",
+        (SILENT,)),
+    Bug("connect selection without cover takes the highest minimum", "kcoord/groups/connect.py",
+        "-hi, mid != self.last_computing",
+        "-lo, mid != self.last_computing",
+        ("tests/test_connect.py::test_connect_select_without_cover_takes_the_highest_maximum",)),
+    Bug("DescribeGroups answers a repeated id each time", "kcoord/coordinator.py",
+        "for gid in dict.fromkeys(req.groups):",
+        "for gid in req.groups:",
+        (f"{ONCE}[DescribeGroups]",)),
+    Bug("ConsumerGroupDescribe answers a repeated id each time", "kcoord/coordinator.py",
+        "for gid in dict.fromkeys(req.group_ids):  # each once: a repeated id cannot multiply the answer\n"
+        "            g = self.groups.get(gid)\n            if not self.consumer_protocol:",
+        "for gid in req.group_ids:  # each once: a repeated id cannot multiply the answer\n"
+        "            g = self.groups.get(gid)\n            if not self.consumer_protocol:",
+        (f"{ONCE}[ConsumerGroupDescribe]",)),
+    Bug("ConnectGroupDescribe answers a repeated id each time", "kcoord/coordinator.py",
+        "for gid in dict.fromkeys(req.group_ids):  # each once: a repeated id cannot multiply the answer\n"
+        "            g = self.groups.get(gid)\n            if isinstance(g, ConnectGroup)",
+        "for gid in req.group_ids:  # each once: a repeated id cannot multiply the answer\n"
+        "            g = self.groups.get(gid)\n            if isinstance(g, ConnectGroup)",
+        (f"{ONCE}[ConnectGroupDescribe]",)),
+    Bug("OffsetFetch v8+ answers a repeated group each time", "kcoord/offsets.py",
+        "seen.add(rg.group_id)",
+        "pass",
+        (f"{ONCE}[OffsetFetch v8]", f"{ONCE}[OffsetFetch v10]")),
+    Bug("Metadata answers a repeated topic each time", "kcoord/broker.py",
+        "wanted = list(dict.fromkeys((t.name, t.topic_id) for t in req.topics))",
+        "wanted = [(t.name, t.topic_id) for t in req.topics]",
+        (f"{ONCE}[Metadata]",)),
+    Bug("a rebalance-timeout fence is not an expiration", "kcoord/events.py",
+        '"sync-timeout", "rebalance-timeout"})',
+        '"sync-timeout"})',
+        (EXPIRY,)),
+    Bug("a rebalance-timeout fence noted as a leave", "kcoord/groups/consumer.py",
+        'self.note("rebalance-timeout", member_id, m.instance_id)',
+        'self.note("leave", member_id, m.instance_id)',
+        (EXPIRY,)),
+    Bug("offsets --reset refuses only the classic active states", "kcoord/admin_cli.py",
+        "if state not in INACTIVE_STATES:",
+        'if state in ("PreparingRebalance", "CompletingRebalance", "Stable"):',
+        (RESET,)),
+    Bug("an admin OffsetCommit accepted by a consumer group with members", "kcoord/groups/consumer.py",
+        "return E.UNKNOWN_MEMBER_ID if self.members else E.NONE",
+        "return E.NONE",
+        (RESET,)),
+    Bug("an admin OffsetCommit accepted by a classic group rebalancing", "kcoord/groups/classic.py",
+        "elif self.state != State.EMPTY:",
+        "elif self.state == State.STABLE:",
+        (RESET,)),
+    Bug("a store one acknowledged commit behind its witness is served", "kcoord/store.py",
+        "elif witness is not None and witness > state.seq:",
+        "elif witness is not None and witness > state.seq + 1:",
+        ("tests/test_store_damage.py::test_a_store_exactly_one_acknowledged_commit_behind_its_witness_is_refused",)),
 ]
 
 
@@ -108,8 +192,33 @@ def check(bug: Bug) -> tuple[bool, str]:
     return True, failed[0] if failed else out.splitlines()[-1]
 
 
+def select(names: list[str]) -> list[Bug]:
+    """The bugs named: each name exactly as listed, or a part of one or more names; every bug when none is given.
+    A ValueError names a word that matches no bug (a typo must not run nothing and say all were caught)."""
+    if not names:
+        return list(BUGS)
+    chosen: dict[str, Bug] = {}
+    for name in names:
+        exact = [b for b in BUGS if b.name == name]
+        found = exact or [b for b in BUGS if name.lower() in b.name.lower()]
+        if not found:
+            raise ValueError(f"no planted bug is named {name!r} (python -m tests.planted_bugs --list names them)")
+        chosen.update((b.name, b) for b in found)
+    return [b for b in BUGS if b.name in chosen]
+
+
 def main(argv: list[str]) -> int:
-    bugs = [b for b in BUGS if not argv or b.name in argv]
+    if argv[:1] in (["-h"], ["--help"]):
+        print(__doc__)
+        return 0
+    if argv[:1] == ["--list"]:
+        print("\n".join(b.name for b in BUGS))
+        return 0
+    try:
+        bugs = select(argv)
+    except ValueError as e:
+        print(f"planted_bugs: {e}", file=sys.stderr)
+        return 2
     bad = 0
     for bug in bugs:
         t0 = time.monotonic()
