@@ -187,6 +187,49 @@ CONSUMER_RECORDS = {
 }
 
 
+# One member's record (key and value) in a consumer or connect group, for message.max.bytes: the values are
+# flexible, so a string's, bytes' or array's length is an unsigned varint of length + 1 (0 for null); the sizes
+# below are exact but for the tagged-field counts and the classic struct's size, counted at their most (5 bytes).
+
+
+def _uvarint_len(n: int) -> int:
+    return 1 if n < 0x80 else 2 if n < 0x4000 else 3 if n < 0x200000 else 4 if n < 0x10000000 else 5
+
+
+def _compact(text: str | None) -> int:
+    """A compact (nullable) string's bytes."""
+    if text is None:
+        return 1
+    n = utf8_len(text)
+    return _uvarint_len(n + 1) + n
+
+
+def consumer_member_size(group_id: str, member_id: str, instance_id: str | None, rack_id: str | None, client_id: str,
+                         client_host: str, topics: list[str], regex: str | None, assignor: str | None,
+                         classic: list[tuple[str, bytes]] | None) -> int:
+    """At least the bytes of a ConsumerGroupMemberMetadataKey/Value with these fields (`classic`: a classic
+    member's protocols, as (name, metadata)), and at most 10 more."""
+    n = 2 + 2 + utf8_len(group_id) + 2 + utf8_len(member_id) + 2 + 4 + 5  # key; version, timeout, tag count
+    n += _compact(instance_id) + _compact(rack_id) + _compact(client_id) + _compact(client_host)
+    n += _compact(regex) + _compact(assignor) + _uvarint_len(len(topics) + 1) + sum(map(_compact, topics))
+    if classic is not None:  # tag, size, session timeout, protocols' count, the struct's tag count
+        n += 1 + 5 + 4 + _uvarint_len(len(classic) + 1) + 1
+        for name, meta in classic:
+            n += _compact(name) + _uvarint_len(len(meta) + 1) + len(meta) + 1
+    return n
+
+
+def connect_member_size(group_id: str, member_id: str, instance_id: str | None, client_id: str, client_host: str,
+                        assignors: list[tuple[str, bytes]]) -> int:
+    """The bytes of a ConnectGroupMemberMetadataKey/Value with these fields (`assignors`: (name, metadata) of
+    each client assignor), give or take the tag count."""
+    n = 2 + 2 + utf8_len(group_id) + 2 + utf8_len(member_id) + 2 + 4 + 8 + 5  # key; version, timeout, joined, tags
+    n += _compact(instance_id) + _compact(client_id) + _compact(client_host) + _uvarint_len(len(assignors) + 1)
+    for name, meta in assignors:
+        n += _compact(name) + 2 + 2 + 1 + 2 + _uvarint_len(len(meta) + 1) + len(meta) + 1
+    return n
+
+
 # ---- connect groups: keys and values are version 0 structs after the int16 record type / value version ------
 
 def connect_group_key(group_id: str) -> bytes:

@@ -12,7 +12,9 @@ from collections import Counter
 import pytest
 
 from kcoord import errors as E
+from kcoord import records as R
 from kcoord import wire
+from kcoord.assignors import encode_subscription
 from kcoord.config import GroupConfig
 from kcoord.coordinator import Coordinator
 from kcoord.groups.consumer import STABLE, UNRELEASED_PARTITIONS, UNREVOKED_PARTITIONS
@@ -160,6 +162,93 @@ def test_unknown_member_joins_consumer_group() -> None:
     assert h.hb("ghost", 1).error_code == E.UNKNOWN_MEMBER_ID
     assert h.hb("a", 1, gid="nope").error_code == E.GROUP_ID_NOT_FOUND
     assert h.hb("a", -1, gid="nope").error_code == E.GROUP_ID_NOT_FOUND
+
+
+# ---- message.max.bytes: a member's record ---------------------------------------------------------------------
+
+LONG_NAMES = [f"{i:05d}" + "n" * 244 for i in range(8)]  # 249 characters each, Kafka's longest topic name
+
+
+def member_record(h: H, mid: str) -> bytes | None:
+    return h.records.data.get(R.consumer_member_key("g", mid))
+
+
+def test_a_subscription_whose_member_record_would_pass_message_max_bytes_is_refused_to_the_byte() -> None:
+    # Kafka writes one record per member; one above message.max.bytes fails (MESSAGE_TOO_LARGE), answered
+    # UNKNOWN_SERVER_ERROR. kcoord refuses the heartbeat before keeping anything of it. The size counted is the
+    # record's (R.consumer_member_size: exact but for up to 10 bytes of tag counts, never below it).
+    size = R.consumer_member_size("g", "b", None, None, "client", "/127.0.0.1", LONG_NAMES, None, None, None)
+    refuse, take = H(message_max_bytes=size - 1), H(message_max_bytes=size)
+    for h in (refuse, take):
+        assert h.join("a").error_code == E.NONE
+    r = refuse.join("b", topics=LONG_NAMES)
+    assert r.error_code == E.UNKNOWN_SERVER_ERROR and "message.max.bytes" in r.error_message
+    g = refuse.group()
+    assert "b" not in g.members and g.group_epoch == 1 and member_record(refuse, "b") is None
+    assert take.join("b", topics=LONG_NAMES).error_code == E.NONE
+    assert len(member_record(take, "b")) + len(R.consumer_member_key("g", "b")) <= size
+    # a member that grows its subscription past the bound keeps the one it had
+    a = refuse.group().members["a"]
+    r = refuse.hb("a", a.member_epoch, topics=LONG_NAMES)
+    assert r.error_code == E.UNKNOWN_SERVER_ERROR and a.subscribed == ("T",) and g.group_epoch == 1
+    assert refuse.hb("a", a.member_epoch).error_code == E.NONE  # and heartbeats on
+
+
+def test_a_huge_subscription_is_refused_under_the_default_bound() -> None:
+    # 5,000 names of 249 characters: 1.25 MB, above message.max.bytes' 1048588
+    h = H()
+    names = [f"{i:05d}" + "n" * 244 for i in range(5_000)]
+    assert h.join("a", topics=names).error_code == E.UNKNOWN_SERVER_ERROR
+    assert "g" not in h.c.groups or "a" not in h.group().members
+
+
+def test_a_classic_join_whose_metadata_would_pass_message_max_bytes_is_refused_by_a_consumer_group() -> None:
+    # A classic member of a consumer group keeps every protocol's metadata in its member record
+    # (ClassicMemberMetadata): 2 MiB of it is refused, nothing kept; the same join with little metadata is taken.
+    h = H()
+    assert h.join("a").error_code == E.NONE
+
+    def classic_join(extra: bytes) -> wire.JoinGroupResponse:
+        return h.c.handle(11, 9, wire.JoinGroupRequest(
+            group_id="g", session_timeout_ms=45_000, rebalance_timeout_ms=REBALANCE, member_id="",
+            group_instance_id="S", protocol_type="consumer", protocols=[
+                wire.JoinGroupRequestProtocol(name="range", metadata=encode_subscription(["T"])),
+                wire.JoinGroupRequestProtocol(name="big", metadata=extra)]), "client", "/127.0.0.1").response
+
+    assert classic_join(b"x" * (2 << 20)).error_code == E.UNKNOWN_SERVER_ERROR
+    g = h.group()
+    assert list(g.members) == ["a"] and "S" not in g.static and g.group_epoch == 1
+    assert classic_join(b"x").error_code == E.NONE and "S" in g.static
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_member_record_sizes_bound_the_records_by_at_most_ten_bytes(seed) -> None:
+    rng = random.Random(seed)
+
+    def text(n: int) -> str:
+        return "".join(rng.choice("ab\u00e9\U0001F600") for _ in range(rng.randint(0, n)))
+
+    topics = [text(20) for _ in range(rng.randint(0, 300))]
+    classic = [(text(10), bytes(rng.randint(0, 300))) for _ in range(rng.randint(0, 3))]
+    fields = dict(instance_id=text(5) or None, rack_id=text(5) or None, client_id=text(200), client_host=text(10))
+    regex, assignor = text(5) or None, text(5) or None
+    value = wire.ConsumerGroupMemberMetadataValue(
+        subscribed_topic_names=topics, subscribed_topic_regex=regex, rebalance_timeout_ms=5, server_assignor=assignor,
+        classic_member_metadata=wire.ConsumerGroupMemberMetadataValueClassicMemberMetadata(
+            session_timeout_ms=1, supported_protocols=[wire.ConsumerGroupMemberMetadataValueClassicProtocol(
+                name=n, metadata=m) for n, m in classic]), **fields)
+    actual = len(R.consumer_member_key("g\u00e9", "m")) + len(R.consumer_member_value(value))
+    bound = R.consumer_member_size("g\u00e9", "m", *fields.values(), topics, regex, assignor, classic)
+    assert actual <= bound <= actual + 10
+    assignors = [(text(10), bytes(rng.randint(0, 30_000))) for _ in range(rng.randint(0, 4))]
+    value = wire.ConnectGroupMemberMetadataValue(
+        instance_id=fields["instance_id"], client_id=fields["client_id"], client_host=fields["client_host"],
+        rebalance_timeout_ms=1, joined=5, client_assignors=[wire.ConnectGroupMemberMetadataValueAssignor(
+            name=n, minimum_version=0, maximum_version=1, reason=0, version=0, metadata=m) for n, m in assignors])
+    actual = len(R.connect_member_key("g", "m")) + len(R.connect_value(value))
+    bound = R.connect_member_size("g", "m", fields["instance_id"], fields["client_id"], fields["client_host"],
+                                  assignors)
+    assert actual <= bound <= actual + 10
 
 
 def test_new_member_is_rejected_when_maximum_members_is_reached() -> None:

@@ -345,6 +345,14 @@ class ConsumerGroup(ModernGroup, ConsumerGroupCore):
             sub = decode_subscription(protocols[0].metadata)
         except AssignmentError:
             return self._join_failed(version, E.INCONSISTENT_GROUP_PROTOCOL, mid)
+        # the member's record keeps every protocol's metadata (ClassicMemberMetadata): Kafka's write of a record
+        # above message.max.bytes fails, answered UNKNOWN_SERVER_ERROR; kcoord refuses before keeping anything
+        old = self.member_or_holder(mid, iid)
+        if R.consumer_member_size(self.group_id, mid or "x" * 22, iid, sub.rack_id, client_id, client_host,
+                                  list(sub.topics), old.regex if old is not None else None,
+                                  old.server_assignor if old is not None else None,
+                                  [(p.name, p.metadata) for p in protocols]) > self.config.message_max_bytes:
+            return self._join_failed(version, E.UNKNOWN_SERVER_ERROR, mid)
         new = False
         replaced: ConsumerMember | None = None
         if iid is None:
@@ -515,6 +523,9 @@ class ConsumerGroup(ModernGroup, ConsumerGroupCore):
         epoch = req.member_epoch
         if epoch == LEAVE_EPOCH or epoch == TEMPORARY_LEAVE_EPOCH:
             return self.consumer_leave(req)
+        if self.heartbeat_too_large(req, client_id, client_host):
+            return self.fail(E.UNKNOWN_SERVER_ERROR, "The member's metadata record would be larger than "
+                             f"message.max.bytes ({self.config.message_max_bytes}).")
         m = self.members.get(req.member_id) if req.instance_id is None else None
         member_id = req.member_id or new_member_id()  # v0 joins may leave the id to the coordinator
         owned = req.topic_partitions  # converted where it is read, in the group's numbering of that moment
@@ -589,6 +600,36 @@ class ConsumerGroup(ModernGroup, ConsumerGroupCore):
             assignment = wire.ConsumerGroupHeartbeatResponseAssignment(
                 topic_partitions=self.space.to_heartbeat(m.assigned))
         return self.response(member_id=m.member_id, epoch=m.member_epoch, assignment=assignment)
+
+    def member_or_holder(self, member_id: str, instance_id: str | None) -> ConsumerMember | None:
+        m = self.members.get(member_id)
+        if m is None and instance_id is not None:
+            holder = self.static.get(instance_id)
+            m = self.members.get(holder) if holder is not None else None
+        return m
+
+    def heartbeat_too_large(self, req: wire.ConsumerGroupHeartbeatRequest, client_id: str, client_host: str) -> bool:
+        """Whether the member's metadata record, with what this heartbeat changes, would pass message.max.bytes
+        (Kafka: its write fails with MESSAGE_TOO_LARGE, answered UNKNOWN_SERVER_ERROR). Checked before anything
+        of the request is kept; a heartbeat that changes none of the record's fields costs a few comparisons."""
+        old = self.member_or_holder(req.member_id, req.instance_id)
+        names, regex = req.subscribed_topic_names, req.subscribed_topic_regex
+        if old is not None and names is None and regex is None and req.instance_id is None and \
+                req.rack_id is None and req.server_assignor is None and client_id == old.client_id and \
+                client_host == old.client_host:
+            return False
+        if old is None:
+            instance_id, rack_id, topics, old_regex, assignor, classic = None, None, [], None, None, None
+        else:
+            instance_id, rack_id, topics, old_regex = old.instance_id, old.rack_id, old.subscribed, old.regex
+            assignor = old.server_assignor
+            classic = None if old.classic is None else [(p.name, p.metadata) for p in old.classic.supported_protocols]
+        return R.consumer_member_size(
+            self.group_id, req.member_id or "x" * 22, req.instance_id if req.instance_id is not None else instance_id,
+            req.rack_id if req.rack_id is not None else rack_id, client_id, client_host,
+            list(names if names is not None else topics), (regex or None) if regex is not None else old_regex,
+            req.server_assignor if req.server_assignor is not None else assignor, classic) \
+            > self.config.message_max_bytes
 
     # quick_heartbeat, the hot path, is compiled (kcoord._core._members.ConsumerGroupCore); it calls this for a
     # member that still has a step to make.
