@@ -4,7 +4,9 @@ classic group) committing, and cross-checked both ways with confluent-kafka's Ad
 
 kcoord keeps no log: its ListOffsets answers 0 for a known partition's earliest and latest offsets alike, so against
 it every --to and --shift-by lands on 0, clamped as kafka-consumer-groups.sh clamps (the JSON says to which bound).
-The clamping itself is checked over other bounds by the plan function's own tests at the end.
+The clamping itself is checked over other bounds by the plan function's own tests at the end. The reset's refusal
+in each state with members runs the CLI's own main in-process against groups that raw protocol clients hold in that
+state (six states, twelve runs: seconds rather than a subprocess start each).
 """
 
 from __future__ import annotations
