@@ -216,6 +216,22 @@ def test_connect_max_size() -> None:
     assert len(h.group().members) == 2
 
 
+def test_a_worker_whose_assignor_metadata_would_pass_message_max_bytes_is_refused() -> None:
+    # A worker's record holds its assignors' metadata: one that would pass message.max.bytes is refused
+    # (UNKNOWN_SERVER_ERROR, the consumer group's answer) at its join and when it grows, and nothing of it is kept.
+    h = H()
+    assert h.join("w1").error_code == E.NONE
+    r = h.join("w2", metadata=b"x" * (2 << 20))  # under the default bound, 1048588
+    assert r.error_code == E.UNKNOWN_SERVER_ERROR and "message.max.bytes" in r.error_message
+    g = h.group()
+    assert list(g.members) == ["w1"] and h.records.data.get(R.connect_member_key("g", "w2")) is None
+    epoch = g.group_epoch
+    r = h.hb("w1", assignors=[assignor(metadata=b"x" * (2 << 20))])
+    assert r.error_code == E.UNKNOWN_SERVER_ERROR and g.members["w1"].assignors[0][5] == b"url"
+    assert g.group_epoch == epoch and h.hb("w1").error_code == E.NONE
+    assert h.join("w2", metadata=b"x" * 1_000_000).error_code == E.NONE  # under the bound: taken
+
+
 def test_connect_protocol_off_answers_unsupported_version() -> None:
     c = Coordinator(GroupConfig(), ManualClock(0))
     r = c.handle(HB, 0, W.ConnectGroupHeartbeatRequest(group_id="g", member_id="w", member_epoch=0,

@@ -321,6 +321,8 @@ class ConnectGroup(ModernGroup, ConnectGroupCore):
         self.assignor_name: str | None = None  # the assignor the installed target was computed with
         self.assignor_state: bytes | None = None
         self.delay_deadline_ms = -1  # wall clock ms of the scheduled delay's end, -1: none
+        # wall clock ms since when the group has had no worker (its creation, or load, or its last worker's removal)
+        self.empty_since_ms = timers.clock.wall_ms()
         self.departed: dict[str, tuple[str | None, np.ndarray]] = {}  # since the last Install: (instance, units)
         self.computing: str | None = None  # the member asked to compute
         self.prepared = False  # it called Prepare (stop setting ShouldComputeAssignment)
@@ -350,6 +352,11 @@ class ConnectGroup(ModernGroup, ConnectGroupCore):
 
     def subscribed_topics(self) -> set[str]:
         return set()
+
+    def removable(self, now_ms: int, retention_ms: int) -> bool:
+        """kcoord's own rule (a connect group holds its units and assignor state, and workers commit no offsets): an
+        Empty group goes once it has been Empty for offsets.retention.minutes, as a classic group's offsets do."""
+        return not self.members and now_ms - self.empty_since_ms >= retention_ms
 
     # classic APIs addressed to a connect group: its members are not classic members
     def join(self, req, version: int, client_id: str, client_host: str):
@@ -396,6 +403,9 @@ class ConnectGroup(ModernGroup, ConnectGroupCore):
         epoch = req.member_epoch
         if epoch == LEAVE_EPOCH or epoch == TEMPORARY_LEAVE_EPOCH:
             return self.connect_leave(req)
+        if self.heartbeat_too_large(req, client_id, client_host):
+            return self.fail(E.UNKNOWN_SERVER_ERROR, "The member's metadata record would be larger than "
+                             f"message.max.bytes ({self.config.message_max_bytes}).")
         member_id = req.member_id
         new = False
         m = None
@@ -458,6 +468,27 @@ class ConnectGroup(ModernGroup, ConnectGroupCore):
         full = epoch == JOIN_EPOCH or (req.rebalance_timeout_ms != -1 and req.client_assignors is not None and
                                        req.connectors_and_tasks is not None)
         return self.response(m, full or m.assigned is not before or m.delivered is not delivered)
+
+    def heartbeat_too_large(self, req: wire.ConnectGroupHeartbeatRequest, client_id: str, client_host: str) -> bool:
+        """Whether the worker's metadata record (its assignors' metadata above all), with what this heartbeat
+        changes, would pass message.max.bytes: refused with UNKNOWN_SERVER_ERROR before anything of it is kept, as
+        the consumer group does (Kafka's answer to a record write that fails so). A heartbeat that changes none of
+        the record's fields costs a few comparisons."""
+        old = self.members.get(req.member_id)
+        if old is None and req.instance_id is not None:
+            holder = self.static.get(req.instance_id)
+            old = self.members.get(holder) if holder is not None else None
+        assignors = req.client_assignors
+        if old is not None and assignors is None and req.instance_id is None and client_id == old.client_id and \
+                client_host == old.client_host:
+            return False
+        if assignors is not None:
+            pairs = [(a.name, a.metadata) for a in assignors]
+        else:
+            pairs = [(a[0], a[5]) for a in old.assignors] if old is not None else []
+        instance_id = req.instance_id if req.instance_id is not None else old.instance_id if old is not None else None
+        return R.connect_member_size(self.group_id, req.member_id, instance_id, client_id, client_host, pairs) \
+            > self.config.message_max_bytes
 
     def reconcile_heartbeat(self, m: ConnectMember, req: wire.ConnectGroupHeartbeatRequest) \
             -> wire.ConnectGroupHeartbeatResponse:
@@ -837,6 +868,8 @@ class ConnectGroup(ModernGroup, ConnectGroupCore):
             if held.shape[0]:
                 self.departed[m.member_id] = (m.instance_id, held)
         del self.members[m.member_id]
+        if not self.members:
+            self.empty_since_ms = self.timers.clock.wall_ms()
         self._negotiated = None
         self.target.pop(m.member_id)
         self.target_meta.pop(m.member_id, None)
