@@ -666,7 +666,9 @@ def build_parser() -> argparse.ArgumentParser:
                          "each with its own --set node.id (instead of --data-dir; README \"A cluster on PostgreSQL\")")
     sp.add_argument("--set", action="append", metavar="NAME=VALUE",
                     help="a Kafka-named setting, e.g. group.initial.rebalance.delay.ms=0 (repeatable)")
-    sp.add_argument("--config", metavar="FILE", help="a properties file of Kafka-named settings")
+    sp.add_argument("--config", metavar="FILE",
+                    help="a Kafka server.properties (Java properties syntax): the settings kcoord uses are read, "
+                         "Kafka's others are named in a warning and left out")
     sp.add_argument("--loop", choices=("auto", "asyncio", "uvloop"), default="auto",
                     help="event loop (auto: uvloop when installed)")
     sp.add_argument("--metrics-port", type=tcp_port(0), metavar="PORT",
