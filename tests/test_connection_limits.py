@@ -15,8 +15,6 @@ from pathlib import Path
 
 import pytest
 
-from kcoord import wire
-
 from .servers import free_port, recv_exact, serve
 
 
