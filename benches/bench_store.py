@@ -4,7 +4,9 @@
   store.fsync=always (the default), store.fsync=off, and no --data-dir (memory only) for reference;
 - restart time for a store of 100,000 members in 1,000 groups and 1,000,000 committed offsets (target < 5 s):
   open + integrity check + replay in-process, and `kcoord serve` from exec to listening;
-- what the store adds to a heartbeat (target: nothing; heartbeats write nothing).
+- what the store adds to a heartbeat (target: nothing; heartbeats write nothing);
+- the longest pause of a bystander's heartbeats while other clients commit as fast as the server answers (each
+  commit one fsync'd transaction; target under 100 ms: the writes run on the store's writer thread, kcoord #30).
 Run: `python -m pytest benches/bench_store.py`.
 """
 
@@ -26,7 +28,7 @@ from kcoord.records import group_key, offset_key, offset_value
 from kcoord.store import GroupStore, NullStore, SqliteRecords
 
 from .bench_coordinator import join_requests, rebalance
-from .loadgen import ServerProcess, commit_load, free_port
+from .loadgen import Conn, ServerProcess, commit_load, form_group, free_port
 
 RESULTS: dict[str, float] = {}
 
@@ -175,3 +177,51 @@ def test_heartbeat_with_store(benchmark: Any, store: str, tmp_path) -> None:
     if "heartbeat-none" in RESULTS and "heartbeat-sqlite" in RESULTS:
         print(f"\nheartbeat median: {RESULTS['heartbeat-none'] * 1e6:.2f} µs without a store, "
               f"{RESULTS['heartbeat-sqlite'] * 1e6:.2f} µs with SQLite (0 writes)")
+
+
+async def bystander_during_commits(port: int, group, connections: int, seconds: float) -> tuple[list[float], Any]:
+    """One member of `group` heartbeats on a connection of its own (one in flight, 2 ms apart) while
+    `connections` other clients commit for `seconds`: each heartbeat's round trip, and the commit load."""
+    conn = await Conn.open(port)
+    hb = wire.HeartbeatRequest(group_id="bystander", generation_id=group.generation, member_id=group.member_ids[0],
+                               group_instance_id=group.instance_ids[0])
+    pauses: list[float] = []
+    done = asyncio.Event()
+
+    async def beat() -> None:
+        while not done.is_set():
+            t = time.perf_counter()
+            conn.writer.write(conn.frame(12, 4, hb))
+            (resp,) = await conn.responses(1)
+            pauses.append(time.perf_counter() - t)
+            assert wire.decode_response(12, 4, resp)[1].error_code == 0, "the bystander's heartbeat failed"
+            await asyncio.sleep(0.002)
+
+    async def commits() -> Any:
+        try:
+            return await commit_load(port, connections, seconds)
+        finally:
+            done.set()
+
+    _, load = await asyncio.gather(beat(), commits())
+    conn.close()
+    return pauses, load
+
+
+@pytest.mark.slow
+@pytest.mark.benchmark(group="store: a bystander's heartbeat during a commit load")
+def test_bystander_heartbeat_during_commit_load(benchmark: Any, tmp_path) -> None:
+    with ServerProcess("group.initial.rebalance.delay.ms=0", data_dir=str(tmp_path / "data")) as srv:
+        group = asyncio.run(form_group(srv.port, "bystander", 1, 1))
+        pauses, load = benchmark.pedantic(lambda: asyncio.run(bystander_during_commits(srv.port, group, 10, 5.0)),
+                                          rounds=1, iterations=1)
+    longest = max(pauses)
+    p99 = sorted(pauses)[int(len(pauses) * 0.99)]
+    RESULTS["bystander-longest"] = longest
+    benchmark.extra_info.update(kind="bystander", heartbeats=len(pauses), longest_ms=round(longest * 1e3, 2),
+                                p99_ms=round(p99 * 1e3, 2), commits_per_s=round(load.rate),
+                                commit_p99_us=round(load.percentile(99)))
+    print(f"\nbystander heartbeat during {load.rate:,.0f} durable commits/s (10 connections, commit p99 "
+          f"{load.percentile(99) / 1e3:.1f} ms): {len(pauses):,} heartbeats, p99 {p99 * 1e3:.2f} ms, "
+          f"longest {longest * 1e3:.2f} ms (target < 100 ms)")
+    assert load.requests > 0 and longest < 0.1, f"a bystander heartbeat waited {longest * 1e3:.0f} ms"

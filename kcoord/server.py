@@ -681,6 +681,7 @@ class Server:
         self.group_commit = records is not None and self.cluster is None
         self.writer: ThreadPoolExecutor | None = None  # the writer thread, once started
         self._writing: asyncio.Future | None = None  # the write under way
+        self._closing = False  # close() is under way: nothing more is handed to the writer
         self._retry: asyncio.TimerHandle | None = None  # the next write attempt while the store is full
         self._full_since = 0.0
         self._writes_refused: dict = {}  # while full: the handlers the refusals replaced
@@ -798,7 +799,7 @@ class Server:
 
     def _hand_off(self) -> None:
         store = self.store
-        if self.failed is not None or self._writing is not None:
+        if self.failed is not None or self._writing is not None or self._closing:
             return
         batch = store.hand_off()
         if batch is None:
@@ -865,18 +866,18 @@ class Server:
         (log.error if began else log.warning)(fmt, *args, extra={"kcoord": {
             "event": "store-full" if began else "store-writable"}})
 
-    def _release_held(self) -> None:
+    def _release_held(self, drain: bool = True) -> None:
         held, self.held = self.held, set()
         for conn in held:
             if conn.transport is not None and not conn.transport.is_closing():
                 conn._write()
-                if conn.backlog:
+                if conn.backlog and drain:
                     conn.drain()
 
     async def _settle(self) -> None:
-        """Wait for the write under way and those it hands on (Server.close)."""
-        while self._writing is not None:
-            await asyncio.wait([self._writing])  # its callback (`_written`) runs first and may hand off another
+        """Wait for the write under way (Server.close, which writes what is staged after it on the loop)."""
+        if self._writing is not None:
+            await asyncio.wait([self._writing])  # its callback (`_written`) runs before this returns
         if self._retry is not None:
             self._retry.cancel()
             self._retry = None
@@ -980,11 +981,13 @@ class Server:
         if self._server is None:
             return
         self._server.close()
+        self._closing = True
         if self.failed is None:
             if self.writer is not None:
                 await self._settle()
             try:
                 self.store.commit()  # what this turn staged, before anything else is answered
+                self._release_held(drain=False)
             except StoreFullError as e:
                 # Nothing that waited for it was answered: it is lost as an unanswered request is.
                 log.warning("stopping with a full store: what was staged since its last write is not kept (no "
