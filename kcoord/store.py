@@ -10,8 +10,10 @@ Layers:
   `scan` of what is stored. `SqliteRecords` (the embedded default, SQLite in WAL mode from the standard library),
   `MemoryRecords` (a dict, for tests and in-process use). A replicated backend (a compacted Kafka-compatible
   topic, PostgreSQL) would implement the same two calls over the same bytes.
-- `GroupStore` stages the records of one event-loop turn and commits them as one transaction (`commit`); `scan`
-  gives them back for replay (the coordinator dispatches each by its record type).
+- `GroupStore` stages records and commits them in batches, one transaction each: on the caller's thread
+  (`commit`), or, under the server, on one writer thread while the event loop goes on staging the next batch (the
+  group commit: `hand_off`, `write`, `written`); `scan` gives them back for replay (the coordinator dispatches
+  each by its record type).
 - `check_store` reads a data directory end to end and names every problem it finds (`kcoord store check`).
 
 What a rollback would show: every commit also writes, in the same transaction, the store's state (a commit
@@ -450,10 +452,18 @@ def _create(path: str) -> None:
         os.close(dfd)
 
 
+# Prepared statements a connection keeps (Python's default: 128). A write prepares a DELETE per count of keys, so a
+# busy store cycles through many; each cached one pins the allocator arena it was made in, and 128 of them, made
+# while 100,000 groups came and went, kept ~100 MiB of freed memory from the OS. A commit's few fixed statements
+# stay cached.
+CACHED_STATEMENTS = 8
+
+
 def _open(path: str, readonly: bool) -> sqlite3.Connection:
     try:
         uri = f"file:{path}?mode={'ro' if readonly else 'rw'}"
-        return sqlite3.connect(uri, uri=True, isolation_level=None, check_same_thread=False)
+        return sqlite3.connect(uri, uri=True, isolation_level=None, check_same_thread=False,
+                               cached_statements=CACHED_STATEMENTS)
     except SQLITE_ERRORS as e:
         raise StoreError(f"{path}: cannot open: {e}") from e
 

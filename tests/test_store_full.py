@@ -35,6 +35,13 @@ def commit(c: Client, group: str, offsets: dict[int, int], metadata: str = "", t
     return [p.error_code for t in r.topics for p in t.partitions]
 
 
+def consumer_heartbeat(c: Client, group: str, member: str, epoch: int, topics: list[str] | None = None,
+                       owned: list | None = None) -> wire.ConsumerGroupHeartbeatResponse:
+    return c.request(wire.ConsumerGroupHeartbeatRequest(
+        group_id=group, member_id=member, member_epoch=epoch, rebalance_timeout_ms=30_000 if epoch == 0 else -1,
+        subscribed_topic_names=topics, topic_partitions=[] if epoch == 0 else owned), 0)
+
+
 def fetched(c: Client, group: str) -> dict[int, int]:
     r = c.call(9, 7, wire.OffsetFetchRequest(group_id=group, topics=None))
     assert r.error_code == E.NONE
@@ -66,6 +73,11 @@ def test_a_full_store_refuses_writes_keeps_heartbeats_and_recovers(tmp_path, cap
         with Client(bootstrap) as member, Client(bootstrap) as other:
             j = form_group(member, "steady")
             assert commit(other, "solo", {0: 1}) == [E.NONE]
+            modern = consumer_heartbeat(member, "modern", "a", 0, ["t"])  # a KIP-848 member, its assignment taken
+            modern = consumer_heartbeat(member, "modern", "a", modern.member_epoch, None, [
+                wire.ConsumerGroupHeartbeatRequestTopicPartitions(topic_id=tp.topic_id, partitions=tp.partitions)
+                for tp in modern.assignment.topic_partitions])
+            assert modern.error_code == E.NONE
             # No room to grow: SQLite answers SQLITE_FULL ("database or disk is full") to a write that needs a page.
             pages = records.db.execute("PRAGMA page_count").fetchone()[0]
             records.db.execute(f"PRAGMA max_page_count = {pages}")
@@ -81,9 +93,14 @@ def test_a_full_store_refuses_writes_keeps_heartbeats_and_recovers(tmp_path, cap
             assert joined.error_code == E.COORDINATOR_NOT_AVAILABLE and "newcomer" not in srv.server.coordinator.groups
             deleted = other.call(42, 2, wire.DeleteGroupsRequest(groups_names=["steady"]))
             assert deleted.results[0].error_code == E.COORDINATOR_NOT_AVAILABLE
-            # the formed group keeps its heartbeats, and reads are served
+            # a KIP-848 join is refused; a member's steady heartbeat is answered
+            refused = consumer_heartbeat(other, "modern", "b", 0, ["t"])
+            assert refused.error_code == E.COORDINATOR_NOT_AVAILABLE
+            # the formed groups keep their heartbeats, and reads are served
             for _ in range(3):
                 assert heartbeat(member, "steady", j) == E.NONE
+                steady = consumer_heartbeat(member, "modern", "a", modern.member_epoch)
+                assert steady.error_code == E.NONE and steady.member_epoch == modern.member_epoch
             assert fetched(other, "solo") == {0: 1}
             records.db.execute("PRAGMA max_page_count = 1073741823")  # room again
             wait_for(lambda: commit(other, "solo", {0: 3}) == [E.NONE], "a commit accepted once there is room")

@@ -236,6 +236,64 @@ def test_a_commit_being_written_delays_no_other_clients_heartbeat(tmp_path) -> N
     assert srv.error is None
 
 
+def test_a_parked_answer_waits_for_the_write_of_what_completed_it(tmp_path) -> None:
+    """A follower's parked SyncGroup, answered by the leader's SyncGroup (which stages the group's assignment),
+    leaves only once that write is done, as the leader's own answer does."""
+    records = SqliteRecords(str(tmp_path))
+    srv = ThreadServer(records, topics=["t:4"], group=GroupConfig(group_initial_rebalance_delay_ms=0))
+    store = srv.server.store
+    gate = Gate()
+    protocols = [wire.JoinGroupRequestProtocol(name="range", metadata=b"")]
+
+    def join(c: Client, member_id: str = "") -> int:
+        return c.send(11, 5, wire.JoinGroupRequest(group_id="pair", session_timeout_ms=10_000,
+                                                   rebalance_timeout_ms=10_000, member_id=member_id,
+                                                   group_instance_id=f"i-{c.client_id}", protocol_type="consumer",
+                                                   protocols=protocols))
+
+    def sync(c: Client, j: wire.JoinGroupResponse, assignments=()) -> int:
+        return c.send(14, 5, wire.SyncGroupRequest(group_id="pair", generation_id=j.generation_id,
+                                                   member_id=j.member_id, group_instance_id=f"i-{c.client_id}",
+                                                   protocol_type="consumer", protocol_name="range",
+                                                   assignments=list(assignments)))
+
+    try:
+        with Client(f"127.0.0.1:{srv.port}", "leader") as leader, Client(f"127.0.0.1:{srv.port}", "follower") as follower:
+            first = leader.receive(11, 5, join(leader))
+            assert leader.receive(14, 5, sync(leader, first)).error_code == E.NONE
+            parked_join = join(follower)  # a rebalance: parked until the leader rejoins
+            jl = leader.receive(11, 5, join(leader, first.member_id))
+            jf = follower.receive(11, 5, parked_join)
+            assert jl.generation_id == jf.generation_id == first.generation_id + 1 and jl.leader == jl.member_id
+            parked_sync = sync(follower, jf)  # parked until the leader's assignment
+            store.hold = gate
+            leader_sync = sync(leader, jl, [wire.SyncGroupRequestAssignment(member_id=jl.member_id, assignment=b"L"),
+                                            wire.SyncGroupRequestAssignment(member_id=jf.member_id, assignment=b"F")])
+            assert gate.reached.wait(10), "the assignment's write never started"
+            with Client(f"127.0.0.1:{srv.port}") as bystander:  # a round trip through the loop after the leader's
+                bystander.call(18, 3, wire.ApiVersionsRequest(client_software_name="t", client_software_version="1"))
+            assert not readable(follower.sock) and not readable(leader.sock)
+            gate.opened.set()
+            assert follower.receive(14, 5, parked_sync).assignment == b"F"
+            assert leader.receive(14, 5, leader_sync).assignment == b"L"
+    finally:
+        gate.opened.set()
+        store.hold = None
+        srv.close()
+    assert srv.error is None
+
+
+def test_a_server_without_a_store_runs_no_writer_thread() -> None:
+    srv = ThreadServer(None)
+    try:
+        with Client(f"127.0.0.1:{srv.port}") as c:
+            form_group(c, "memory")
+        assert srv.server.writer is None
+        assert not [t for t in threading.enumerate() if t.name.startswith("kcoord-store")]
+    finally:
+        srv.close()
+
+
 # ---- restarts of `kcoord serve --data-dir` -----------------------------------------------------------------
 
 def serve_dir(data_dir: Path, port: int, log: Path, *settings: str) -> subprocess.Popen:
