@@ -76,15 +76,14 @@ GROUP_MEMBER_FIXED = 2 + 2 + 2 + 2 + 4 + 4 + 4 + 4
 
 def group_record_size(group_id: str, protocol_type: str | None, protocol: str | None, leader: str | None) -> int:
     """A classic group's record bytes but its members' (group_member_size each)."""
-    return (GROUP_RECORD_FIXED + utf8_len(group_id) + utf8_len(protocol_type or "") + utf8_len(protocol or "")
-            + utf8_len(leader or ""))
+    return GROUP_RECORD_FIXED + utf8_len(group_id + (protocol_type or "") + (protocol or "") + (leader or ""))
 
 
 def group_member_size(member_id: str, instance_id: str | None, client_id: str, client_host: str,
                       subscription: int, assignment: int) -> int:
     """One member's bytes in a classic group's record, with `subscription` and `assignment` bytes."""
-    return (GROUP_MEMBER_FIXED + utf8_len(member_id) + utf8_len(instance_id or "") + utf8_len(client_id)
-            + utf8_len(client_host) + subscription + assignment)
+    return (GROUP_MEMBER_FIXED + utf8_len(member_id + (instance_id or "") + client_id + client_host) + subscription
+            + assignment)
 
 
 def group_metadata_problem(value: wire.GroupMetadataValue) -> str | None:

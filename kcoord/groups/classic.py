@@ -201,8 +201,11 @@ class ClassicGroup:
     # ---- the size of the group's record (message.max.bytes) -------------------------------------------------
 
     def count_member(self, m: ClassicMember) -> None:
-        size = R.group_member_size(m.member_id, m.group_instance_id, m.client_id, m.client_host,
-                                   max((len(p.metadata) for p in m.protocols), default=0), 0)
+        meta = 0
+        for p in m.protocols:
+            if len(p.metadata) > meta:
+                meta = len(p.metadata)
+        size = R.group_member_size(m.member_id, m.group_instance_id, m.client_id, m.client_host, meta, 0)
         self.members_size += size - self.member_bytes.get(m.member_id, 0)
         self.member_bytes[m.member_id] = size
 
@@ -210,17 +213,20 @@ class ClassicGroup:
         """Whether the group's record would pass message.max.bytes with this JoinGroup's member in it (in place of
         `replacing`): each member counted with its largest protocol metadata (the group selects one only when the
         join phase completes), the leader as it is now or this member, assignments not at all (they come with the
-        leader's SyncGroup, checked there). A member whose bytes do not grow is let in. Kafka finds out when it writes the record at the SyncGroup and fails
-        everyone's (UNKNOWN_SERVER_ERROR, then rebalances); kcoord refuses the member at its JoinGroup, keeping
-        nothing of it."""
-        protocols = req.protocols
-        size = R.group_member_size(member_id, req.group_instance_id, client_id, client_host,
-                                   max((len(p.metadata) for p in protocols), default=0), 0)
+        leader's SyncGroup, checked there). A member whose bytes do not grow is let in. Kafka finds out when it
+        writes the record at the SyncGroup and fails everyone's (UNKNOWN_SERVER_ERROR, then rebalances); kcoord
+        refuses the member at its JoinGroup, keeping nothing of it."""
+        meta, name = 0, ""
+        for p in req.protocols:
+            if len(p.metadata) > meta:
+                meta = len(p.metadata)
+            if len(p.name) > len(name):
+                name = p.name
+        size = R.group_member_size(member_id, req.group_instance_id, client_id, client_host, meta, 0)
         before = self.member_bytes.get(replacing, 0) if replacing is not None else 0
         if size <= before:
             return False  # a member that does not grow is never refused (a store loaded under a lower bound)
         total = self.members_size - before + size
-        name = max((p.name for p in protocols), key=R.utf8_len, default="")
         return total + R.group_record_size(self.group_id, req.protocol_type, name,
                                            self.leader_id or member_id) > self.config.message_max_bytes
 
