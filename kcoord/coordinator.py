@@ -369,6 +369,9 @@ class Coordinator:
             pass
         self.timers.arm(self.expiry_timer, self.config.offsets_retention_check_interval_ms)
         self.schedule_reclaim()
+        store = self._store
+        if store.dirty and self.autocommit:
+            store.commit()
 
     def expire_slice(self, budget: int) -> bool:
         """Go on with the retention check for up to `budget` groups visited and offsets examined; True when every

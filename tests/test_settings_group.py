@@ -66,6 +66,9 @@ COVERED: dict[str, str] = {
     "group.connect.max.size": "tests/test_connect.py::test_connect_max_size",
     "group.connect.max.assignment.delay.ms": f"{HERE}::test_connect_max_assignment_delay_clamps_the_scheduled_delay",
     "group.connect.api.key.base": f"{HERE}::test_connect_api_key_base_at_its_maximum",
+    "offsets.retention.minutes": "tests/test_retention.py::test_offsets_retention_minutes_sets_how_long_offsets_are_kept",
+    "offsets.retention.check.interval.ms":
+        "tests/test_retention.py::test_offsets_retention_check_interval_ms_is_when_expired_offsets_go",
 }
 
 ROOT = Path(__file__).resolve().parents[1]

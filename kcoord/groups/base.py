@@ -73,6 +73,14 @@ class Group(Protocol):
     def subscribed_topics(self) -> set[str]:
         """The topics its members consume (OffsetDelete refuses their partitions)."""
 
+    def offset_expiration(self) -> tuple[int | None, set[str]] | None:
+        """Kafka's offsetExpirationCondition and isSubscribedToTopic: None when none of the group's offsets may
+        expire now; else (base, kept): an offset expires offsets.retention.minutes after `base` (None: after its own
+        commit timestamp), unless its topic is in `kept`."""
+
+    def removable(self, now_ms: int, retention_ms: int) -> bool:
+        """Whether the group goes when it has no offsets left (Kafka's maybeDeleteGroup: when it is Empty)."""
+
     def replay(self, record: R.Record) -> None:
         """Apply one stored record of one of RECORD_TYPES (the router creates the group first)."""
 
@@ -86,6 +94,10 @@ class Group(Protocol):
         """The group moves away or is deleted: answer what is parked, release timers."""
 
 
+def _unloaded(member_id: str, kind: str) -> None:
+    """What a cleared MemberTimers calls: nothing (its keys are released, so nothing fires)."""
+
+
 class MemberTimers:
     """Per-member deadlines keyed by (member id, kind) over the coordinator's one deadline heap.
 
@@ -96,14 +108,13 @@ class MemberTimers:
     (the heap breaks ties by key) is the group's own.
     """
 
-    __slots__ = ("_fire", "expired", "keys", "owner", "timers")
+    __slots__ = ("expired", "keys", "owner", "timers")
 
     def __init__(self, timers: Timers, expired: Callable[[str, str], None]) -> None:
         self.timers = timers
         self.expired = expired
         self.keys: dict[tuple[str, str], int] = {}
         self.owner: dict[int, tuple[str, str]] = {}
-        self._fire = self._on_fire
 
     def __len__(self) -> int:
         return len(self.keys)
@@ -113,7 +124,7 @@ class MemberTimers:
         mk = (member_id, kind)
         k = self.keys.get(mk)
         if k is None:
-            k = self.timers.new(self._fire)
+            k = self.timers.new(self._on_fire)
             self.keys[mk] = k
             self.owner[k] = mk
         return k
@@ -149,11 +160,13 @@ class MemberTimers:
                 self.owner[k] = (new_id, kind)
 
     def clear(self) -> None:
-        """Release every key (the group is unloaded)."""
+        """Release every key (the group is unloaded), and let go of the group: without the cycle group -> timers ->
+        group, a deleted group's memory is freed at once, not at the next full garbage collection."""
         for k in self.owner:
             self.timers.release(k)
         self.keys.clear()
         self.owner.clear()
+        self.expired = _unloaded
 
     def _on_fire(self, key: int) -> None:
         member_id, kind = self.owner[key]

@@ -103,6 +103,15 @@ class ModernGroup:
             return E.GROUP_ID_NOT_FOUND
         return E.NONE if not self.members else E.NON_EMPTY_GROUP
 
+    def offset_expiration(self) -> tuple[int | None, set[str]] | None:
+        """Kafka's ConsumerGroup.offsetExpirationCondition and ModernGroup.isSubscribedToTopic: every offset from its
+        commit, except those of the topics a member consumes (none in an Empty group)."""
+        return None, self.subscribed_topics()
+
+    def removable(self, now_ms: int, retention_ms: int) -> bool:
+        """Kafka's maybeDeleteGroup: an Empty group goes once its offsets have."""
+        return not self.members
+
     def leave_for_now(self, m) -> None:
         """A static member's -2: it keeps its assigned units (now held at epoch -2) and its target, gives up what it
         was revoking, and its revocation deadline goes; its session keeps running (no epoch bump)."""
