@@ -672,13 +672,14 @@ class Server:
             elif partitions > self.topics.get(name).partitions:
                 self.topics.grow(name, partitions)
         self.store.commit()
-        # One commit per event-loop turn: responses wait in `held` until it is done. On an embedded store (not a
-        # cluster's: its commits stay on the loop, see commit_turn) the write runs on one writer thread while the
-        # loop goes on serving (the group commit: `_hand_off`, `_written`).
+        # One commit per event-loop turn: responses wait in `held` until it is done. On a store that waits for the
+        # disk (SQLite: Records.write_off_loop; not a cluster's PostgreSQL store, whose commits stay on the loop, see
+        # commit_turn) the write runs on one writer thread while the loop goes on serving (the group commit:
+        # `_hand_off`, `_written`).
         self.coordinator.autocommit = False
         self.store.on_dirty = self._schedule_commit
         self.held: set[KafkaConnection] = set()
-        self.group_commit = records is not None and self.cluster is None
+        self.group_commit = self.cluster is None and getattr(records, "write_off_loop", False)
         self.writer: ThreadPoolExecutor | None = None  # the writer thread, once started
         self._writing: asyncio.Future | None = None  # the write under way
         self._closing = False  # close() is under way: nothing more is handed to the writer

@@ -95,9 +95,15 @@ class Records(Protocol):
 
     def close(self) -> None: ...
 
+    # A backend whose `put` waits for the disk (an fsync) says so with a class attribute `write_off_loop = True`:
+    # a server then runs its writes on a writer thread of its own (the group commit, GroupStore.hand_off). Without
+    # it (MemoryRecords, PgRecords) they run on the event loop.
+
 
 class MemoryRecords:
     """Records in a dict: what tests replay from, and a model of the compaction rule."""
+
+    write_off_loop = False
 
     def __init__(self) -> None:
         self.data: dict[bytes, bytes] = {}
@@ -221,8 +227,11 @@ class SqliteRecords:
     fsync "always" (the default) fsyncs the WAL at every commit, before the responses it covers leave: nothing
     acknowledged is lost to a crash of the process or the machine. "off" leaves flushing to the OS: a killed
     process loses nothing, a power cut may lose the last commits, and the store stays consistent either way.
-    One server at a time: the directory is locked while the store is open.
+    One server at a time: the directory is locked while the store is open. A server writes it on its writer
+    thread (`write_off_loop`): the connection is used by one thread at a time (opened with check_same_thread off).
     """
+
+    write_off_loop = True
 
     def __init__(self, data_dir: str, fsync: str = "always", *, create: bool = True) -> None:
         if fsync not in FSYNC_POLICIES:

@@ -133,6 +133,7 @@ def small_fs(tmp_path):
         subprocess.run(["umount", "-l", str(where)], check=False)
 
 
+@pytest.mark.interop
 def test_a_full_filesystem_keeps_a_real_consumers_group_and_recovers(small_fs, tmp_path) -> None:
     port, mport = free_port(), free_port()
     srv = serve(port, tmp_path / "server.log", "--data-dir", str(small_fs / "data"), "--topic", "orders:12",
