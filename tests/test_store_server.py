@@ -129,9 +129,25 @@ def test_pipelined_commits_share_transactions_and_are_answered_in_order() -> Non
     assert srv.error is None
 
 
-def test_a_failed_commit_stops_the_server_without_answering(caplog) -> None:
+class FailingSqlite(SqliteRecords):
+    """The embedded store (written on the server's writer thread), failing with an I/O error after `fail_after`
+    writes."""
+
+    def __init__(self, data_dir: str, fail_after: int) -> None:
+        super().__init__(data_dir)
+        self.fail_after = fail_after
+
+    def put(self, batch) -> None:
+        if self.commits >= self.fail_after:
+            raise StoreError("simulated I/O error")
+        super().put(batch)
+
+
+@pytest.mark.parametrize("backend", ["memory", "sqlite"])
+def test_a_failed_commit_stops_the_server_without_answering(caplog, tmp_path, backend) -> None:
     caplog.set_level(logging.INFO)
-    records = CountingRecords(fail_after=1)  # the topic catalogue's first commit succeeds... nothing else does
+    # the topic catalogue's first commit succeeds... nothing else does
+    records = CountingRecords(fail_after=1) if backend == "memory" else FailingSqlite(str(tmp_path), fail_after=1)
     srv = ThreadServer(records, topics=["t:4"])
     try:
         with socket.create_connection(("127.0.0.1", srv.port), timeout=10) as other:
