@@ -11,7 +11,8 @@ a scrape then reads the coordinator between two of its turns, never while a turn
 Names follow Prometheus's conventions (`_total` counters, base units, `kcoord_` prefix) and, where Kafka's group
 coordinator has a metric, its name: `group-count` (kcoord_groups), `group-rebalance-count`
 (kcoord_group_rebalances_started_total), `group-completed-rebalance-count` (..._completed_total),
-`offset-commit-count` (kcoord_offset_commits_total), RequestMetrics' `RequestsPerSec`, `ErrorsPerSec` and
+`offset-commit-count` (kcoord_offset_commits_total), `offset-expiration-count`
+(kcoord_offset_expirations_total), RequestMetrics' `RequestsPerSec`, `ErrorsPerSec` and
 `TotalTimeMs` (kcoord_requests_total, kcoord_request_errors_total, kcoord_request_duration_seconds).
 """
 
@@ -129,10 +130,15 @@ class ServerCollector:
             yield c
         yield CounterMetricFamily("kcoord_offset_commits", "Offsets accepted by OffsetCommit",
                                   value=coord.offsets.commit_count)
+        yield CounterMetricFamily("kcoord_offset_expirations", "Committed offsets expired by offsets.retention.minutes",
+                                  value=coord.offsets.expired_count)
+        yield CounterMetricFamily("kcoord_group_expirations", "Empty groups deleted by the offset retention check",
+                                  value=coord.groups_expired)
 
         store = srv.store
-        yield _histogram("kcoord_store_commit_duration_seconds", "Store commits (one transaction per event-loop "
-                         "turn that staged records), fsync included", [], iter([([], srv.store_commit_seconds)]))
+        yield _histogram("kcoord_store_commit_duration_seconds", "Store commits (one transaction per batch of "
+                         "staged records, on the store's writer thread for SQLite), fsync included", [],
+                         iter([([], srv.store_commit_seconds)]))
         yield CounterMetricFamily("kcoord_store_fsyncs", "fsyncs of the store's write-ahead log (one per commit "
                                   "under store.fsync=always)", value=getattr(store, "fsyncs", 0))
         yield GaugeMetricFamily("kcoord_store_full", "1 while the store cannot write for want of space: writes are "
