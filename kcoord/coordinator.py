@@ -42,14 +42,18 @@ from .topics import Topic, TopicCatalogue
 GROUP_TYPES: tuple[type, ...] = (ClassicGroup, ConsumerGroup, ConnectGroup)
 GROUP_TYPE_BY_RECORD: dict[int, type] = {t: cls for cls in GROUP_TYPES for t in cls.RECORD_TYPES}
 
-# The retention check (Kafka's GroupCoordinatorShard.cleanupGroupMetadata) runs in slices: one timer fire visits
-# groups and examines offsets up to this many in all, then yields to the event loop (the next slice is 1 ms later),
-# so 100,000 groups never hold the loop for more than a few milliseconds at a time.
+# The retention check (Kafka's GroupCoordinatorShard.cleanupGroupMetadata) runs in slices: one timer fire does up to
+# this many units of work (`expire_slice`), then yields to the event loop (the next slice is 1 ms later), so 100,000
+# groups never hold the loop for more than a few milliseconds at a time.
 EXPIRY_SLICE = 2_000
-# Freed store pages go back to the filesystem in steps of this many pages (4 KiB each), one step per RECLAIM_STEP_MS,
+EXPIRY_SLICE_MS = 2.0  # and no slice runs longer than this
+# Freed store pages go back to the filesystem in steps (SQLite's incremental vacuum moves pages, about 0.1 ms each):
+# the number of pages per step adapts so that a step takes about RECLAIM_STEP_TARGET_MS, one step per RECLAIM_STEP_MS,
 # starting RECLAIM_DELAY_MS after a deletion (its records are committed by then).
-RECLAIM_PAGES = 512
-RECLAIM_STEP_MS = 20
+RECLAIM_PAGES = 32
+RECLAIM_PAGES_RANGE = (4, 2048)
+RECLAIM_STEP_TARGET_MS = 2.0
+RECLAIM_STEP_MS = 10
 RECLAIM_DELAY_MS = 1_000
 # After this many groups are deleted (DeleteGroups, retention), the memory they held is given back to the OS.
 TRIM_AFTER_GROUPS = 10_000
@@ -137,6 +141,7 @@ class Coordinator:
         self.timers.arm(self.expiry_timer, self.config.offsets_retention_check_interval_ms)
         self.reclaim_timer = self.timers.new(self._on_reclaim_timer)
         self._freed_groups = 0  # groups deleted since memory was last given back
+        self._reclaim_pages = RECLAIM_PAGES  # pages per reclaim step, adapted to RECLAIM_STEP_TARGET_MS
         # Served but not advertised: with the consumer protocol off, Kafka answers its APIs UNSUPPORTED_VERSION.
         self.consumer_protocol = "consumer" in self.config.rebalance_protocols()
         self.consumer_assignors = self.config.consumer_assignors()
@@ -374,14 +379,17 @@ class Coordinator:
             store.commit()
 
     def expire_slice(self, budget: int) -> bool:
-        """Go on with the retention check for up to `budget` groups visited and offsets examined; True when every
+        """Go on with the retention check for up to `budget` units of work (a group visited or an offset examined 1,
+        an offset expired 4 more, a group deleted 8 more) or EXPIRY_SLICE_MS, whichever comes first; True when every
         group has been visited. For each group, Kafka's cleanupExpiredOffsets (kcoord.offsets.Offsets.expire) with
         the group's condition as it is at that moment, then maybeDeleteGroup: a group with no offsets left that
         may go (`removable`: Empty) is deleted, tombstones and all."""
         now = self.clock.wall_ms()
         retention = self.retention_ms
         by_group = self.offsets.by_group
-        while budget > 0:
+        clock = time.perf_counter
+        deadline = clock() + EXPIRY_SLICE_MS / 1000
+        while budget > 0 and clock() < deadline:
             if self._sweep_group is None:
                 if not self._sweep:
                     return True
@@ -399,10 +407,10 @@ class Coordinator:
             if pos < len(keys):
                 condition = g.offset_expiration()
                 if condition is not None:
-                    n = min(budget, len(keys) - pos)
-                    self._sweep_tombstones += self.offsets.expire(gid, islice(keys, pos, pos + n), *condition, now,
-                                                                  retention)
-                    budget -= n
+                    n = max(min(budget, len(keys) - pos, 1000), 1)
+                    expired = self.offsets.expire(gid, islice(keys, pos, pos + n), *condition, now, retention)
+                    self._sweep_tombstones += expired
+                    budget -= n + 4 * expired
                     if pos + n < len(keys):
                         self._sweep_group = (gid, keys, pos + n)
                         continue
@@ -411,6 +419,7 @@ class Coordinator:
                 self._delete_group(g)
                 self.groups_expired += 1
                 self._sweep_tombstones += 1
+                budget -= 8
         return not self._sweep and self._sweep_group is None
 
     def _delete_group(self, g: Group) -> None:
@@ -437,7 +446,17 @@ class Coordinator:
             release_memory(self.groups, self.offsets.by_group)
             log.debug("gave the memory of deleted groups back in %.1f ms", (time.perf_counter() - t0) * 1e3)
         reclaim = getattr(self._store, "reclaim", None)
-        if reclaim is not None and reclaim(RECLAIM_PAGES) > 0:
+        if reclaim is None:
+            return
+        t0 = time.perf_counter()
+        left = reclaim(self._reclaim_pages)
+        took_ms = (time.perf_counter() - t0) * 1e3
+        lo, hi = RECLAIM_PAGES_RANGE
+        if took_ms < RECLAIM_STEP_TARGET_MS / 4:  # doubling more than doubles a step at times: grow cautiously
+            self._reclaim_pages = min(self._reclaim_pages * 2, hi)
+        elif took_ms > RECLAIM_STEP_TARGET_MS:
+            self._reclaim_pages = max(self._reclaim_pages // 2, lo)
+        if left > 0:
             self.timers.arm(key, RECLAIM_STEP_MS)
 
     # ---- JoinGroup / SyncGroup / Heartbeat / LeaveGroup --------------------------------------------
