@@ -41,6 +41,7 @@ from .topics import TopicCatalogue, parse_topic_spec
 log = logging.getLogger("kcoord.server")
 
 API_VERSIONS_KEY = wire.ApiVersionsRequest.API_KEY
+FETCH_KEY = wire.FetchRequest.API_KEY
 # While the store cannot write for want of space, what would write is refused with this code. Kafka's group
 # coordinator answers a failed append COORDINATOR_NOT_AVAILABLE when the coordinator stays where it is and may
 # write later (NOT_ENOUGH_REPLICAS, a timeout) and NOT_COORDINATOR when the partition's log directory failed
@@ -475,7 +476,8 @@ class DurableConnection(KafkaConnection):
     `needs[i]` is the batch `out[i]` waits for, never below the one before it (responses on one connection leave
     in request order). A response whose handler staged records waits for the batch they went into; one whose
     handler staged nothing (a Heartbeat, an OffsetFetch) needs nothing of its own; a parked one answered later
-    (JoinGroup, SyncGroup) waits for the newest batch staged or being written when it is answered."""
+    (JoinGroup, SyncGroup) waits for the newest batch staged or being written when it is answered, except a held
+    Fetch, which acknowledges nothing."""
 
     staged0 = 0  # the store's count of staged records when the request in hand arrived
 
@@ -495,6 +497,46 @@ class DurableConnection(KafkaConnection):
                 need = needs[-1]
             needs.append(need)
 
+    def _flush(self, _=None) -> None:
+        # KafkaConnection._flush, with what each answer leaving the queue waits for: a held Fetch (answered by its
+        # timer) acknowledges nothing; anything else, the newest batch (it may have staged, or been answered by a
+        # change that staged). Called from inside the group's state change: never raise here.
+        q = self.queue
+        out: list[bytes] = []
+        fresh: list[int] = []
+        newest = self.server.store.newest
+        try:
+            while q:
+                response, key, version, corr, t0 = q[0]
+                if type(response) is Reply:
+                    if not response.done:
+                        break
+                    response = response.response
+                q.popleft()
+                out.append(data := wire.encode_response(key, version, corr, response))
+                fresh.append(0 if key == FETCH_KEY else newest)
+                self.out_size += len(data)
+                if self.stats is not None:
+                    self.stats.observe(key, version, response, t0)
+        except Exception:
+            log.exception("closing %s: a parked response could not be encoded", self.host)
+            q.clear()
+            if self.transport is not None:
+                self.transport.abort()
+            return
+        if out and self.transport is not None and not self.transport.is_closing():
+            needs = self.needs
+            if len(needs) < len(self.out):  # not expected: whatever lacks one waits for the newest batch
+                needs.extend([max(newest, needs[-1] if needs else 0)] * (len(self.out) - len(needs)))
+            last = needs[-1] if needs else 0
+            for need in fresh:
+                last = need if need > last else last
+                needs.append(last)
+            self.out.extend(out)  # after the answers to earlier frames of the batch in hand
+            self._write()
+        if self.reading_paused:
+            self._update_reading()
+
     def _write(self) -> None:
         out = self.out
         if not out:
@@ -502,7 +544,7 @@ class DurableConnection(KafkaConnection):
         srv = self.server
         store = srv.store
         needs = self.needs
-        if len(needs) < len(out):  # answers of parked requests, given by `_flush` just now
+        if len(needs) < len(out):  # not expected (`respond` and `_flush` give each answer its need)
             need = store.newest
             if needs and needs[-1] > need:
                 need = needs[-1]

@@ -102,6 +102,14 @@ def test_a_full_store_refuses_writes_keeps_heartbeats_and_recovers(tmp_path, cap
                 steady = consumer_heartbeat(member, "modern", "a", modern.member_epoch)
                 assert steady.error_code == E.NONE and steady.member_epoch == modern.member_epoch
             assert fetched(other, "solo") == {0: 1}
+            # a consumer's long poll (a Fetch held 300 ms) is answered, not left waiting behind the write that fails
+            polled = other.call(1, 12, wire.FetchRequest(
+                replica_id=-1, max_wait_ms=300, min_bytes=1, max_bytes=1 << 20, isolation_level=0, session_id=0,
+                session_epoch=-1, rack_id="", forgotten_topics_data=[], topics=[wire.FetchRequestFetchTopic(
+                    topic="t", partitions=[wire.FetchRequestFetchPartition(
+                        partition=0, current_leader_epoch=-1, fetch_offset=0, last_fetched_epoch=-1,
+                        log_start_offset=-1, partition_max_bytes=1 << 20)])]))
+            assert polled.error_code == E.NONE and store.full
             records.db.execute("PRAGMA max_page_count = 1073741823")  # room again
             wait_for(lambda: commit(other, "solo", {0: 3}) == [E.NONE], "a commit accepted once there is room")
             assert not store.full and heartbeat(member, "steady", j) == E.NONE
