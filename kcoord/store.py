@@ -124,9 +124,16 @@ class MemoryRecords:
         pass
 
 
-SCHEMA = """
+# `records` is a rowid table with its key in a separate index, kept in key order there. Stores made before kept it
+# WITHOUT ROWID: there the whole row is the B-tree's key, and SQLite reads a row's entire payload (its overflow pages
+# too) to compare a key with it, so every write whose search passed a large record (a group record of megabytes)
+# read all of that record again: 5 members of 15 MiB made each KIP-848 join beside them cost 130 ms, freezing the
+# server for a minute (issue 30). SQLite advises WITHOUT ROWID only for rows under ~1/20 of a page
+# (https://www.sqlite.org/withoutrowid.html, section 4). Such a store is converted when it is opened for writing.
+RECORDS_TABLE = "CREATE TABLE {name} (key BLOB NOT NULL PRIMARY KEY, value BLOB NOT NULL, crc INTEGER NOT NULL)"
+SCHEMA = f"""
 CREATE TABLE meta (name TEXT PRIMARY KEY, value TEXT NOT NULL);
-CREATE TABLE records (key BLOB PRIMARY KEY, value BLOB NOT NULL, crc INTEGER NOT NULL) WITHOUT ROWID;
+{RECORDS_TABLE.format(name="records")};
 """
 
 
@@ -266,6 +273,7 @@ class SqliteRecords:
                 raise StoreError("; ".join(problems))
             self.db = _open(self.path, readonly=False)
             _verify(self.db, self.path, full=False)
+            _convert_without_rowid(self.db, self.path)
             self.db.execute(f"PRAGMA synchronous={'FULL' if fsync == 'always' else 'NORMAL'}")
             self.db.execute(f"PRAGMA journal_size_limit={WAL_SIZE_LIMIT}")
             self.incremental = self.db.execute("PRAGMA auto_vacuum").fetchone()[0] == AUTO_VACUUM_INCREMENTAL
@@ -337,7 +345,7 @@ class SqliteRecords:
     def scan(self) -> Iterator[tuple[bytes, bytes]]:
         crc32 = zlib.crc32
         try:
-            cur = self.db.execute("SELECT key, value, crc FROM records")
+            cur = self.db.execute("SELECT key, value, crc FROM records ORDER BY key")
             while rows := cur.fetchmany(8192):
                 for key, value, crc in rows:
                     if crc32(value, crc32(key)) != crc:
@@ -475,6 +483,29 @@ def _open(path: str, readonly: bool) -> sqlite3.Connection:
                                cached_statements=CACHED_STATEMENTS)
     except SQLITE_ERRORS as e:
         raise StoreError(f"{path}: cannot open: {e}") from e
+
+
+def _convert_without_rowid(db: sqlite3.Connection, path: str) -> None:
+    """A store whose records table is WITHOUT ROWID (made before the layout of SCHEMA) gets that layout, in one
+    transaction: the same records, count and CRC sum, so the state row and the commit witness stay as they are."""
+    try:
+        row = db.execute("SELECT sql FROM sqlite_master WHERE type = 'table' AND name = 'records'").fetchone()
+        if row is None or "WITHOUT ROWID" not in row[0].upper():
+            return
+        db.execute("BEGIN IMMEDIATE")
+        try:
+            db.execute(RECORDS_TABLE.format(name="records_rowid"))
+            db.execute("INSERT INTO records_rowid (key, value, crc) SELECT key, value, crc FROM records ORDER BY key")
+            db.execute("DROP TABLE records")
+            db.execute("ALTER TABLE records_rowid RENAME TO records")
+            db.execute("COMMIT")
+        except BaseException:
+            db.execute("ROLLBACK")
+            raise
+    except SQLITE_ERRORS as e:
+        if getattr(e, "sqlite_errorcode", 0) & 0xFF == sqlite3.SQLITE_FULL:
+            return  # no room for the copy: the old layout still serves (slower beside large records)
+        raise StoreError(f"{path}: cannot convert the records table to the current layout: {e}") from e
 
 
 def _verify(db: sqlite3.Connection, path: str, full: bool) -> None:
