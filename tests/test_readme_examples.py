@@ -166,3 +166,82 @@ def test_every_readme_command_line_parses(capsys) -> None:
     # the check can fail: a flag kcoord does not have, or a value it refuses
     assert not parses("kcoord topics --create events:6 --shrink orders:2")
     assert not parses("kcoord groups --state Sleeping")
+
+
+# "A consumer to copy": consumers a reader can paste while `make run` serves, each run above (test_readme_example_runs)
+# against the server its marker names, which must serve what `make run` serves.
+MAKEFILE = ROOT / "Makefile"
+
+
+def make_run_serve_args() -> list[str]:
+    """The `kcoord serve` arguments `make run` passes by default (the Makefile's SERVE_ARGS)."""
+    (line,) = re.findall(r"^SERVE_ARGS \?= (.*)$", MAKEFILE.read_text(), re.M)
+    return shlex.split(line)
+
+
+def _topics(argv: list[str]) -> list[str]:
+    return [b for a, b in zip(argv, argv[1:]) if a == "--topic"]
+
+
+def section(text: str, title: str) -> str:
+    start = text.index(f"\n## {title}\n")
+    end = text.find("\n## ", start + 1)
+    return text[start:end if end != -1 else len(text)]
+
+
+def test_make_run_serves_the_topic_the_readme_consumers_read() -> None:
+    text = README.read_text()
+    topics = _topics(make_run_serve_args())
+    assert topics == ["demo:3"], f"make run's SERVE_ARGS serve {topics}, the README says demo (3 partitions)"
+    consumers = readme_blocks(section(text, "A consumer to copy"))
+    runs = [b for b in consumers if b.lang == "python"]
+    assert runs and all(b.run_with is not None for b in runs), "every consumer example runs against a server"
+    for b in runs:
+        assert _topics(shlex.split(b.run_with)) == topics, f"{b.id}: not the server `make run` starts"
+        assert '"demo"' in b.code
+    code = "\n".join(b.code for b in runs)
+    assert "KafkaConsumer(" in code and "confluent_kafka import Consumer" in code
+    assert 'consume("classic")' in code and 'consume("consumer")' in code  # both group protocols, each run
+    # The section stands right after the two commands, before anything else.
+    assert text.index("\n## The two commands\n") < text.index("\n## A consumer to copy\n") \
+        < text.index("\n## Installing from a wheel\n")
+
+
+def test_kcoord_serve_runs_under_uvloop_as_the_suite_does(tmp_path: Path) -> None:
+    # uvloop is a dependency of kcoord itself wherever it is built (not Windows), so what `make run` and an installed
+    # kcoord serve is the loop the suite tests (tests/test_server.py runs the server under both loops).
+    import tomllib
+
+    from packaging.requirements import Requirement
+
+    deps = [Requirement(r) for r in tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]]
+    uvloops = [r for r in deps if r.name == "uvloop"]
+    assert len(uvloops) == 1 and uvloops[0].marker is not None, "uvloop is not a dependency of kcoord"
+    uvloop = uvloops[0]
+    assert [uvloop.marker.evaluate({"sys_platform": p}) for p in ("linux", "darwin", "win32")] == [True, True, False]
+    # `make run`'s server, its data dir here: the loop it runs is uvloop's (its compiled loop module is loaded).
+    argv = make_run_serve_args()
+    argv[argv.index("--data-dir") + 1] = str(tmp_path / "data")
+    server = serve(free_port(), tmp_path / "server.log", *argv)
+    try:
+        maps = Path(f"/proc/{server.proc.pid}/maps").read_text()
+        assert re.search(r"/uvloop/loop\.[^/]*\.so$", maps, re.M), "kcoord serve runs without uvloop"
+    finally:
+        server.proc.terminate()
+        assert server.proc.wait(timeout=30) == 0, server.log_tail()
+
+
+def test_a_second_build_compiles_nothing(tmp_path: Path) -> None:
+    # The README: `make test` after `make run` reuses the first build. Both install kcoord with pip's build hook,
+    # which builds into a fresh directory each time; setup.py takes the extensions already compiled in
+    # kcoord/_core/ as up to date. A build here with a compiler that always fails must still give every extension.
+    env = {**os.environ, "CC": "false", "LDSHARED": "false"}
+    env.pop("KCOORD_DEBUG", None)
+    proc = subprocess.run([sys.executable, "setup.py", "--quiet", "build_ext", "--build-lib", str(tmp_path / "lib"),
+                           "--build-temp", str(tmp_path / "temp")], cwd=ROOT, env=env, capture_output=True, text=True,
+                          timeout=300, check=False)
+    assert proc.returncode == 0, ("setup.py compiled again (is kcoord/_core/ older than its sources? `make test` "
+                                  f"builds first):\n{proc.stdout[-2000:]}\n{proc.stderr[-4000:]}")
+    built = sorted(p.name for p in (tmp_path / "lib" / "kcoord" / "_core").iterdir())
+    in_place = sorted(p.name for p in (ROOT / "kcoord" / "_core").glob("*.so"))
+    assert built == in_place and len(built) == len(list((ROOT / "src" / "_core").glob("*/_*.pyx")))
