@@ -45,6 +45,7 @@ from .pgstore import (
     psycopg,
 )
 from .pgstore import _first_line as first_line
+from .reply import Reply
 from .tables import ranges
 from .topics import Topic
 
@@ -554,13 +555,21 @@ def _describe(handler, req, version, client_id, client_host, foreign):
 
 def _delete_groups(handler, req, version, client_id, client_host, foreign):
     mine = [g for g in req.groups_names if g not in foreign]
-    results = {}
-    if mine:
-        for r in handler(wire.DeleteGroupsRequest(groups_names=mine), version, client_id, client_host).results:
-            results[r.group_id] = r
-    return wire.DeleteGroupsResponse(results=[
-        results.get(g) or wire.DeleteGroupsResponseDeletableGroupResult(group_id=g, error_code=NOT)
-        for g in dict.fromkeys(req.groups_names)])
+
+    def merged(resp) -> wire.DeleteGroupsResponse:
+        results = {r.group_id: r for r in resp.results} if resp is not None else {}
+        return wire.DeleteGroupsResponse(results=[
+            results.get(g) or wire.DeleteGroupsResponseDeletableGroupResult(group_id=g, error_code=NOT)
+            for g in dict.fromkeys(req.groups_names)])
+
+    if not mine:
+        return merged(None)
+    resp = handler(wire.DeleteGroupsRequest(groups_names=mine), version, client_id, client_host)
+    if type(resp) is not Reply:
+        return merged(resp)
+    out = Reply(version=version)  # many groups are deleted in slices (Coordinator.delete_groups): answered after
+    resp.on_done(lambda r: out.resolve(merged(r)))
+    return out
 
 
 # API key -> (the group ids a request names, how to answer when some are not this node's).

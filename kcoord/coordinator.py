@@ -15,7 +15,7 @@ import logging
 import sys
 import time
 from collections import deque
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from itertools import islice
 
@@ -47,6 +47,12 @@ GROUP_TYPE_BY_RECORD: dict[int, type] = {t: cls for cls in GROUP_TYPES for t in 
 # groups never hold the loop for more than a few milliseconds at a time.
 EXPIRY_SLICE = 2_000
 EXPIRY_SLICE_MS = 2.0  # and no slice runs longer than this
+# DeleteGroups and ListGroups of many groups (issue 30: 100,000 held the loop for a second) run in slices too, in the
+# server (`slice_long_requests`): a slice does up to LONG_SLICE units (a group listed 1, a group deleted 8 plus its
+# offsets and members) and at most LONG_SLICE_MS, the answer parked until the last; requests of other connections
+# are served between slices. Each group is deleted whole, in one slice (Kafka deletes a group in one write).
+LONG_SLICE = 2_000
+LONG_SLICE_MS = 2.0
 # Freed store pages go back to the filesystem in steps (SQLite's incremental vacuum moves pages, about 0.1 ms each):
 # the number of pages per step adapts so that a step takes about RECLAIM_STEP_TARGET_MS, one step per RECLAIM_STEP_MS,
 # starting RECLAIM_DELAY_MS after a deletion (its records are committed by then).
@@ -142,6 +148,11 @@ class Coordinator:
         self.reclaim_timer = self.timers.new(self._on_reclaim_timer)
         self._freed_groups = 0  # groups deleted since memory was last given back
         self._reclaim_pages = RECLAIM_PAGES  # pages per reclaim step, adapted to RECLAIM_STEP_TARGET_MS
+        # Long requests in slices (the server turns it on; in-process, each is answered at once): queued in arrival
+        # order, each a generator yielding the units of work it just did, its answer resolved when it is exhausted.
+        self.slice_long_requests = False
+        self._long: deque[tuple[Iterator[int], Callable[[], None]]] = deque()
+        self.long_timer = self.timers.new(self._on_long_timer)
         # Served but not advertised: with the consumer protocol off, Kafka answers its APIs UNSUPPORTED_VERSION.
         self.consumer_protocol = "consumer" in self.config.rebalance_protocols()
         self.consumer_assignors = self.config.consumer_assignors()
@@ -220,7 +231,8 @@ class Coordinator:
     def handle(self, api_key: int, version: int, body, client_id: str = "", client_host: str = ""):
         """Answer one decoded request (the caller has checked the API and version are supported).
 
-        Returns the response message, or a Reply for JoinGroup and SyncGroup, which may be parked. What the
+        Returns the response message, or a Reply for JoinGroup and SyncGroup, which may be parked (and, with
+        `slice_long_requests`, for a DeleteGroups or ListGroups longer than a slice). What the
         response acknowledges is durable when this returns. A StoreError means it is not: the response must not
         be sent, and the coordinator (whose memory is now ahead of its store) must be replaced by one loaded
         from the store, as the server does by stopping."""
@@ -676,34 +688,94 @@ class Coordinator:
         return wire.DescribeGroupsResponse(groups=out)
 
     def list_groups(self, req: wire.ListGroupsRequest, version: int, client_id: str = "",
-                    client_host: str = "") -> wire.ListGroupsResponse:
+                    client_host: str = "") -> wire.ListGroupsResponse | Reply:
+        """The groups there are when the request arrives (those deleted before their slice is reached are left out,
+        as a later listing would), built in slices (`slice_long_requests`)."""
         states = {s.lower() for s in req.states_filter} if version >= 4 else set()
         types = {t.lower() for t in req.types_filter} if version >= 5 else set()
-        out = []
-        for g in self.groups.values():
-            if g.is_dead:
-                continue
-            if states and g.state_name.lower() not in states:
-                continue
-            if types and g.GROUP_TYPE not in types:
-                continue
-            out.append(g.listed())
-        return wire.ListGroupsResponse(error_code=E.NONE, groups=out)
+        out: list = []
+
+        def listing() -> Iterator[int]:
+            for g in list(self.groups.values()):
+                if g.is_dead:
+                    pass
+                elif states and g.state_name.lower() not in states:
+                    pass
+                elif types and g.GROUP_TYPE not in types:
+                    pass
+                else:
+                    out.append(g.listed())
+                yield 1
+
+        return self._long_request(listing(), lambda: wire.ListGroupsResponse(error_code=E.NONE, groups=out), version)
 
     def delete_groups(self, req: wire.DeleteGroupsRequest, version: int, client_id: str = "",
-                      client_host: str = "") -> wire.DeleteGroupsResponse:
-        results = []
-        for gid in req.groups_names:
-            g = self.groups.get(gid)
-            if not gid:
-                err = E.INVALID_GROUP_ID
-            elif g is None:
-                err = E.GROUP_ID_NOT_FOUND
+                      client_host: str = "") -> wire.DeleteGroupsResponse | Reply:
+        """Each group in the order named, validated when its turn comes (a group that gained a member before its
+        slice is NON_EMPTY_GROUP), and deleted whole, in slices (`slice_long_requests`)."""
+        results: list = []
+        deleted = False
+
+        def deleting() -> Iterator[int]:
+            nonlocal deleted
+            for gid in req.groups_names:
+                g = self.groups.get(gid)
+                if not gid:
+                    err = E.INVALID_GROUP_ID
+                elif g is None:
+                    err = E.GROUP_ID_NOT_FOUND
+                else:
+                    err = g.validate_delete()
+                cost = 1
+                if not err:
+                    cost = 8 + len(self.offsets.by_group.get(gid, ())) + len(getattr(g, "members", ()))
+                    self._delete_group(g)
+                    deleted = True
+                results.append(wire.DeleteGroupsResponseDeletableGroupResult(group_id=gid, error_code=err))
+                yield cost
+
+        def answer() -> wire.DeleteGroupsResponse:
+            if deleted:
+                self.schedule_reclaim()
+            return wire.DeleteGroupsResponse(results=results)
+
+        return self._long_request(deleting(), answer, version)
+
+    # ---- long requests in slices -------------------------------------------------------------------
+
+    def _long_request(self, work: Iterator[int], answer: Callable[[], wire.Message], version: int):
+        """Do `work` and return `answer()`: at once in-process, or (the server) a first slice now and the rest on the
+        timers, after the long requests already under way, the answer parked until the last slice (one that fits in
+        its first slice is answered at once)."""
+        if not self.slice_long_requests:
+            for _ in work:
+                pass
+            return answer()
+        budget = LONG_SLICE
+        for used in work:
+            budget -= used
+            if budget <= 0:
+                break
+        else:
+            return answer()
+        reply = Reply(version=version)
+        self._long.append((work, lambda: reply.resolve(answer())))
+        if not self.timers.is_armed(self.long_timer):
+            self.timers.arm(self.long_timer, 1)  # after the event loop has had a turn
+        return reply
+
+    def _on_long_timer(self, key: int) -> None:
+        clock = time.perf_counter
+        deadline = clock() + LONG_SLICE_MS / 1000
+        budget = LONG_SLICE
+        while self._long and budget > 0 and clock() < deadline:
+            work, finish = self._long[0]
+            for used in work:
+                budget -= used
+                if budget <= 0 or clock() >= deadline:
+                    break
             else:
-                err = g.validate_delete()
-            if not err:
-                self._delete_group(g)
-            results.append(wire.DeleteGroupsResponseDeletableGroupResult(group_id=gid, error_code=err))
-        if any(not r.error_code for r in results):
-            self.schedule_reclaim()
-        return wire.DeleteGroupsResponse(results=results)
+                self._long.popleft()
+                finish()
+        if self._long:
+            self.timers.arm(key, 1)

@@ -719,6 +719,7 @@ class Server:
         # commit_turn) the write runs on one writer thread while the loop goes on serving (the group commit:
         # `_hand_off`, `_written`).
         self.coordinator.autocommit = False
+        self.coordinator.slice_long_requests = True  # DeleteGroups / ListGroups of many groups yield to the loop
         self.store.on_dirty = self._schedule_commit
         self.held: set[KafkaConnection] = set()
         self.group_commit = self.cluster is None and getattr(records, "write_off_loop", False)

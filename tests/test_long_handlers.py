@@ -8,8 +8,15 @@ import shutil
 import sqlite3
 from pathlib import Path
 
+from kcoord import errors as E
 from kcoord import records as R
+from kcoord import wire
+from kcoord.client import Client
+from kcoord.reply import Reply
 from kcoord.store import STORE_FILE, SqliteRecords
+
+from .classic_harness import DELAY, Harness
+from .servers import free_port, serve
 
 FIXTURE = Path(__file__).parent / "fixtures" / "store-a195b2b"  # a store written by an older kcoord (WITHOUT ROWID)
 BIG = 8 << 20  # a record larger than SQLite's page cache (2 MiB by default): reading it means reading the file
@@ -63,3 +70,140 @@ def test_a_store_made_without_rowid_is_converted_when_opened(tmp_path) -> None:
         records.close()
     reopened = SqliteRecords(str(data), fsync="off")  # the state row and the witness still agree with the records
     reopened.close()
+
+
+# ---- DeleteGroups and ListGroups in slices ----------------------------------------------------------------------
+
+def commit(group: str) -> wire.OffsetCommitRequest:
+    return wire.OffsetCommitRequest(group_id=group, generation_id_or_member_epoch=-1, member_id="", topics=[
+        wire.OffsetCommitRequestTopic(name="t", partitions=[
+            wire.OffsetCommitRequestPartition(partition_index=0, committed_offset=1)])])
+
+
+def sliced_harness(groups: int) -> Harness:
+    h = Harness()
+    h.c.slice_long_requests = True  # as the server runs it
+    for i in range(groups):
+        assert h.c.handle(8, 8, commit(f"g{i:05d}")).topics[0].partitions[0].error_code == E.NONE
+    return h
+
+
+def run_slices(h: Harness, reply: Reply, between=lambda: None) -> int:
+    """Fire the coordinator's timers until `reply` is answered, calling `between` after each fire; the fires."""
+    fires = 0
+    while not reply.done:
+        assert fires < 10_000, "never answered"
+        h.advance(1)
+        fires += 1
+        between()
+    return fires
+
+
+def test_delete_groups_of_many_groups_runs_in_slices_and_answers_every_group_in_order() -> None:
+    h = sliced_harness(3_000)
+    names = ["", *[f"g{i:05d}" for i in range(3_000)], "nope", "g00000"]
+    reply = h.c.handle(42, 2, wire.DeleteGroupsRequest(groups_names=names))
+    assert type(reply) is Reply and not reply.done  # parked: the loop is given back before the last group goes
+    left_after_first = sum(f"g{i:05d}" in h.c.groups for i in range(3_000))
+    assert 0 < left_after_first < 3_000  # the first slice did part of the work, not none and not all
+    # Between slices another client's request is served, and a group named later in the request that gained a
+    # member meanwhile is refused when its turn comes (validated then, as Kafka validates at its write).
+    joined = h.join(iid="member", gid="g02999")
+    h.advance(DELAY)  # the join phase completes (slices fire on the way)
+    assert joined.done and joined.response.error_code == E.NONE
+    run_slices(h, reply)
+    results = reply.response.results
+    assert [r.group_id for r in results] == names
+    codes = {r.group_id: r.error_code for r in results[1:-2]}
+    assert codes.pop("g02999") == E.NON_EMPTY_GROUP and set(codes.values()) == {E.NONE}
+    assert [r.error_code for r in (results[0], results[-2], results[-1])] == \
+        [E.INVALID_GROUP_ID, E.GROUP_ID_NOT_FOUND, E.GROUP_ID_NOT_FOUND]
+    assert set(h.c.groups) == {"g02999"} and set(h.c.offsets.by_group) == {"g02999"}
+    assert not any(k for k in h.records.data if k[:2] == b"\x00\x01" and b"g00001" in k)  # tombstoned
+
+
+def test_a_small_delete_groups_is_answered_at_once() -> None:
+    h = sliced_harness(3)
+    resp = h.c.handle(42, 2, wire.DeleteGroupsRequest(groups_names=["g00000", "g00001"]))
+    assert type(resp) is wire.DeleteGroupsResponse and [r.error_code for r in resp.results] == [E.NONE, E.NONE]
+
+
+def test_list_groups_of_many_groups_runs_in_slices_and_lists_the_groups_there_were() -> None:
+    h = sliced_harness(5_000)
+    reply = h.c.handle(16, 5, wire.ListGroupsRequest())
+    assert type(reply) is Reply and not reply.done
+    changed = []
+
+    def between() -> None:  # served between slices: a new group, and a group deleted before it is listed
+        if not changed:
+            h.c.handle(8, 8, commit("newcomer"))
+            assert h.c.handle(42, 2, wire.DeleteGroupsRequest(groups_names=["g04999"])).results[0].error_code == 0
+            changed.append(1)
+
+    assert run_slices(h, reply, between) >= 2
+    listed = [g.group_id for g in reply.response.groups]
+    assert sorted(listed) == [f"g{i:05d}" for i in range(4_999)]  # as they were, less the one deleted since
+
+
+def test_in_process_a_long_request_is_answered_at_once() -> None:
+    h = Harness()
+    for i in range(3_000):
+        h.c.handle(8, 8, commit(f"g{i:05d}"))
+    assert len(h.c.handle(16, 5, wire.ListGroupsRequest()).groups) == 3_000
+
+
+def test_another_connection_is_served_while_a_big_delete_groups_runs(tmp_path) -> None:
+    """Over the wire: while DeleteGroups of 20,000 groups runs, another connection's DescribeGroups of its first
+    and last groups is answered with the first deleted and the last not yet: served between its slices. A request
+    behind it on its own connection is answered after it."""
+    n = 20_000
+    srv = serve(free_port(), tmp_path / "log", "--data-dir", str(tmp_path / "data"), "--topic", "t:1",
+                "--log-level", "WARNING")
+    try:
+        with Client(srv.bootstrap) as c:
+            c.sock.sendall(b"".join(wire.encode_request(8, 8, i, "load", commit(f"g{i:05d}")) for i in range(n)))
+            for i in range(n):
+                assert c.receive(8, 8, i).topics[0].partitions[0].error_code == E.NONE
+        names = [f"g{i:05d}" for i in range(n)]
+        with Client(srv.bootstrap) as deleter, Client(srv.bootstrap) as other:
+            first = deleter.send(42, 2, wire.DeleteGroupsRequest(groups_names=names))
+            behind = deleter.send(18, 3, wire.ApiVersionsRequest(client_software_name="t",
+                                                                 client_software_version="1"))
+            seen = set()
+            while True:
+                states = [g.group_state for g in other.call(15, 5, wire.DescribeGroupsRequest(
+                    groups=[names[0], names[-1]])).groups]
+                seen.add(tuple(states))
+                if states[1] == "Dead":
+                    break
+            assert ("Dead", "Empty") in seen, f"never answered between the deletions: {seen}"
+            results = deleter.receive(42, 2, first).results
+            assert [r.group_id for r in results] == names and not any(r.error_code for r in results)
+            assert deleter.receive(18, 3, behind).error_code == E.NONE  # in request order
+    finally:
+        srv.proc.terminate()
+        srv.proc.wait(30)
+
+
+def test_a_cluster_node_answers_a_sliced_delete_groups_when_it_is_done() -> None:
+    """A node of a cluster answers NOT_COORDINATOR for the groups it does not serve and its own results for the
+    rest, also when its coordinator answers them later (a parked reply, many groups)."""
+    from kcoord.cluster import MULTI
+
+    _, rebuild = MULTI[wire.DeleteGroupsRequest.API_KEY]
+    parked = Reply(version=2)
+    asked = []
+
+    def handler(req, version, client_id, client_host):
+        asked.append(list(req.groups_names))
+        return parked
+
+    answer = rebuild(handler, wire.DeleteGroupsRequest(groups_names=["mine", "theirs", "mine"]), 2, "c", "/h",
+                     {"theirs"})
+    assert type(answer) is Reply and not answer.done and asked == [["mine", "mine"]]
+    parked.resolve(wire.DeleteGroupsResponse(results=[
+        wire.DeleteGroupsResponseDeletableGroupResult(group_id="mine", error_code=E.NONE),
+        wire.DeleteGroupsResponseDeletableGroupResult(group_id="mine", error_code=E.GROUP_ID_NOT_FOUND)]))
+    assert answer.done
+    assert [(r.group_id, r.error_code) for r in answer.response.results] in (
+        [("mine", E.NONE), ("theirs", E.NOT_COORDINATOR)], [("mine", E.GROUP_ID_NOT_FOUND), ("theirs", E.NOT_COORDINATOR)])
