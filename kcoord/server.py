@@ -51,6 +51,9 @@ FULL_RETRY_S = 1.0  # while the store is full, how often the pending write is tr
 FULL_LOG_INTERVAL_S = 10.0  # at most one line a direction (full, writable again) this often
 MAX_QUEUED = 1000  # requests awaiting their answer on one connection before the server stops reading it
 OUT_HIGH_WATER = 1 << 20  # answers from one read written out before more frames of it are handled
+# One read's frames are handled for about this long in a turn of the loop; the rest wait for a later turn, so a
+# pipelined burst from one peer (5,000 KIP-848 joins in one write) takes turns with every other connection.
+TURN_BUDGET_S = 0.005
 
 
 @dataclass
@@ -356,6 +359,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
 
     def _handle(self, frames: list[bytes]) -> None:
         out = self.out
+        deadline = perf_counter() + TURN_BUDGET_S
         for i, frame in enumerate(frames):
             if not self.handle(frame):
                 self._write()
@@ -369,9 +373,25 @@ class KafkaConnection(asyncio.BufferedProtocol):
                     self.backlog = deque(frames[i + 1:])
                     self._update_reading()
                     break
+            elif i & 3 == 3 and i + 1 < len(frames) and perf_counter() > deadline:
+                # This read has had its turn: the rest of its frames wait for a later one (not read meanwhile)
+                self._write()
+                self.backlog = deque(frames[i + 1:])
+                self._update_reading()
+                self.server.loop.call_soon(self._resume)
+                break
         if out:
             self._write()
         self.server.rearm_timer()
+
+    def _resume(self) -> None:
+        """Go on with the frames a read left for a later turn (`_handle`); answers still waiting for their write do
+        not hold them back (`drain` takes over when the peer does not read)."""
+        if not self.backlog or self.writing_paused or self.transport is None or self.transport.is_closing():
+            return
+        frames, self.backlog = list(self.backlog), None
+        self._handle(frames)
+        self._update_reading()
 
     def _write(self) -> None:
         out = self.out

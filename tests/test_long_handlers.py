@@ -207,3 +207,27 @@ def test_a_cluster_node_answers_a_sliced_delete_groups_when_it_is_done() -> None
     assert answer.done
     assert [(r.group_id, r.error_code) for r in answer.response.results] in (
         [("mine", E.NONE), ("theirs", E.NOT_COORDINATOR)], [("mine", E.GROUP_ID_NOT_FOUND), ("theirs", E.NOT_COORDINATOR)])
+
+
+def test_a_pipelined_burst_takes_turns_with_other_connections(tmp_path) -> None:
+    """2,000 KIP-848 joins written at once on one connection (each join costs the coordinator more than the last)
+    are handled a few milliseconds' worth per turn of the loop: another connection's ConsumerGroupDescribe is
+    answered while the burst is under way (the group has some of the members, not none and not all)."""
+    n = 2_000
+    srv = serve(free_port(), tmp_path / "log", "--topic", "t:1", "--log-level", "WARNING")
+    try:
+        with Client(srv.bootstrap) as burst, Client(srv.bootstrap) as other:
+            burst.sock.sendall(b"".join(wire.encode_request(68, 1, i, "burst", wire.ConsumerGroupHeartbeatRequest(
+                group_id="g", member_id=f"m{i:05d}", member_epoch=0, rebalance_timeout_ms=60_000,
+                subscribed_topic_names=["t"], topic_partitions=[])) for i in range(n)))
+            seen = set()
+            while True:
+                (g,) = other.call(69, 0, wire.ConsumerGroupDescribeRequest(group_ids=["g"])).groups
+                seen.add(len(g.members))
+                if len(g.members) == n:
+                    break
+            assert any(0 < k < n for k in seen), f"only ever saw {sorted(seen)} members: served before or after it"
+            assert all(burst.receive(68, 1, i).error_code == E.NONE for i in range(n))
+    finally:
+        srv.proc.terminate()
+        srv.proc.wait(30)
