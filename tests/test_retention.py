@@ -412,12 +412,15 @@ def test_store_compact_converts_an_old_store_and_keeps_its_records_state_and_wit
     d = str(tmp_path / "data")
     old_store(d)
     assert pragma(d, "auto_vacuum") == 0 and pragma(d, "freelist_count") > 0
+    assert check_store(d).ok  # both kinds of store are read
     records = SqliteRecords(d, fsync="off")
     assert records.reclaim(64) == 0  # an old store cannot give pages back while serving
     before = dict(records.scan())
     seq = records.state.seq
     with pytest.raises(StoreError, match="in use"):  # the server's lock: never while it runs
         compact_store(d)
+    r = kcoord("store", "compact", d)
+    assert r.returncode == 1 and r.stdout == "" and r.stderr.count("\n") == 1 and "in use" in r.stderr
     records.close()
     r = kcoord("store", "compact", d)
     assert r.returncode == 0, r.stderr
