@@ -60,6 +60,7 @@ from collections.abc import Callable
 
 import numpy as np
 
+from kcoord import server as server_module
 from kcoord import wire
 from kcoord.config import GroupConfig
 from kcoord.groups import classic as classic_module
@@ -72,6 +73,11 @@ from kcoord.timers import ManualClock
 from kcoord.topics import parse_topic_spec
 
 from .plausible import Params, encoded, select, served
+
+# The oracle follows each read's frames as they are handled, in that read: a read's frames are never split across
+# turns of the loop here (the server's 5 ms budget a turn is wall time, which would make runs unrepeatable; its
+# split is tested in tests/test_long_handlers.py).
+server_module.TURN_BUDGET_S = float("inf")
 
 MAX_CONNECTIONS = 3
 START_MS = 1_700_000_000_000
@@ -234,6 +240,7 @@ class Transport:
         self.loop, self.conn, self.port = loop, conn, port
         self.data = bytearray()
         self.closing = False
+        self.paused = False  # the server stopped reading it (a turn's budget spent, too many answers waiting)
 
     def write(self, data) -> None:
         check(not self.closing, "the server wrote to a connection it had closed")
@@ -252,6 +259,12 @@ class Transport:
 
     def is_closing(self) -> bool:
         return self.closing
+
+    def pause_reading(self) -> None:
+        self.paused = True
+
+    def resume_reading(self) -> None:
+        self.paused = False
 
     def get_extra_info(self, name: str, default=None):
         return ("127.0.0.1", self.port) if name == "peername" else default
@@ -299,7 +312,7 @@ class Peer:
         buffer_updated. Bytes the client sent after the server closed are dropped, as the socket drops them."""
         if not self.alive:
             self.pending.clear()
-        if not self.pending:
+        if not self.pending or self.transport.paused:
             return
         buf = self.conn.get_buffer(-1)  # asyncio's selector transport asks so
         n = min(chunk, len(self.pending), len(buf))
@@ -575,7 +588,7 @@ class Run:
     def deliver(self, peers: list[Peer], chunk: int) -> None:
         """Reads of `chunk` bytes until the peers' pending bytes are in; the peers' reads of one round share an
         event-loop turn (sockets readable together), whose callbacks (the store's commit) run after them."""
-        while any(p.pending and p.alive for p in peers):
+        while any(p.pending and p.alive and not p.transport.paused for p in peers):
             for p in peers:
                 p.read(chunk)
             self.loop.settle()
