@@ -14,8 +14,10 @@ import asyncio
 import gc
 import ipaddress
 import logging
+import os
 import re
 import resource
+import select
 import signal
 import socket
 from bisect import bisect_right
@@ -329,7 +331,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
             srv.refusals.warning("not reading %s for now: unfinished requests hold %d bytes, above "
                                  "queued.max.request.bytes (%d)", self.host, srv.frame_bytes, limit)
             self._update_reading()
-        elif delta < 0 and srv.muted and srv.frame_bytes <= limit and not srv.unmuting:
+            srv.watch_muted()
+        elif delta < 0 and srv.muted and not srv.unmuting:
             srv.unmuting = True
             srv.loop.call_soon(srv.unmute)  # not from inside this connection's read
 
@@ -588,6 +591,31 @@ class DurableConnection(KafkaConnection):
         srv.bytes_out += len(data)
 
 
+MUTED_WATCH_S = 0.5  # how often muted connections are looked at for a peer that has gone
+
+
+def peer_closed(transport) -> bool:
+    """Whether the peer of a connection that is not being read has closed it, a look at the socket that takes no
+    byte from it: on Linux poll's POLLRDHUP, which sees the close behind bytes not read yet; elsewhere whether the
+    next read would end the stream."""
+    sock = transport.get_extra_info("socket") if transport is not None else None
+    if sock is None or transport.is_closing():
+        return False
+    try:
+        fd = sock.fileno()
+        rdhup = getattr(select, "POLLRDHUP", 0)
+        if rdhup:
+            p = select.poll()
+            p.register(fd, rdhup)
+            return any(ev & (rdhup | select.POLLHUP | select.POLLERR) for _, ev in p.poll(0))
+        with socket.socket(fileno=os.dup(fd)) as s:  # uvloop's socket object does not recv
+            return s.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT) == b""
+    except BlockingIOError:
+        return False
+    except OSError:
+        return True
+
+
 class RateLimitedLog:
     """Warnings a peer can cause as often as it likes (refused connections, muted reads): the first of each kind is
     logged at once, then at most one every `interval` seconds, saying how many were left out meanwhile."""
@@ -756,6 +784,7 @@ class Server:
         self.frame_bytes = 0  # held by unfinished frames of all connections (queued.max.request.bytes)
         self.muted: set[KafkaConnection] = set()
         self.unmuting = False  # an unmute is scheduled
+        self._muted_watch: asyncio.TimerHandle | None = None
         self.failed: BaseException | None = None
         self._stop: asyncio.Event | None = None
         self.broker: Broker | None = None
@@ -999,17 +1028,39 @@ class Server:
         self.rearm_timer()
 
     def unmute(self) -> None:
-        """The unfinished frames hold less than queued.max.request.bytes again: read the muted connections."""
+        """Read the muted connections again once the unfinished frames hold less than queued.max.request.bytes;
+        while they hold more, and no connection being read holds any of it, the muted one furthest along, so that
+        some request always makes progress (the others' peers may have gone)."""
         self.unmuting = False
-        if 0 <= self.config.queued_max_request_bytes < self.frame_bytes:
+        if not self.muted:
             return
-        muted, self.muted = self.muted, set()
+        if 0 <= self.config.queued_max_request_bytes < self.frame_bytes:
+            if any(c.frame_bytes and not c.muted for c in self.connections):
+                return
+            muted = {max(self.muted, key=lambda c: c.frame_bytes)}
+            self.muted -= muted
+        else:
+            muted, self.muted = self.muted, set()
         now = self.loop.time()
         for conn in muted:
             conn.muted = False
             if conn.frame_started:
                 conn.frame_started = now  # its request's deadline counts from when it may be read again
             conn._update_reading()
+
+    def watch_muted(self) -> None:
+        """While connections are muted, look twice a second whether their peers have gone: a connection that is
+        not read does not see its peer close, and its unfinished frame would go on counting."""
+        if self._muted_watch is None and self.muted:
+            self._muted_watch = self.loop.call_later(MUTED_WATCH_S, self._check_muted)
+
+    def _check_muted(self) -> None:
+        self._muted_watch = None
+        for conn in list(self.muted):
+            if peer_closed(conn.transport):
+                conn.transport.abort()  # connection_lost gives its bytes back and unmutes the others
+        self.unmute()
+        self.watch_muted()
 
     def _loop_exception(self, loop, context: dict) -> None:
         """The event loop's errors, each kind at most once every few seconds: under asyncio a listening socket
@@ -1061,6 +1112,8 @@ class Server:
                 self._fail(e)
         if self._reaper is not None:
             self._reaper.cancel()
+        if self._muted_watch is not None:
+            self._muted_watch.cancel()
         if self._timer is not None:
             self._timer.cancel()
         for g in list(self.coordinator.groups.values()):

@@ -293,3 +293,71 @@ def test_the_refusal_log_is_rate_limited_per_kind() -> None:
     now[0] = 15.0
     rl.warning("refusing %s", "d")
     assert len(records) == 3
+
+
+def send_part(s: socket.socket, data: bytes, srv, needle: str | None = None) -> None:
+    """Send `data`, then (with `needle`) wait until the server's log shows what reading it did."""
+    s.sendall(data)
+    if needle is not None:
+        assert wait_log(srv, needle), f"never logged {needle!r}"
+
+
+def answer_to(s: socket.socket, correlation_id: int, wait: float = 10.0) -> bool:
+    s.settimeout(wait)
+    try:
+        size = struct.unpack(">i", recv_exact(s, 4))[0]
+        return struct.unpack(">i", recv_exact(s, size)[:4])[0] == correlation_id
+    except (TimeoutError, ConnectionError):
+        return False
+
+
+def test_when_only_muted_connections_hold_the_bound_the_one_furthest_along_is_read() -> None:
+    # B and C are muted while A is read; A's peer goes without finishing: B and C together still hold more than the
+    # bound, and nobody else is being read. B (the furthest along) is read again, finishes and is answered; then C.
+    mib = 1 << 20
+    srv = start(f"socket.request.max.bytes={mib}", f"queued.max.request.bytes={mib}", "socket.request.timeout.ms=60000")
+    try:
+        a, b, c = connect(srv.port), connect(srv.port), connect(srv.port)
+        fb = api_versions_frame(correlation_id=21, padding=mib - 20)
+        fc = api_versions_frame(correlation_id=22, padding=mib - 20)
+        a.sendall(api_versions_frame(correlation_id=20, padding=mib - 20)[:200_000])
+        time.sleep(0.3)
+        b.sendall(fb[:600_000])  # B's buffer grows toward its whole frame as it asks for more
+        time.sleep(0.3)
+        send_part(b, fb[600_000:700_000], srv, "not reading /127.0.0.1")
+        c.sendall(fc[:100_000])  # muted at its first read: the total is over and A is being read
+        time.sleep(0.3)
+        a.close()  # the only connection being read goes, unfinished
+        b.settimeout(10)
+        b.sendall(fb[700_000:])
+        assert answer_to(b, 21), "the muted connection furthest along was never read again"
+        c.settimeout(10)
+        c.sendall(fc[100_000:])
+        assert answer_to(c, 22)
+        srv.check_alive()
+    finally:
+        stop(srv)
+
+
+def test_a_muted_connection_whose_peer_goes_gives_its_bytes_back() -> None:
+    # A is read and never finishes (its deadline is far off); B is muted, then its peer closes. B's bytes are given
+    # back within a second, so C's request is read and answered beside A's instead of being held behind B's bytes
+    # until A's deadline.
+    mib = 1 << 20
+    srv = start(f"socket.request.max.bytes={mib}", f"queued.max.request.bytes={mib}", "socket.request.timeout.ms=60000")
+    try:
+        a, b = connect(srv.port), connect(srv.port)
+        a.sendall(api_versions_frame(correlation_id=30, padding=mib - 20)[:200_000])
+        time.sleep(0.3)
+        fb = api_versions_frame(correlation_id=31, padding=mib - 20)
+        b.sendall(fb[:600_000])
+        time.sleep(0.3)
+        send_part(b, fb[600_000:700_000], srv, "not reading")
+        b.close()
+        c = connect(srv.port)
+        c.settimeout(10)
+        c.sendall(api_versions_frame(correlation_id=32, padding=100_000))  # beside A: within the bound
+        assert answer_to(c, 32), "a request stayed held behind the bytes of a peer that had gone"
+        srv.check_alive()
+    finally:
+        stop(srv)
