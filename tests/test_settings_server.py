@@ -21,6 +21,7 @@ from kcoord.server import Server
 from .servers import ROOT, free_port, serve
 
 HERE = "tests/test_settings_server.py"
+LIMITS = "tests/test_connection_limits.py"
 
 COVERED: dict[str, str] = {
     "socket.request.max.bytes": f"{HERE}::test_socket_request_max_bytes_reads_a_frame_of_the_limit_and_closes_above",
@@ -35,6 +36,14 @@ COVERED: dict[str, str] = {
     "max.connections": "tests/test_server.py::test_max_connections_refuses_the_extra_connection",
     # an idle connection is closed by the server after connections.max.idle.ms
     "connections.max.idle.ms": "tests/test_server.py::test_idle_connections_are_reaped",
+    "max.connections.per.ip": f"{LIMITS}::test_max_connections_per_ip_with_an_override_for_one_address",
+    "max.connections.per.ip.overrides": f"{LIMITS}::test_max_connections_per_ip_with_an_override_for_one_address",
+    "max.connection.creation.rate":
+        f"{LIMITS}::test_max_connection_creation_rate_refuses_a_burst_and_logs_a_bounded_number_of_lines",
+    "queued.max.request.bytes":
+        f"{LIMITS}::test_unfinished_frames_beyond_queued_max_request_bytes_wait_their_turn_and_are_all_answered",
+    "socket.request.timeout.ms":
+        f"{LIMITS}::test_a_request_trickled_past_socket_request_timeout_ms_closes_its_connection",
     "offsets.topic.num.partitions": f"{HERE}::test_cluster_settings_shape_the_leases",
     "broker.session.timeout.ms": f"{HERE}::test_cluster_settings_shape_the_leases",
     "broker.heartbeat.interval.ms": f"{HERE}::test_cluster_settings_shape_the_leases",
