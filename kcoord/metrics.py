@@ -148,6 +148,17 @@ class ServerCollector:
         yield GaugeMetricFamily("kcoord_connections", "Open client connections", value=len(srv.connections))
         yield CounterMetricFamily("kcoord_connections_accepted", "Client connections accepted",
                                   value=srv.connections_accepted)
+        refused = CounterMetricFamily("kcoord_connections_refused", "Client connections closed at once, by the "
+                                      "limit they met", labels=["limit"])
+        for limit, n in sorted(srv.limits.refused.items()):
+            refused.add_metric([limit], n)
+        yield refused
+        yield GaugeMetricFamily("kcoord_queued_request_bytes", "Bytes held by requests not yet whole, on all "
+                                "connections (bounded by queued.max.request.bytes)", value=srv.frame_bytes)
+        yield GaugeMetricFamily("kcoord_queued_request_bytes_peak", "The most bytes requests not yet whole held at "
+                                "once since start", value=srv.frame_bytes_peak)
+        yield GaugeMetricFamily("kcoord_muted_connections", "Connections not read for now: queued.max.request.bytes "
+                                "is held by others' unfinished requests", value=len(srv.muted))
         yield CounterMetricFamily("kcoord_network_received_bytes", "Bytes read from clients", value=srv.bytes_in)
         yield CounterMetricFamily("kcoord_network_sent_bytes", "Bytes written to clients", value=srv.bytes_out)
         parked = 0

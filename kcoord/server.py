@@ -236,6 +236,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self.frame_bytes = 0  # what this connection's unfinished frame holds, counted in Server.frame_bytes
         self.frame_started = 0.0  # loop time the unfinished frame's first bytes arrived (0: none)
         self.muted = False  # not read while the unfinished frames of all connections hold queued.max.request.bytes
+        self.reserved = 0  # what its next read may take, counted in Server.reserved
 
     # ---- asyncio protocol ------------------------------------------------------------------------
 
@@ -309,6 +310,23 @@ class KafkaConnection(asyncio.BufferedProtocol):
             self._count_frame(self.reader.capacity, mute=False)  # muted from buffer_updated, never mid-read
         return buf
 
+    def next_growth(self) -> int:
+        """What this connection's unfinished frame may take more at its next read, at most: the reader grows a
+        buffer to twice what has arrived (at least by 64 KiB), toward the frame's declared size (not known here)."""
+        if not self.frame_bytes:
+            return 0
+        pending = self.reader.pending
+        return max(min(self.server.config.max_frame_size + 4, max(2 * pending, pending + 65536)) - self.frame_bytes, 0)
+
+    def _reserve(self) -> int:
+        """Keep what this connection's next read may take in the server's reservation (nothing while it is muted
+        or holds no unfinished frame): a connection is muted when what all are holding and may take at their next
+        reads passes the bound, so reads that each fit cannot together overshoot it."""
+        grow = self.next_growth() if not self.muted else 0
+        self.server.reserved += grow - self.reserved
+        self.reserved = grow
+        return grow
+
     def _count_frame(self, held: int, mute: bool = True) -> None:
         """This connection's unfinished frame now holds `held` bytes of buffer: keep the server's total, mute this
         connection once the total passes queued.max.request.bytes (Kafka mutes a channel when its memory pool is
@@ -319,17 +337,23 @@ class KafkaConnection(asyncio.BufferedProtocol):
             return
         self.frame_bytes = held
         srv.frame_bytes += delta
+        if srv.frame_bytes > srv.frame_bytes_peak:
+            srv.frame_bytes_peak = srv.frame_bytes
         limit = srv.config.queued_max_request_bytes
         if limit < 0:
             return
-        if mute and srv.frame_bytes > limit and held and not self.muted and \
+        grow = self._reserve()
+        if mute and srv.frame_bytes + srv.reserved > limit and held and not self.muted and \
                 any(c.frame_bytes and not c.muted for c in srv.connections if c is not self):
-            # muted while another unmuted connection holds part of the total: one that finishes frees room (a
-            # connection is never muted when every other holder is, so some request always makes progress)
+            # muted before a read that would take the total past the bound, while another unmuted connection holds
+            # part of it: one that finishes frees room (a connection is never muted when every other holder is, so
+            # some request always makes progress)
             self.muted = True
             srv.muted.add(self)
-            srv.refusals.warning("not reading %s for now: unfinished requests hold %d bytes, above "
-                                 "queued.max.request.bytes (%d)", self.host, srv.frame_bytes, limit)
+            self._reserve()
+            srv.refusals.warning("not reading %s for now: unfinished requests hold %d bytes and its next read may "
+                                 "take %d more, above queued.max.request.bytes (%d)", self.host, srv.frame_bytes,
+                                 grow, limit)
             self._update_reading()
             srv.watch_muted()
         elif delta < 0 and srv.muted and not srv.unmuting:
@@ -672,22 +696,28 @@ class ConnectionLimits:
         self.tokens = float(self.rate)
         self.filled_at = 0.0
         self.by_ip: dict[str, int] = {}
+        self.refused: dict[str, int] = {}  # refusals by the limit met (kcoord_connections_refused)
 
     def admit(self, ip: str, open_now: int, now: float) -> str | None:
         """Count a new connection from `ip`, or the reason it is refused."""
         if open_now >= self.max_total:
-            return f"max.connections ({self.max_total}) reached"
+            return self._refuse("max.connections", f"max.connections ({self.max_total}) reached")
         limit = self.overrides.get(ip, self.per_ip)
         if self.by_ip.get(ip, 0) >= limit:
-            return f"max.connections.per.ip ({limit}) reached for {ip}"
+            return self._refuse("max.connections.per.ip", f"max.connections.per.ip ({limit}) reached for {ip}")
         if self.rate < 2**31 - 1:
             self.tokens = min(float(self.rate), self.tokens + (now - self.filled_at) * self.rate)
             self.filled_at = now
             if self.tokens < 1.0:
-                return f"max.connection.creation.rate ({self.rate}/s) exceeded"
+                return self._refuse("max.connection.creation.rate",
+                                    f"max.connection.creation.rate ({self.rate}/s) exceeded")
             self.tokens -= 1.0
         self.by_ip[ip] = self.by_ip.get(ip, 0) + 1
         return None
+
+    def _refuse(self, limit: str, why: str) -> str:
+        self.refused[limit] = self.refused.get(limit, 0) + 1
+        return why
 
     def release(self, ip: str | None) -> None:
         if ip is None:
@@ -782,6 +812,8 @@ class Server:
         self.limits = ConnectionLimits(cfg, 2**31 - 1)  # with the open-file limit once started
         self.refusals = RateLimitedLog(log)
         self.frame_bytes = 0  # held by unfinished frames of all connections (queued.max.request.bytes)
+        self.frame_bytes_peak = 0  # the most they held at once
+        self.reserved = 0  # what the next reads of the connections being read may take more (KafkaConnection._reserve)
         self.muted: set[KafkaConnection] = set()
         self.unmuting = False  # an unmute is scheduled
         self._muted_watch: asyncio.TimerHandle | None = None
@@ -1034,16 +1066,26 @@ class Server:
         self.unmuting = False
         if not self.muted:
             return
-        if 0 <= self.config.queued_max_request_bytes < self.frame_bytes:
-            if any(c.frame_bytes and not c.muted for c in self.connections):
-                return
-            muted = {max(self.muted, key=lambda c: c.frame_bytes)}
-            self.muted -= muted
-        else:
+        limit = self.config.queued_max_request_bytes
+        if limit < 0:
             muted, self.muted = self.muted, set()
+        else:
+            # furthest along first, each while what it may take at its next read fits beside the others; the first
+            # one whatever it takes when nobody else is being read
+            muted = set()
+            projected = self.frame_bytes + self.reserved
+            reading = any(c.frame_bytes and not c.muted for c in self.connections)
+            for conn in sorted(self.muted, key=lambda c: -c.frame_bytes):
+                grow = conn.next_growth()
+                if projected + grow > limit and (reading or muted):
+                    break
+                muted.add(conn)
+                projected += grow
+            self.muted -= muted
         now = self.loop.time()
         for conn in muted:
             conn.muted = False
+            conn._reserve()
             if conn.frame_started:
                 conn.frame_started = now  # its request's deadline counts from when it may be read again
             conn._update_reading()

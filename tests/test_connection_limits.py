@@ -312,8 +312,9 @@ def answer_to(s: socket.socket, correlation_id: int, wait: float = 10.0) -> bool
 
 
 def test_when_only_muted_connections_hold_the_bound_the_one_furthest_along_is_read() -> None:
-    # B and C are muted while A is read; A's peer goes without finishing: B and C together still hold more than the
-    # bound, and nobody else is being read. B (the furthest along) is read again, finishes and is answered; then C.
+    # B and C are muted while A is read; A's peer goes without finishing: what B and C hold and may take is more than
+    # the bound, and nobody else is being read. The one furthest along is read again, finishes and is answered;
+    # then the other.
     mib = 1 << 20
     srv = start(f"socket.request.max.bytes={mib}", f"queued.max.request.bytes={mib}", "socket.request.timeout.ms=60000")
     try:
@@ -325,15 +326,19 @@ def test_when_only_muted_connections_hold_the_bound_the_one_furthest_along_is_re
         b.sendall(fb[:600_000])  # B's buffer grows toward its whole frame as it asks for more
         time.sleep(0.3)
         send_part(b, fb[600_000:700_000], srv, "not reading /127.0.0.1")
-        c.sendall(fc[:100_000])  # muted at its first read: the total is over and A is being read
+        c.sendall(fc[:600_000])  # muted at a read: what A, B and C hold and may take is over the bound
         time.sleep(0.3)
         a.close()  # the only connection being read goes, unfinished
-        b.settimeout(10)
-        b.sendall(fb[700_000:])
-        assert answer_to(b, 21), "the muted connection furthest along was never read again"
-        c.settimeout(10)
-        c.sendall(fc[100_000:])
-        assert answer_to(c, 22)
+        import threading
+
+        rests = [threading.Thread(target=sock.sendall, args=(frame[600_000 if sock is c else 700_000:],))
+                 for sock, frame in ((b, fb), (c, fc))]
+        for t in rests:  # both peers send the rest of their frames; the kernel holds what is not read yet
+            t.start()
+        assert answer_to(b, 21, wait=15) and answer_to(c, 22, wait=15), \
+            "muted connections holding the bound between them were never read again"
+        for t in rests:
+            t.join(10)
         srv.check_alive()
     finally:
         stop(srv)
@@ -359,5 +364,71 @@ def test_a_muted_connection_whose_peer_goes_gives_its_bytes_back() -> None:
         c.sendall(api_versions_frame(correlation_id=32, padding=100_000))  # beside A: within the bound
         assert answer_to(c, 32), "a request stayed held behind the bytes of a peer that had gone"
         srv.check_alive()
+    finally:
+        stop(srv)
+
+
+def scrape(port: int) -> dict[str, float]:
+    import urllib.request
+
+    from prometheus_client.parser import text_string_to_metric_families
+
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as r:
+        text = r.read().decode()
+    out: dict[str, float] = {}
+    for family in text_string_to_metric_families(text):
+        for s in family.samples:
+            key = s.name + "".join(f"{{{k}={v}}}" for k, v in sorted(s.labels.items()))
+            out[key] = s.value
+    return out
+
+
+def test_unfinished_frames_never_hold_more_than_the_bound_and_one_frame() -> None:
+    # Eight connections each send 90% of a 1 MiB frame at once against a 2 MiB bound. A connection is muted
+    # before a read that could take the total past the bound (its buffer may double at that read), so the most
+    # ever held is the bound plus one frame: the one connection read when nobody else could finish.
+    mib = 1 << 20
+    mport = free_port()
+    srv = serve(free_port(), Path(tempfile.mkdtemp(prefix="kcoord-test-limits-")) / "server.log",
+                "--set", f"socket.request.max.bytes={mib}", "--set", f"queued.max.request.bytes={2 * mib}",
+                "--set", "max.connections.per.ip=8", "--metrics-port", str(mport))
+    try:
+        frames = [api_versions_frame(correlation_id=40 + i, padding=mib - 20) for i in range(8)]
+        conns = [connect(srv.port) for _ in frames]
+        for s in conns:
+            s.setblocking(False)
+        sent = [0] * len(conns)
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and any(n < 900_000 for n in sent):
+            for i, s in enumerate(conns):
+                if sent[i] < 900_000:
+                    try:
+                        sent[i] += s.send(frames[i][sent[i]:900_000][:65536])
+                    except BlockingIOError:
+                        pass
+            time.sleep(0.002)
+        deadline = time.monotonic() + 10
+        while (m := scrape(mport))["kcoord_muted_connections"] < 1:
+            assert time.monotonic() < deadline, "no connection was ever muted"
+            time.sleep(0.05)
+        assert m["kcoord_queued_request_bytes_peak"] <= 2 * mib + mib + 4, m["kcoord_queued_request_bytes_peak"]
+        assert m["kcoord_queued_request_bytes"] <= m["kcoord_queued_request_bytes_peak"]
+        for s in conns:
+            s.setblocking(True)
+            s.settimeout(20)
+        for i, s in enumerate(conns):
+            s.sendall(frames[i][sent[i]:])
+        for i, s in enumerate(conns):
+            assert answer_to(s, 40 + i, wait=20)
+        deadline = time.monotonic() + 10
+        while scrape(mport)["kcoord_queued_request_bytes"] != 0:
+            assert time.monotonic() < deadline, "the bytes of finished frames were never given back"
+            time.sleep(0.05)
+        extra = connect(srv.port)  # a ninth from 127.0.0.1: refused, and counted by its limit
+        assert served(extra) is False or closed_by_server(extra)
+        deadline = time.monotonic() + 10
+        while scrape(mport).get("kcoord_connections_refused_total{limit=max.connections.per.ip}", 0) < 1:
+            assert time.monotonic() < deadline, "the refusal was not counted"
+            time.sleep(0.05)
     finally:
         stop(srv)
