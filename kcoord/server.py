@@ -491,6 +491,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         # Called when a parked reply is answered, from inside the group's state change: never raise here.
         q = self.queue
         out = []
+        keys = []
         try:
             while q:
                 response, key, version, corr, t0 = q[0]
@@ -500,6 +501,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
                     response = response.response
                 q.popleft()
                 out.append(data := wire.encode_response(key, version, corr, response))
+                keys.append(key)
                 self.out_size += len(data)
                 if self.stats is not None:
                     self.stats.observe(key, version, response, t0)
@@ -510,10 +512,14 @@ class KafkaConnection(asyncio.BufferedProtocol):
                 self.transport.abort()
             return
         if out and self.transport is not None and not self.transport.is_closing():
-            self.out.extend(out)  # after the answers to earlier frames of the batch in hand
-            self._write()
+            self._flushed(out, keys)
         if self.reading_paused:
             self._update_reading()
+
+    def _flushed(self, out: list[bytes], keys: list[int]) -> None:
+        """The answers `_flush` took from the queue (`keys`: their APIs), to write after those of earlier frames."""
+        self.out.extend(out)
+        self._write()
 
 
 class DurableConnection(KafkaConnection):
@@ -544,45 +550,20 @@ class DurableConnection(KafkaConnection):
                 need = needs[-1]
             needs.append(need)
 
-    def _flush(self, _=None) -> None:
-        # KafkaConnection._flush, with what each answer leaving the queue waits for: a held Fetch (answered by its
-        # timer) acknowledges nothing; anything else, the newest batch (it may have staged, or been answered by a
-        # change that staged). Called from inside the group's state change: never raise here.
-        q = self.queue
-        out: list[bytes] = []
-        fresh: list[int] = []
+    def _flushed(self, out: list[bytes], keys: list[int]) -> None:
+        # What each answer leaving the queue waits for: a held Fetch (answered by its timer) acknowledges nothing;
+        # anything else, the newest batch (it may have staged, or been answered by a change that staged).
         newest = self.server.store.newest
-        try:
-            while q:
-                response, key, version, corr, t0 = q[0]
-                if type(response) is Reply:
-                    if not response.done:
-                        break
-                    response = response.response
-                q.popleft()
-                out.append(data := wire.encode_response(key, version, corr, response))
-                fresh.append(0 if key == FETCH_KEY else newest)
-                self.out_size += len(data)
-                if self.stats is not None:
-                    self.stats.observe(key, version, response, t0)
-        except Exception:
-            log.exception("closing %s: a parked response could not be encoded", self.host)
-            q.clear()
-            if self.transport is not None:
-                self.transport.abort()
-            return
-        if out and self.transport is not None and not self.transport.is_closing():
-            needs = self.needs
-            if len(needs) < len(self.out):  # not expected: whatever lacks one waits for the newest batch
-                needs.extend([max(newest, needs[-1] if needs else 0)] * (len(self.out) - len(needs)))
-            last = needs[-1] if needs else 0
-            for need in fresh:
-                last = need if need > last else last
-                needs.append(last)
-            self.out.extend(out)  # after the answers to earlier frames of the batch in hand
-            self._write()
-        if self.reading_paused:
-            self._update_reading()
+        needs = self.needs
+        if len(needs) < len(self.out):  # not expected: whatever lacks one waits for the newest batch
+            needs.extend([max(newest, needs[-1] if needs else 0)] * (len(self.out) - len(needs)))
+        last = needs[-1] if needs else 0
+        for key in keys:
+            need = 0 if key == FETCH_KEY else newest
+            last = need if need > last else last
+            needs.append(last)
+        self.out.extend(out)  # after the answers to earlier frames of the batch in hand
+        self._write()
 
     def _write(self) -> None:
         out = self.out

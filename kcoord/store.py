@@ -261,14 +261,7 @@ class SqliteRecords:
                 _refuse_orphans(self.path)
                 _create(self.path)
                 self.created = True
-            # Judge the store from a read-only connection first: closing a read-write one would checkpoint and
-            # delete the write-ahead log, and with it the evidence of what is wrong with it.
-            probe = _open(self.path, readonly=True)
-            try:
-                _verify(probe, self.path, full=False)
-                problems = _audit(probe, self.path, data_dir)
-            finally:
-                probe.close()
+            problems = _judge(self.path, data_dir)
             if problems:
                 raise StoreError("; ".join(problems))
             self.db = _open(self.path, readonly=False)
@@ -506,6 +499,18 @@ def _convert_without_rowid(db: sqlite3.Connection, path: str) -> None:
         if getattr(e, "sqlite_errorcode", 0) & 0xFF == sqlite3.SQLITE_FULL:
             return  # no room for the copy: the old layout still serves (slower beside large records)
         raise StoreError(f"{path}: cannot convert the records table to the current layout: {e}") from e
+
+
+def _judge(path: str, data_dir: str) -> list[str]:
+    """The problems that would make `kcoord serve` refuse the store (a damaged file raises StoreError), judged from
+    a read-only connection: closing a read-write one would checkpoint and delete the write-ahead log, and with it
+    the evidence of what is wrong."""
+    probe = _open(path, readonly=True)
+    try:
+        _verify(probe, path, full=False)
+        return _audit(probe, path, data_dir)
+    finally:
+        probe.close()
 
 
 def _verify(db: sqlite3.Connection, path: str, full: bool) -> None:
@@ -834,12 +839,7 @@ def accept_store(data_dir: str) -> list[str]:
         raise StoreError(f"{path} does not exist")
     lock = _lock_dir(data_dir)
     try:
-        probe = _open(path, readonly=True)
-        try:
-            _verify(probe, path, full=False)
-            accepted = _audit(probe, path, data_dir)
-        finally:
-            probe.close()
+        accepted = _judge(path, data_dir)
         if not accepted:
             return []
         db = _open(path, readonly=False)
@@ -896,12 +896,7 @@ def compact_store(data_dir: str) -> CompactReport:
         raise StoreError(f"{path} does not exist")
     lock = _lock_dir(data_dir)
     try:
-        probe = _open(path, readonly=True)
-        try:
-            _verify(probe, path, full=False)
-            problems = _audit(probe, path, data_dir)
-        finally:
-            probe.close()
+        problems = _judge(path, data_dir)
         if problems:
             raise StoreError(f"refusing to compact a store `kcoord serve` would refuse: {problems[0]}")
         before = _file_bytes(path)
