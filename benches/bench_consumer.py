@@ -214,6 +214,7 @@ def test_consumer_heartbeats_over_loopback_against_classic(benchmark: Any) -> No
     import asyncio
 
     from .loadgen import (
+        LARGE_CLASSIC_GROUPS,
         ServerProcess,
         consumer_heartbeats,
         form_consumer_group,
@@ -222,7 +223,7 @@ def test_consumer_heartbeats_over_loopback_against_classic(benchmark: Any) -> No
         request_load,
     )
 
-    with ServerProcess("group.initial.rebalance.delay.ms=300") as srv:
+    with ServerProcess("group.initial.rebalance.delay.ms=300", LARGE_CLASSIC_GROUPS) as srv:
         classic = asyncio.run(form_group(srv.port, "load", 10_000, 100))
         t0 = time.perf_counter()
         cg = asyncio.run(form_consumer_group(srv.port, "cload", 10_000, 100))

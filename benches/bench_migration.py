@@ -19,7 +19,6 @@ import pytest
 
 from kcoord import wire
 from kcoord.assignors import encode_assignment
-from kcoord.config import GroupConfig
 from kcoord.coordinator import Coordinator
 from kcoord.groups import migration
 from kcoord.groups.classic import ClassicGroup
@@ -27,14 +26,14 @@ from kcoord.groups.consumer import ConsumerGroup
 from kcoord.store import GroupStore, MemoryRecords
 from kcoord.timers import ManualClock
 
-from .bench_coordinator import join_requests
+from .bench_coordinator import LARGE, join_requests
 
 MEMBERS, PARTITIONS = 10_000, 20_000
 
 
 def classic_group(members: int = MEMBERS) -> tuple[Coordinator, ManualClock]:
     clock = ManualClock(1_000_000)
-    c = Coordinator(GroupConfig(), clock, store=GroupStore(MemoryRecords(), clock.wall_ms))
+    c = Coordinator(LARGE, clock, store=GroupStore(MemoryRecords(), clock.wall_ms))
     c.topics.create("orders", PARTITIONS)
     joins = [c.handle(11, 9, r, "bench", "/127.0.0.1") for r in join_requests(members)]
     while not joins[0].done:

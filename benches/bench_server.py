@@ -30,7 +30,7 @@ import pytest
 from kcoord import wire
 from kcoord.client import Client
 
-from .loadgen import ServerProcess, form_group, free_port, heartbeat_load
+from .loadgen import LARGE_CLASSIC_GROUPS, ServerProcess, form_group, free_port, heartbeat_load
 
 PARTITIONS = 60  # enough for every member of a 30-member group to hold at least one
 RESULTS: dict[tuple[str, str, int], float] = {}
@@ -147,7 +147,7 @@ def test_cold_start(benchmark: Any, server: str, client: str, members: int) -> N
 
 @pytest.mark.benchmark(group="server: heartbeats over loopback, 100 connections, 10,000 members")
 def test_sustained_heartbeats(benchmark: Any) -> None:
-    with ServerProcess("group.initial.rebalance.delay.ms=300") as srv:
+    with ServerProcess("group.initial.rebalance.delay.ms=300", LARGE_CLASSIC_GROUPS) as srv:
         group = asyncio.run(form_group(srv.port, "load", 10_000, 100))
         cpu0 = srv.cpu_seconds()
         load = benchmark.pedantic(lambda: asyncio.run(heartbeat_load(srv.port, group, 100, 5.0)), rounds=1,
@@ -197,7 +197,7 @@ def _heartbeats_per_cpu_second(metrics: bool) -> tuple[float, int]:
     """Heartbeats from 10,000 members on 100 connections, paced at PACED_RATE, per second of server CPU; with the
     endpoint on (and scraped every second, far more often than Prometheus's default 1 min) or off."""
     mport = free_port()
-    with ServerProcess("group.initial.rebalance.delay.ms=300",
+    with ServerProcess("group.initial.rebalance.delay.ms=300", LARGE_CLASSIC_GROUPS,
                        args=("--metrics-port", str(mport)) if metrics else ()) as srv:
         group = asyncio.run(form_group(srv.port, "load", 10_000, 100))
         # the server on one core, the load generator on the other: where the scheduler puts them otherwise moves

@@ -23,6 +23,11 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+# A classic group's record holds every member (Kafka's GroupMetadataValue), and it must fit message.max.bytes, 1 MiB
+# by default as on Kafka: about 7,000 members of the load generator's size. The benches' 10,000-member classic
+# groups raise it, as a Kafka operator running groups that large raises the offsets topic's max.message.bytes.
+LARGE_CLASSIC_GROUPS = "message.max.bytes=16777216"
+
 class ServerProcess:
     """`kcoord serve` in a subprocess on a free loopback port."""
 
