@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from .servers import free_port, recv_exact, serve
+from .test_metrics import scrape_until, value
 
 
 def start(*settings: str, preexec_fn=None):
@@ -224,33 +225,36 @@ def test_a_request_trickled_past_socket_request_timeout_ms_closes_its_connection
         stop(srv)
 
 
+def send_as_read(conns: list[socket.socket], frames: list[bytes], upto: int, wait: float = 10.0) -> list[int]:
+    """Send each connection its frame up to byte `upto` (negative: from the end), without blocking, as far as the
+    server reads within `wait` seconds; the bytes each got out."""
+    for s in conns:
+        s.setblocking(False)
+    ends = [upto if upto >= 0 else len(f) + upto for f in frames]
+    sent = [0] * len(conns)
+    deadline = time.monotonic() + wait
+    while time.monotonic() < deadline and any(n < e for n, e in zip(sent, ends)):
+        for i, s in enumerate(conns):
+            if sent[i] < ends[i]:
+                try:
+                    sent[i] += s.send(frames[i][sent[i]:ends[i]][:65536])
+                except BlockingIOError:
+                    pass
+        time.sleep(0.002)
+    for s in conns:
+        s.setblocking(True)
+    return sent
+
+
 def test_unfinished_frames_beyond_queued_max_request_bytes_wait_their_turn_and_are_all_answered() -> None:
     mib = 1 << 20
     srv = start(f"socket.request.max.bytes={mib}", f"queued.max.request.bytes={2 * mib}")
     try:
         frames = [api_versions_frame(correlation_id=10 + i, padding=mib - 20) for i in range(4)]
         conns = [connect(srv.port) for _ in frames]
-        for s in conns:
-            s.setblocking(False)
-        sent = [0] * len(conns)
         # every frame but its last 100 bytes, as far as the server reads: past 2 MiB of unfinished frames the
         # server stops reading the connections that grow, so their sends stall in the socket buffers
-        deadline = time.monotonic() + 10
-        while time.monotonic() < deadline:
-            progress = False
-            for i, s in enumerate(conns):
-                end = len(frames[i]) - 100
-                if sent[i] < end:
-                    try:
-                        n = s.send(frames[i][sent[i]:end])
-                    except BlockingIOError:
-                        n = 0
-                    sent[i] += n
-                    progress |= n > 0
-            if not progress:
-                time.sleep(0.05)
-            if all(n == len(f) - 100 for n, f in zip(sent, frames)):
-                break
+        sent = send_as_read(conns, frames, -100)
         assert wait_log(srv, "above queued.max.request.bytes (2097152)")
         assert served(connect(srv.port))  # whole small requests from others are read and answered meanwhile
         # now finish every frame: each is answered, those held back once the others' memory is given back
@@ -368,21 +372,6 @@ def test_a_muted_connection_whose_peer_goes_gives_its_bytes_back() -> None:
         stop(srv)
 
 
-def scrape(port: int) -> dict[str, float]:
-    import urllib.request
-
-    from prometheus_client.parser import text_string_to_metric_families
-
-    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as r:
-        text = r.read().decode()
-    out: dict[str, float] = {}
-    for family in text_string_to_metric_families(text):
-        for s in family.samples:
-            key = s.name + "".join(f"{{{k}={v}}}" for k, v in sorted(s.labels.items()))
-            out[key] = s.value
-    return out
-
-
 def test_unfinished_frames_never_hold_more_than_the_bound_and_one_frame() -> None:
     # Eight connections each send 90% of a 1 MiB frame at once against a 2 MiB bound. A connection is muted
     # before a read that could take the total past the bound (its buffer may double at that read), so the most
@@ -395,40 +384,22 @@ def test_unfinished_frames_never_hold_more_than_the_bound_and_one_frame() -> Non
     try:
         frames = [api_versions_frame(correlation_id=40 + i, padding=mib - 20) for i in range(8)]
         conns = [connect(srv.port) for _ in frames]
+        sent = send_as_read(conns, frames, 900_000)
+        m = scrape_until(mport, lambda m: value(m, "kcoord_muted_connections") >= 1, "a muted connection")
+        peak = value(m, "kcoord_queued_request_bytes_peak")
+        assert peak <= 2 * mib + mib + 4, peak
+        assert value(m, "kcoord_queued_request_bytes") <= peak
         for s in conns:
-            s.setblocking(False)
-        sent = [0] * len(conns)
-        deadline = time.monotonic() + 10
-        while time.monotonic() < deadline and any(n < 900_000 for n in sent):
-            for i, s in enumerate(conns):
-                if sent[i] < 900_000:
-                    try:
-                        sent[i] += s.send(frames[i][sent[i]:900_000][:65536])
-                    except BlockingIOError:
-                        pass
-            time.sleep(0.002)
-        deadline = time.monotonic() + 10
-        while (m := scrape(mport))["kcoord_muted_connections"] < 1:
-            assert time.monotonic() < deadline, "no connection was ever muted"
-            time.sleep(0.05)
-        assert m["kcoord_queued_request_bytes_peak"] <= 2 * mib + mib + 4, m["kcoord_queued_request_bytes_peak"]
-        assert m["kcoord_queued_request_bytes"] <= m["kcoord_queued_request_bytes_peak"]
-        for s in conns:
-            s.setblocking(True)
             s.settimeout(20)
         for i, s in enumerate(conns):
             s.sendall(frames[i][sent[i]:])
         for i, s in enumerate(conns):
             assert answer_to(s, 40 + i, wait=20)
-        deadline = time.monotonic() + 10
-        while scrape(mport)["kcoord_queued_request_bytes"] != 0:
-            assert time.monotonic() < deadline, "the bytes of finished frames were never given back"
-            time.sleep(0.05)
+        scrape_until(mport, lambda m: value(m, "kcoord_queued_request_bytes") == 0,
+                     "the bytes of finished frames given back")
         extra = connect(srv.port)  # a ninth from 127.0.0.1: refused, and counted by its limit
         assert served(extra) is False or closed_by_server(extra)
-        deadline = time.monotonic() + 10
-        while scrape(mport).get("kcoord_connections_refused_total{limit=max.connections.per.ip}", 0) < 1:
-            assert time.monotonic() < deadline, "the refusal was not counted"
-            time.sleep(0.05)
+        scrape_until(mport, lambda m: value(m, "kcoord_connections_refused_total", limit="max.connections.per.ip")
+                     == 1, "the refusal counted by its limit")
     finally:
         stop(srv)

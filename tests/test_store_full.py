@@ -9,7 +9,6 @@ from __future__ import annotations
 import logging
 import os
 import subprocess
-import time
 from pathlib import Path
 
 import pytest
@@ -22,7 +21,7 @@ from kcoord.store import SqliteRecords, check_store
 
 from .interop_member import MEMBERS
 from .servers import free_port, serve
-from .test_metrics import scrape, value
+from .test_metrics import scrape, value, wait_for
 from .test_store_server import ThreadServer, form_group, heartbeat
 
 
@@ -46,17 +45,6 @@ def fetched(c: Client, group: str) -> dict[int, int]:
     r = c.call(9, 7, wire.OffsetFetchRequest(group_id=group, topics=None))
     assert r.error_code == E.NONE
     return {p.partition_index: p.committed_offset for t in r.topics for p in t.partitions}
-
-
-def wait_for(cond, what: str, timeout: float = 20.0):
-    deadline = time.monotonic() + timeout
-    while True:
-        got = cond()
-        if got:
-            return got
-        if time.monotonic() > deadline:
-            pytest.fail(f"timed out waiting for {what}")
-        time.sleep(0.05)
 
 
 def events(caplog, name: str) -> list[logging.LogRecord]:
