@@ -23,8 +23,6 @@ import os
 import resource
 import socket
 import struct
-import subprocess
-import sys
 import tempfile
 import threading
 import time
@@ -35,7 +33,7 @@ import pytest
 
 from kcoord import wire
 
-from .loadgen import Conn, form_group, free_port
+from .loadgen import Conn, ServerProcess, form_group
 
 MAX_PAUSE_S = 0.100  # the gate: the longest bystander heartbeat during any attack
 BYSTANDER_PERIOD_S = 0.010
@@ -53,26 +51,12 @@ BIG_META = 900_000  # the big group's member: just under message.max.bytes (1 Mi
 
 # ---- the server ----------------------------------------------------------------------------------------------
 
-class Server:
-    """`kcoord serve` with a data dir, its log in a file (a pipe nobody reads would stop it once full)."""
+class Server(ServerProcess):
+    """`kcoord serve` with a data dir, its log in a file, with its memory read from /proc."""
 
     def __init__(self, data_dir: str, log_path: str) -> None:
-        self.port = free_port()
-        self.log = open(log_path, "wb")
-        args = [sys.executable, "-m", "kcoord.cli", "serve", "--port", str(self.port), "--data-dir", data_dir,
-                "--topic", f"orders:{PARTITIONS}", "--set", "group.initial.rebalance.delay.ms=300"]
-        self.proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=self.log,
-                                     env={**os.environ, "PYTHONUNBUFFERED": "1"})
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", self.port), timeout=1).close()
-                return
-            except OSError:
-                if self.proc.poll() is not None or time.monotonic() > deadline:
-                    with open(log_path) as fh:
-                        raise RuntimeError(f"server did not start: {fh.read()}") from None
-                time.sleep(0.05)
+        super().__init__("group.initial.rebalance.delay.ms=300", topics=(f"orders:{PARTITIONS}",),
+                         data_dir=data_dir, log_path=log_path)
 
     def status(self) -> dict[str, int]:
         """VmRSS and VmHWM in MiB."""
@@ -91,15 +75,6 @@ class Server:
             return True
         except OSError:
             return False
-
-    def stop(self) -> None:
-        self.proc.terminate()
-        try:
-            self.proc.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
-        self.log.close()
 
 
 # ---- the bystander -------------------------------------------------------------------------------------------

@@ -11,6 +11,7 @@ import os
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from dataclasses import dataclass
 
@@ -29,12 +30,13 @@ def free_port() -> int:
 LARGE_CLASSIC_GROUPS = "message.max.bytes=16777216"
 
 class ServerProcess:
-    """`kcoord serve` in a subprocess on a free loopback port."""
+    """`kcoord serve` in a subprocess on a free loopback port, its log in a file (a pipe nobody reads would stop
+    the server once 64 KiB of log waited in it)."""
 
     def __init__(self, *settings: str, topics: tuple[str, ...] = ("orders:12",), data_dir: str | None = None,
-                 pythonpath: str | None = None, args: tuple[str, ...] = ()) -> None:
+                 pythonpath: str | None = None, args: tuple[str, ...] = (), log_path: str | None = None) -> None:
         """`pythonpath`: run the kcoord found there (another build, e.g. a baseline commit's) instead of this one.
-        `args`: more `kcoord serve` options."""
+        `args`: more `kcoord serve` options. `log_path`: where its log goes (default: a temporary file)."""
         self.port = free_port()
         args = [sys.executable, "-m", "kcoord.cli", "serve", "--port", str(self.port), *args]
         if data_dir is not None:
@@ -46,15 +48,18 @@ class ServerProcess:
         env = {**os.environ, "PYTHONUNBUFFERED": "1"}
         if pythonpath is not None:
             env["PYTHONPATH"] = pythonpath
-        self.proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
-        deadline = time.monotonic() + 30
+        self.log = open(log_path, "w+b") if log_path is not None else tempfile.TemporaryFile()
+        self.proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=self.log, env=env)
+        deadline = time.monotonic() + 60
         while True:
             try:
                 socket.create_connection(("127.0.0.1", self.port), timeout=1).close()
                 return
             except OSError:
                 if self.proc.poll() is not None or time.monotonic() > deadline:
-                    raise RuntimeError(f"server did not start: {self.proc.stderr.read().decode()}") from None
+                    self.log.seek(0)
+                    raise RuntimeError(f"server did not start: {self.log.read().decode(errors='replace')}") \
+                        from None
                 time.sleep(0.05)
 
     def cpu_seconds(self) -> float:
@@ -65,8 +70,12 @@ class ServerProcess:
 
     def stop(self) -> None:
         self.proc.terminate()
-        self.proc.wait(timeout=20)
-        self.proc.stderr.close()
+        try:
+            self.proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+        self.log.close()
 
     def __enter__(self) -> ServerProcess:
         return self
