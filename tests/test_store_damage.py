@@ -55,10 +55,10 @@ def crashed(tmp_path_factory) -> Crashed:
     for w in workers:
         w.start()
     try:
-        while True:  # until enough is acknowledged; the workers' own pace, no sleep
+        while True:  # until enough is acknowledged, with enough of it in the WAL; the workers' own pace, no sleep
             with ledger.lock:
-                if ledger.acks >= 1500:
-                    break
+                if ledger.acks >= 1500 and (wal_frames(data) > 40 or ledger.acks > 30_000):
+                    break  # not just after a checkpoint started the WAL again: its live frames are the damage's target
             workers[0].join(0.05)
             assert proc.poll() is None, log.read_text()[-2000:]
     finally:
@@ -67,7 +67,7 @@ def crashed(tmp_path_factory) -> Crashed:
         for w in workers:
             w.join(20)
     wal = data / WAL
-    assert wal.exists() and wal.stat().st_size > WAL_HEADER + 10 * FRAME, "the kill left no WAL to damage"
+    assert wal.exists() and wal_frames(data) > 10, "the kill left no WAL to damage"
     with ledger.lock:
         return Crashed(data, dict(ledger.acked), dict(ledger.sent))
 
@@ -86,7 +86,20 @@ def truncate(path: Path, size: int) -> None:
 
 
 def wal_frames(d: Path) -> int:
-    return (os.path.getsize(d / WAL) - WAL_HEADER) // FRAME
+    """The WAL's live frames: those from its start that carry the header's salts. After a checkpoint SQLite writes
+    the WAL again from its start under new salts and leaves the older frames behind them in the file, where
+    damage changes nothing; a damage meant to cut acknowledged commits must land among the live ones."""
+    data = (d / WAL).read_bytes()
+    salts = data[16:24]
+    n = 0
+    while WAL_HEADER + (n + 1) * FRAME <= len(data) and \
+            data[WAL_HEADER + n * FRAME + 8:WAL_HEADER + n * FRAME + 16] == salts:
+        n += 1
+    return n
+
+
+def wal_live_bytes(d: Path) -> int:
+    return WAL_HEADER + wal_frames(d) * FRAME
 
 
 # Each damage names what it does to the copy `d`; the fixture's real crash supplies the bytes.
@@ -98,9 +111,9 @@ DAMAGE = {
     "wal_40_bytes_in_the_middle": lambda d: flip(d / WAL, WAL_HEADER + (wal_frames(d) // 2) * FRAME + 100, 40),
     "wal_40_bytes_in_the_first_frame": lambda d: flip(d / WAL, WAL_HEADER + FRAME_HEADER + 200, 40),
     "wal_frame_header_of_the_last_frame": lambda d: flip(d / WAL, WAL_HEADER + (wal_frames(d) - 1) * FRAME, 8),
-    "wal_truncated_to_half": lambda d: truncate(d / WAL, os.path.getsize(d / WAL) // 2),
+    "wal_truncated_to_half": lambda d: truncate(d / WAL, wal_live_bytes(d) // 2),
     "wal_truncated_by_one_frame": lambda d: truncate(d / WAL, WAL_HEADER + (wal_frames(d) - 1) * FRAME),
-    "wal_truncated_inside_a_frame": lambda d: truncate(d / WAL, os.path.getsize(d / WAL) - 1000),
+    "wal_truncated_inside_a_frame": lambda d: truncate(d / WAL, wal_live_bytes(d) - 1000),
     "wal_truncated_to_its_header": lambda d: truncate(d / WAL, WAL_HEADER),
     "wal_emptied": lambda d: truncate(d / WAL, 0),
     "wal_deleted": lambda d: (d / WAL).unlink(),
@@ -211,7 +224,7 @@ def test_wal_damage_inside_or_truncation_is_not_an_offset_rollback(crashed, tmp_
     d = tmp_path / "data"
     shutil.copytree(crashed.data, d)
     if how == "truncate":
-        truncate(d / WAL, os.path.getsize(d / WAL) // 3)
+        truncate(d / WAL, wal_live_bytes(d) // 3)
     else:
         flip(d / WAL, WAL_HEADER + (wal_frames(d) // 3) * FRAME + 512, 40)
     check = kcoord("store", "check", str(d), "--json")
@@ -223,7 +236,7 @@ def test_wal_damage_inside_or_truncation_is_not_an_offset_rollback(crashed, tmp_
 def test_store_accept_takes_a_rolled_back_store_as_it_is_and_only_that(crashed, tmp_path) -> None:
     d = tmp_path / "data"
     shutil.copytree(crashed.data, d)
-    truncate(d / WAL, os.path.getsize(d / WAL) // 2)
+    truncate(d / WAL, wal_live_bytes(d) // 2)
     with pytest.raises(StoreError, match="acknowledged commit"):
         served_offsets(d)
     r = kcoord("store", "accept", str(d))
