@@ -209,16 +209,22 @@ def _store_check(args) -> int:
     return 0
 
 
-def _store_compact(args) -> int:
+def _on_data_dir(args, command: str, why: str, fn):
+    """`fn(args.dir)` for a store command that takes only a data directory (a PostgreSQL URL: one line saying
+    `why`, exit 2); a StoreError is the command's one line."""
     if args.dir.startswith(PG_SCHEMES):
         from .pgstore import safe_url
-        raise CliError(f"{safe_url(args.dir)}: store compact takes a data directory; a PostgreSQL store is "
-                       f"PostgreSQL's to vacuum", 2)
+        raise CliError(f"{safe_url(args.dir)}: store {command} takes a data directory; a PostgreSQL store is "
+                       f"{why}", 2)
     _store_dir(args.dir)
     try:
-        r = compact_store(args.dir)
+        return fn(args.dir)
     except StoreError as e:
         raise CliError(str(e)) from None
+
+
+def _store_compact(args) -> int:
+    r = _on_data_dir(args, "compact", "PostgreSQL's to vacuum", compact_store)
     if args.json:
         print(json.dumps({"path": r.path, "bytes_before": r.bytes_before, "bytes_after": r.bytes_after,
                           "converted": r.converted}, indent=2))
@@ -229,15 +235,7 @@ def _store_compact(args) -> int:
 
 
 def _store_accept(args) -> int:
-    if args.dir.startswith(PG_SCHEMES):
-        from .pgstore import safe_url
-        raise CliError(f"{safe_url(args.dir)}: store accept takes a data directory; a PostgreSQL store is "
-                       f"PostgreSQL's to keep (it has no commit witness to accept)", 2)
-    _store_dir(args.dir)
-    try:
-        accepted = accept_store(args.dir)
-    except StoreError as e:
-        raise CliError(str(e)) from None
+    accepted = _on_data_dir(args, "accept", "PostgreSQL's to keep (it has no commit witness to accept)", accept_store)
     if not accepted:
         print(f"{args.dir}: nothing to accept; the store holds every acknowledged commit")
     for text in accepted:

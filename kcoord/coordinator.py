@@ -195,21 +195,19 @@ class Coordinator:
                 wire.DeleteGroupsResponseDeletableGroupResult(group_id=g, error_code=error)
                 for g in dict.fromkeys(req.groups_names)])
 
-        def consumer_heartbeat(req, version, client_id="", client_host=""):
-            g = self.groups.get(req.group_id)
-            if type(g) is ConsumerGroup and self.consumer_protocol:
-                quick = g.quick_heartbeat(req, client_id, client_host)
-                if quick is not None:
-                    return quick
-            return ConsumerGroup.fail(error, message)
+        def steady_heartbeat(cls, enabled: str):
+            # a modern group's heartbeat that changes nothing is answered; any other is refused
+            def heartbeat(req, version, client_id="", client_host=""):
+                g = self.groups.get(req.group_id)
+                if type(g) is cls and getattr(self, enabled):
+                    quick = g.quick_heartbeat(req, client_id, client_host)
+                    if quick is not None:
+                        return quick
+                return cls.fail(error, message)
+            return heartbeat
 
-        def connect_heartbeat(req, version, client_id="", client_host=""):
-            g = self.groups.get(req.group_id)
-            if type(g) is ConnectGroup and self.connect_protocol:
-                quick = g.quick_heartbeat(req, client_id, client_host)
-                if quick is not None:
-                    return quick
-            return ConnectGroup.fail(error, message)
+        consumer_heartbeat = steady_heartbeat(ConsumerGroup, "consumer_protocol")
+        connect_heartbeat = steady_heartbeat(ConnectGroup, "connect_protocol")
 
         return {
             wire.JoinGroupRequest.API_KEY: lambda req, v, *_: wire.JoinGroupResponse(
