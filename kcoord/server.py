@@ -11,7 +11,6 @@ too-new version in v0 format with UNSUPPORTED_VERSION (35).
 from __future__ import annotations
 
 import asyncio
-import gc
 import ipaddress
 import logging
 import os
@@ -27,7 +26,7 @@ from dataclasses import dataclass, field
 from time import perf_counter
 
 from . import errors as E
-from . import wire
+from . import gcpolicy, wire
 from ._core._stats import RequestStats
 from ._core._stats import now as stats_clock
 from .broker import Broker
@@ -35,7 +34,7 @@ from .config import SERVER_BOUNDS, GroupConfig, check_bounds, kafka_settings, sp
 from .config import SETTINGS as GROUP_SETTINGS
 from .coordinator import Coordinator, LoadStats
 from .events import LATENCY_BUCKETS, Histogram
-from .reply import Reply
+from .reply import Deferred, Reply
 from .store import FSYNC_POLICIES, PG_SCHEMES, GroupStore, NullStore, Records, SqliteRecords, StoreError, StoreFullError
 from .timers import Clock
 from .topics import TopicCatalogue, parse_topic_spec
@@ -56,6 +55,11 @@ OUT_HIGH_WATER = 1 << 20  # answers from one read written out before more frames
 # One read's frames are handled for about this long in a turn of the loop; the rest wait for a later turn, so a
 # pipelined burst from one peer (5,000 KIP-848 joins in one write) takes turns with every other connection.
 TURN_BUDGET_S = 0.005
+# A request frame above this is decoded on the server's worker thread, not on the loop (Kafka's request handler
+# threads); for an OffsetCommit the catalogue's part of the answer is made there too (Offsets.plan_commit), and a
+# long answer (a Deferred) is made and encoded there. Only the group's part runs on the loop. The codec lets the
+# loop take the GIL every few thousand array elements, so the worker never holds the loop back for long.
+OFFLOAD_ABOVE = 256 << 10
 
 
 @dataclass
@@ -237,6 +241,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self.frame_started = 0.0  # loop time the unfinished frame's first bytes arrived (0: none)
         self.muted = False  # not read while the unfinished frames of all connections hold queued.max.request.bytes
         self.reserved = 0  # what its next read may take, counted in Server.reserved
+        self.offloading = False  # a request of this connection is on the server's worker: its later frames wait
 
     # ---- asyncio protocol ------------------------------------------------------------------------
 
@@ -272,7 +277,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
     def drain(self) -> None:
         """Handle the frames set aside while the answers could not leave (the peer did not read, or the store
         held them), now that they can."""
-        if not self.backlog or self.writing_paused or self.out or self.transport is None or \
+        if not self.backlog or self.writing_paused or self.out or self.offloading or self.transport is None or \
                 self.transport.is_closing():
             return
         frames, self.backlog = list(self.backlog), None
@@ -280,7 +285,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self._update_reading()
 
     def _update_reading(self) -> None:
-        pause = self.writing_paused or len(self.queue) >= MAX_QUEUED or bool(self.backlog) or self.muted
+        pause = self.writing_paused or len(self.queue) >= MAX_QUEUED or bool(self.backlog) or self.muted or \
+            self.offloading
         t = self.transport
         if pause != self.reading_paused and t is not None and not t.is_closing():
             self.reading_paused = pause
@@ -290,6 +296,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
                 t.resume_reading()
 
     def connection_lost(self, exc) -> None:
+        gcpolicy.release_transport(self.transport)
         srv = self.server
         if self in srv.connections:
             srv.connections.discard(self)
@@ -379,7 +386,9 @@ class KafkaConnection(asyncio.BufferedProtocol):
         elif self.frame_started:
             self.frame_started = 0.0
             self._count_frame(0)
-        if self.backlog:  # behind the frames already waiting
+        if self.backlog or self.offloading:  # behind the frames already waiting, or the request on the worker
+            if self.backlog is None:
+                self.backlog = deque()
             self.backlog.extend(frames)
             return
         self._handle(frames)
@@ -392,6 +401,12 @@ class KafkaConnection(asyncio.BufferedProtocol):
                 self._write()
                 self.transport.close()
                 return
+            if self.offloading:  # the rest wait until the worker's request has been handled (request order)
+                self._write()
+                if i + 1 < len(frames):
+                    self.backlog = deque(frames[i + 1:])
+                self._update_reading()
+                break
             if self.out_size > OUT_HIGH_WATER and i + 1 < len(frames):
                 # Many or large answers from one read: write them before handling more, and set the rest aside
                 # while they cannot leave, so a read of small requests cannot make unbounded answers.
@@ -414,7 +429,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
     def _resume(self) -> None:
         """Go on with the frames a read left for a later turn (`_handle`); answers still waiting for their write do
         not hold them back (`drain` takes over when the peer does not read)."""
-        if not self.backlog or self.writing_paused or self.transport is None or self.transport.is_closing():
+        if not self.backlog or self.writing_paused or self.offloading or self.transport is None or \
+                self.transport.is_closing():
             return
         frames, self.backlog = list(self.backlog), None
         self._handle(frames)
@@ -441,6 +457,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
         srv = self.server
         if srv.key_map is not None:
             frame = srv.key_map.to_codec(frame)
+        if len(frame) > OFFLOAD_ABOVE and srv.worker is not None and self._offload(frame, t0):
+            return True
         try:
             header, body = wire.decode_request(frame)
         except wire.UnsupportedVersionError as e:
@@ -467,6 +485,104 @@ class KafkaConnection(asyncio.BufferedProtocol):
             return False
         return True
 
+    # ---- a large request, on the server's worker ------------------------------------------------------
+
+    def _offload(self, frame: bytes, t0: float) -> bool:
+        """Send a large request to the server's worker to be decoded (and prepared) off the loop; its answer keeps
+        its place as a parked reply, and this connection's later frames wait until it has been handled. False
+        when the inline path should take it (a header it would refuse: it closes or answers as for any frame)."""
+        srv = self.server
+        try:
+            key, version, correlation_id = wire.peek_request(frame)
+        except wire.DecodeError:
+            return False
+        if key not in srv.handlers or not wire.is_supported(key, version):
+            return False
+        reply = Reply(version=version)
+        self.respond(reply, key, version, correlation_id, t0)
+        self.offloading = True
+        srv.offloaded += 1
+        self._update_reading()
+        size = len(frame)
+        srv.offload_bytes(size)  # counted in queued.max.request.bytes until it has been handled
+        prepared = srv.prepared.get(key)
+        job = srv.worker.submit(_decode_off_loop, frame, prepared)
+        job.add_done_callback(lambda f: srv.on_loop(self._decoded, f, reply, key, version, size))
+        return True
+
+    def _decoded(self, job, reply: Reply, key: int, version: int, size: int) -> None:
+        """On the loop: the worker decoded (and prepared) the request; handle it as `handle` would."""
+        srv = self.server
+        srv.offload_bytes(-size)
+        self.offloading = False
+        if self.transport is None or self.transport.is_closing():
+            return
+        try:
+            header, body, plan = job.result()
+        except wire.DecodeError as e:
+            log.info("closing %s: malformed request: %s", self.host, e)
+            self._abort_offloaded()
+            return
+        except Exception:
+            log.exception("closing %s: API %d v%d could not be decoded", self.host, key, version)
+            self._abort_offloaded()
+            return
+        prepared = srv.prepared.get(key)
+        try:
+            if prepared is not None:
+                prepared.planned = (body, plan)
+            response = srv.handlers[key](body, version, header.client_id or "", self.host)
+        except Exception:
+            log.exception("closing %s: API %d v%d failed", self.host, key, version)
+            self._abort_offloaded()
+            return
+        finally:
+            if prepared is not None:
+                prepared.planned = None
+        self._answer_offloaded(reply, response, key, version, header.correlation_id)
+        srv.rearm_timer()
+        if self.backlog:
+            self._resume()
+        self._update_reading()
+
+    def _answer_offloaded(self, reply: Reply, response, key: int, version: int, correlation_id: int) -> None:
+        if type(response) is Reply:
+            if not response.done:
+                response.on_done(lambda r: self._answer_offloaded(reply, r, key, version, correlation_id))
+                return
+            response = response.response
+        if response is None:  # never answered (Produce with acks=0): its place in the queue goes
+            for i, entry in enumerate(self.queue):
+                if entry[0] is reply:
+                    del self.queue[i]
+                    break
+            self._flush()
+            return
+        if type(response) is Deferred:  # made and encoded on the worker too
+            srv = self.server
+            job = srv.worker.submit(_finish_off_loop, response, key, version, correlation_id)
+            job.add_done_callback(lambda f: srv.on_loop(self._finished, f, reply, key, version))
+            return
+        reply.resolve(response)
+
+    def _finished(self, job, reply: Reply, key: int, version: int) -> None:
+        if self.transport is None or self.transport.is_closing():
+            return
+        try:
+            encoded = job.result()
+        except Exception:
+            log.exception("closing %s: the answer to API %d v%d could not be made", self.host, key, version)
+            self._abort_offloaded()
+            return
+        reply.resolve(encoded)
+
+    def _abort_offloaded(self) -> None:
+        self._write()
+        if self.transport is not None:
+            self.transport.abort()
+
+    # ---- answers ---------------------------------------------------------------------------------
+
     def respond(self, response, key: int, version: int, correlation_id: int, t0: float) -> None:
         """Encode `response` into the answers to write, or queue it behind a parked one (`t0`: when the request
         was read, for its latency)."""
@@ -481,6 +597,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
         if self.queue:
             self.queue.append((response, key, version, correlation_id, t0))
             return
+        if type(response) is Deferred:
+            response = response.finish()
         data = wire.encode_response(key, version, correlation_id, response)
         self.out.append(data)
         self.out_size += len(data)
@@ -500,7 +618,13 @@ class KafkaConnection(asyncio.BufferedProtocol):
                         break
                     response = response.response
                 q.popleft()
-                out.append(data := wire.encode_response(key, version, corr, response))
+                if type(response) is Encoded:  # made on the worker
+                    data, response = response.data, response.response
+                else:
+                    if type(response) is Deferred:
+                        response = response.finish()
+                    data = wire.encode_response(key, version, corr, response)
+                out.append(data)
                 keys.append(key)
                 self.out_size += len(data)
                 if self.stats is not None:
@@ -520,6 +644,35 @@ class KafkaConnection(asyncio.BufferedProtocol):
         """The answers `_flush` took from the queue (`keys`: their APIs), to write after those of earlier frames."""
         self.out.extend(out)
         self._write()
+
+
+class Encoded:
+    """A response made and encoded on the server's worker: the frame to write, and the response (for the stats)."""
+
+    __slots__ = ("data", "response")
+
+    def __init__(self, data: bytes, response) -> None:
+        self.data = data
+        self.response = response
+
+
+def _decode_off_loop(frame: bytes, prepared) -> tuple:
+    """On the worker: decode a large request, and make what its handler can take ready-made (`prepared.prepare`)."""
+    header, body = wire.decode_request(frame)
+    plan = prepared.prepare(body, header.request_api_version) if prepared is not None else None
+    return header, body, plan
+
+
+def _finish_off_loop(deferred: Deferred, key: int, version: int, correlation_id: int) -> Encoded:
+    """On the worker: make a Deferred's response, encode it, and free what it and its request held (here, not on
+    the loop: two million small objects take a while to free). The loop keeps only what the request stats read."""
+    response = deferred.finish()
+    data = wire.encode_response(key, version, correlation_id, response)
+    if deferred.dispose is not None:
+        deferred.dispose()
+    cls = type(response)
+    outcome = cls(error_code=response.error_code) if hasattr(cls, "error_code") else cls()
+    return Encoded(data, outcome)
 
 
 class DurableConnection(KafkaConnection):
@@ -783,6 +936,10 @@ class Server:
         self.held: set[KafkaConnection] = set()
         self.group_commit = self.cluster is None and getattr(records, "write_off_loop", False)
         self.writer: ThreadPoolExecutor | None = None  # the writer thread, once started
+        self.worker: ThreadPoolExecutor | None = None  # decodes large requests off the loop (OFFLOAD_ABOVE)
+        self.offloaded = 0  # requests decoded on the worker since start
+        # What the worker may prepare for a handler, by API key (Offsets: an OffsetCommit's plan)
+        self.prepared = {wire.OffsetCommitRequest.API_KEY: self.coordinator.offsets}
         self._writing: asyncio.Future | None = None  # the write under way
         self._closing = False  # close() is under way: nothing more is handed to the writer
         self._retry: asyncio.TimerHandle | None = None  # the next write attempt while the store is full
@@ -847,6 +1004,7 @@ class Server:
         # Bound now, accepting once everything below is in place (a cluster node: once it holds its partitions).
         if self.group_commit:
             self.writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="kcoord-store")
+        self.worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="kcoord-worker")
         conn_type = DurableConnection if self.writer is not None else KafkaConnection
         self._server = await self.loop.create_server(lambda: conn_type(self), cfg.host, cfg.port,
                                                      reuse_address=True, backlog=1024, start_serving=False)
@@ -869,8 +1027,10 @@ class Server:
         if self.cluster is not None:
             self.cluster.port = cfg.advertised_port or cfg.port  # known now, with --port 0
             await self.cluster.start(self.loop)  # the first lease round: partitions are taken before serving
+        # What start-up made lives as long as the server, and so will what survives each full collection from now
+        # on: frozen, out of every later collection, so a collection's pause does not grow with the state
+        gcpolicy.install(self)
         await self._server.start_serving()
-        gc.freeze()  # what start-up made lives as long as the server: keep it out of every collection
 
     # ---- the store ---------------------------------------------------------------------------------
 
@@ -1040,6 +1200,23 @@ class Server:
             log.exception("a coordinator timer failed")
         self.rearm_timer()
 
+    def on_loop(self, fn, *args) -> None:
+        """From the worker thread: call fn(*args) on the loop (nothing once the loop has closed)."""
+        try:
+            self.loop.call_soon_threadsafe(fn, *args)
+        except RuntimeError:
+            pass
+
+    def offload_bytes(self, delta: int) -> None:
+        """A request of `delta` bytes went to the worker (or, negative, was handled): it counts toward
+        queued.max.request.bytes meanwhile, as a Kafka request holds its memory-pool bytes until it is handled."""
+        self.frame_bytes += delta
+        if self.frame_bytes > self.frame_bytes_peak:
+            self.frame_bytes_peak = self.frame_bytes
+        if delta < 0 and self.muted and not self.unmuting:
+            self.unmuting = True
+            self.loop.call_soon(self.unmute)
+
     def unmute(self) -> None:
         """Read the muted connections again once the unfinished frames hold less than queued.max.request.bytes;
         while they hold more, and no connection being read holds any of it, the muted one furthest along, so that
@@ -1143,10 +1320,12 @@ class Server:
             g.unload()
         if self.cluster is not None:
             await self.cluster.close()
+        if self.worker is not None:  # a request still on it is dropped, unanswered (its connection closes)
+            self.worker.shutdown(wait=False, cancel_futures=True)
         for conn in list(self.connections) if self.failed is None else ():
             conn._flush()
-            for response, *_ in list(conn.queue):  # held Fetches: answer them now
-                if type(response) is Reply and not response.done:
+            for response, key, *_ in list(conn.queue):  # held Fetches: answer them now
+                if key == FETCH_KEY and type(response) is Reply and not response.done:
                     response.resolve(wire.FetchResponse(error_code=E.NONE))
             conn._flush()
             conn.transport.close()
@@ -1157,6 +1336,7 @@ class Server:
         if self.writer is not None:
             self.writer.shutdown(wait=True)
         self.store.close()
+        gcpolicy.uninstall(self)  # the last server of the process gives the collector back as it was
 
     async def serve_forever(self) -> None:
         cfg = self.config

@@ -34,7 +34,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("kcoord.pgstore",),  # the PostgreSQL backend of the store interface, fenced by lease epochs
     ("kcoord.store",),
     ("kcoord.records", "kcoord.topics", "kcoord.timers", "kcoord.config", "kcoord.client", "kcoord.spark",
-     "kcoord.tables", "kcoord.events"),
+     "kcoord.tables", "kcoord.events", "kcoord.gcpolicy"),
     ("kcoord.kafka_configs",),  # the names of Kafka's broker settings (read by kcoord.config): data, no imports
     ("kcoord.assignors", "kcoord.connect_assignor"),
     ("kcoord.wire", "kcoord.errors", "kcoord.reply"),
