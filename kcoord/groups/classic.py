@@ -109,7 +109,9 @@ class ClassicGroup:
         self.join_timer = timers.new()
         self.sync_timer = timers.new()
         self.member_timers = MemberTimers(timers, self.on_member_timer)
-        self.history: deque[RebalanceEvent] = deque(maxlen=config.group_rebalance_history_size)
+        # Made at the first entry: an empty deque takes 760 bytes, and most groups never record one (a simple
+        # consumer's, or 100,000 made by junk commits)
+        self.history: deque[RebalanceEvent] | tuple[()] = ()
         self.last_change: tuple[str, str] | None = None  # (trigger, reason) of the latest history entry
         self.rebalance_start_ms = 0
         # Each member's bytes in the group's record with its largest protocol metadata and no assignment, and their
@@ -147,8 +149,11 @@ class ClassicGroup:
         """Add to the bounded rebalance history: what triggered or changed a rebalance, with the client's
         KIP-800 reason. Joins that merely take part in a rebalance already under way are not recorded
         unless they carry a reason (Kafka only logs these; the history is for what an operator asks)."""
-        self.history.append(RebalanceEvent(self.timers.clock.wall_ms(), self.generation, trigger, member_id,
-                                           instance_id, reason))
+        history = self.history
+        if type(history) is tuple:
+            history = self.history = deque(maxlen=self.config.group_rebalance_history_size)
+        history.append(RebalanceEvent(self.timers.clock.wall_ms(), self.generation, trigger, member_id, instance_id,
+                                      reason))
         self.last_change = (trigger, reason)
         self.events.member_event("classic", self.group_id, self.generation, trigger, member_id, instance_id, reason)
 
