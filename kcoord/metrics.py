@@ -19,6 +19,7 @@ coordinator has a metric, its name: `group-count` (kcoord_groups), `group-rebala
 from __future__ import annotations
 
 import asyncio
+import gc
 import itertools
 import logging
 from collections.abc import Iterator
@@ -29,7 +30,7 @@ from prometheus_client.exposition import choose_encoder
 from prometheus_client.metrics_core import Metric
 
 from . import errors as E
-from . import wire
+from . import gcpolicy, wire
 from ._core._stats import RequestStats
 from .events import LATENCY_BUCKETS, Histogram
 from .reply import Reply
@@ -170,6 +171,9 @@ class ServerCollector:
                                 "SyncGroup, a held Fetch)", value=parked)
         yield GaugeMetricFamily("kcoord_ready", "1 when the store is loaded and the server listens", value=int(
             srv.ready))
+        yield GaugeMetricFamily("kcoord_gc_frozen_objects", "Objects the garbage collector no longer scans: what "
+                                "survived a full collection (kcoord.gcpolicy). It follows the groups, members and "
+                                "connections; one that grows while they do not is a leak", value=gc.get_freeze_count())
         cluster = srv.cluster
         if cluster is not None:  # a node of a cluster on PostgreSQL (kcoord.cluster)
             yield GaugeMetricFamily("kcoord_cluster_partitions_held", "Coordinator partitions this node holds and "
@@ -192,6 +196,9 @@ class HttpConnection(asyncio.Protocol):
 
     def connection_made(self, transport) -> None:
         self.transport = transport
+
+    def connection_lost(self, exc) -> None:
+        gcpolicy.release_transport(self.transport)
 
     def data_received(self, data: bytes) -> None:
         self.buf += data

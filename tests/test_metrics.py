@@ -12,6 +12,8 @@ import json
 import os
 import shutil
 import signal
+import socket
+import struct
 import subprocess
 import threading
 import time
@@ -27,7 +29,7 @@ from kcoord.cli import main as cli_main
 from kcoord.client import Client
 
 from .interop_consumer import ConsumerMember
-from .servers import free_port, serve
+from .servers import free_port, recv_exact, serve
 
 pytestmark = pytest.mark.interop
 
@@ -316,6 +318,42 @@ def test_a_consumer_member_fenced_by_its_rebalance_timeout_counts_as_an_expirati
         assert value(s, "kcoord_member_expirations_total", group_type="consumer") == 1  # nothing else expired
         [line] = events(srv.log, "member-expired", group="rt")
         assert (line["member"], line["trigger"], line["group_type"]) == ("a", "rebalance-timeout", "consumer")
+
+
+def commit_many(port: int, groups: list[str]) -> None:
+    """A simple consumer's commit to each group (one pipelined connection; every one must be accepted)."""
+    with socket.create_connection(("127.0.0.1", port)) as s:
+        for start in range(0, len(groups), 1_000):
+            batch = groups[start:start + 1_000]
+            s.sendall(b"".join(wire.encode_request(8, 8, i, "junk", wire.OffsetCommitRequest(
+                group_id=g, generation_id_or_member_epoch=-1, member_id="", topics=[wire.OffsetCommitRequestTopic(
+                    name="orders", partitions=[wire.OffsetCommitRequestPartition(partition_index=0,
+                                                                                 committed_offset=1)])]))
+                for i, g in enumerate(batch)))
+            for _ in batch:
+                (n,) = struct.unpack(">i", recv_exact(s, 4))
+                r = wire.decode_response(8, 8, recv_exact(s, n))[1]
+                assert r.topics[0].partitions[0].error_code == 0
+
+
+def test_frozen_objects_follow_the_groups(server) -> None:
+    """kcoord_gc_frozen_objects (kcoord.gcpolicy): what survives a full collection is frozen while the server serves,
+    so the count grows as junk groups are made, and falls when they are deleted (frozen objects are still freed)."""
+    srv, mport = server, server.metrics_port
+    n = 15_000  # about 5 tracked objects a group: past one full collection's worth (about 40,000 objects)
+    groups = [f"junk-{i}" for i in range(n)]
+    s0 = scrape(mport)
+    assert value(s0, "kcoord_gc_frozen_objects") > 0  # what start-up made
+    commit_many(srv.port, groups)
+    s1 = scrape(mport)
+    assert value(s1, "kcoord_groups", group_type="classic", state="Empty") == n
+    assert value(s1, "kcoord_gc_frozen_objects") - value(s0, "kcoord_gc_frozen_objects") >= n
+    with Client(srv.bootstrap, timeout=60) as c:
+        r = c.request(wire.DeleteGroupsRequest(groups_names=groups), 2)
+    assert all(x.error_code == 0 for x in r.results)
+    s2 = scrape(mport)
+    assert value(s2, "kcoord_groups") == 0
+    assert value(s1, "kcoord_gc_frozen_objects") - value(s2, "kcoord_gc_frozen_objects") >= n
 
 
 def test_text_log_format_and_levels(tmp_path: Path) -> None:
