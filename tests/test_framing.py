@@ -50,6 +50,33 @@ def test_buffered_protocol_path_matches_payloads(payloads, chunks) -> None:
     assert out == payloads
 
 
+def test_large_frames_are_lent_whole_and_stay_intact_while_the_reader_goes_on() -> None:
+    # buffer_updated hands a frame of 1 MiB or more over in the block it arrived in (a read-only memoryview), and the
+    # bytes after it in the same read go on into a fresh block; growing toward a large frame keeps what arrived, also
+    # when the transport still holds the previous view (then the reader moves to a fresh block).
+    rng = random.Random(7)
+    big = [bytes([i]) * (1 << 20) + rng.randbytes(rng.randint(0, 2 << 20)) for i in range(1, 4)]
+    payloads = [b"small", big[0], b"", big[1], b"x" * 100_000, big[2], b"last"]
+    stream = b"".join(frame(p) for p in payloads)
+    reader = wire.FrameReader(max_frame_size=8 << 20, initial_size=64)
+    out, pos, held = [], 0, None
+    while pos < len(stream):
+        view = reader.get_buffer(-1)
+        n = min(len(view), rng.randint(1, 400_000), len(stream) - pos)
+        view[:n] = stream[pos:pos + n]
+        held = view if rng.random() < 0.3 else None  # sometimes the transport keeps its view a while
+        del view
+        out += reader.buffer_updated(n)
+        pos += n
+    del held
+    assert [bytes(f) for f in out] == payloads
+    lent = [f for f in out if type(f) is memoryview]
+    assert [bytes(f) for f in lent] == big and all(f.readonly for f in lent)
+    assert all(type(f) is bytes for f in out if len(f) < 1 << 20)
+    assert reader.capacity < 1 << 20  # the reader kept none of the large blocks
+    assert reader.feed(frame(big[0])) == [big[0]]  # feed() copies (bytes) whatever the size
+
+
 @pytest.mark.parametrize("size", [-1, -(2**31), 2**31 - 1, (1 << 20) + 1])
 def test_size_prefix_outside_limit_fails_before_allocating(size: int) -> None:
     reader = wire.FrameReader(max_frame_size=1 << 20, initial_size=64)

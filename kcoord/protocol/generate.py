@@ -80,7 +80,7 @@ class FrameReader:
     pending: int
     def __init__(self, max_frame_size: int = ..., initial_size: int = ...) -> None: ...
     def get_buffer(self, sizehint: int = ...) -> memoryview: ...
-    def buffer_updated(self, nbytes: int) -> list[bytes]: ...
+    def buffer_updated(self, nbytes: int) -> list[bytes | memoryview]: ...
     def feed(self, data: Buffer) -> list[bytes]: ...
 
 def request_header_version(api_key: int, api_version: int) -> int: ...
@@ -214,6 +214,7 @@ class Generator:
             else:
                 item = self.read_expr(fld, fld.elem, False, compact).replace("(c)", f"({cur})")
             lines.append(f"{ind}        lst[i] = {item}")
+            lines.append(f"{ind}        gil_tick()")
             lines.append(f"{ind}        if {cur}.bad:")
             lines.append(f"{ind}            break")
             lines.append(f"{ind}    {target} = lst")
@@ -328,6 +329,7 @@ class Generator:
             lines.append(f"{ind}    items = as_seq(items)")
             lines.append(f"{ind}    w_len(w, len(items), {width})")
             lines.append(f"{ind}    for x in items:")
+            lines.append(f"{ind}        gil_tick()")
             if nested is not None:
                 elem_cls = nested.rsplit("_", 1)[0]
                 lines.append(f"{ind}        _e_{nested}(w, <{elem_cls}?>x)")

@@ -7,7 +7,6 @@ import abc
 
 cimport cython
 from cpython.buffer cimport PyBUF_SIMPLE, PyBUF_WRITABLE, PyBuffer_FillInfo, PyBuffer_Release, PyObject_GetBuffer
-from cpython.bytearray cimport PyByteArray_AS_STRING
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_CheckExact, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
 from libc.stdint cimport int8_t, int16_t, int32_t, int64_t, uint8_t, uint16_t, uint32_t, uint64_t
 from libc.string cimport memcpy, memmove
@@ -252,6 +251,23 @@ cdef int encode_into_buffer(WriteBuffer buf, object obj, enc_fn fn, int version)
     return 0
 
 
+cdef unsigned int _ticks = 0
+# A function in bytecode: the interpreter checks, on entering it, whether another thread has asked for the GIL
+# (CPython sets that request once a waiter has waited the switch interval, 5 ms) and hands it over if so.
+cdef object _switch_point = eval("lambda: None")
+
+
+cdef inline void gil_tick() noexcept:
+    # Called by the generated codec once per array element: every 1,024th enters the interpreter, so a large
+    # request decoded or encoded off the event loop (the server's worker) gives the GIL to the loop as Python code
+    # would, after at most the switch interval. (Merely releasing and retaking the GIL here does not: each release
+    # wakes the waiting loop, which then finds the GIL taken again and starts its 5 ms wait afresh, forever.)
+    global _ticks
+    _ticks += 1
+    if not (_ticks & 1023):
+        _switch_point()
+
+
 include "generated.pxi"
 
 for _cls in STRUCT_TYPES:
@@ -446,11 +462,60 @@ def decode_response(int api_key, int api_version, frame):
 
 # ---- framing ---------------------------------------------------------------------------------------------
 
-@cython.final
+cdef extern from "frame_mem.h":
+    char* fm_alloc(size_t size) nogil
+    void fm_free(char* p, size_t size) nogil
+    char* fm_resize(char* p, size_t size, size_t new_size) nogil
+
+
 cdef Py_ssize_t GROW_STEP = 65536  # a buffer grows by at least this much, or doubles, toward the declared size
 cdef Py_ssize_t SHRINK_ABOVE = 1 << 20  # an emptied buffer larger than this is replaced by a small one
+cdef Py_ssize_t LEND_ABOVE = 1 << 20  # buffer_updated hands a frame this large over in its block, not copied
 
 
+@cython.final
+cdef class _FrameBuffer:
+    """One block of a FrameReader's memory (frame_mem.h: never zero-filled; above 1 MiB on Linux an anonymous
+    mapping grown by mremap, so growing toward a large frame copies nothing). Lent writable to the transport as a
+    memoryview; while one is held the block is never resized, and it is freed when the last holder lets go."""
+
+    cdef char* data
+    cdef Py_ssize_t size
+    cdef Py_ssize_t exports
+
+    @staticmethod
+    cdef _FrameBuffer new(Py_ssize_t size):
+        cdef _FrameBuffer b = _FrameBuffer.__new__(_FrameBuffer)
+        b.data = fm_alloc(<size_t>size)
+        if b.data == NULL:
+            raise MemoryError(f"no memory for a {size}-byte frame buffer")
+        b.size = size
+        return b
+
+    cdef int resize(self, Py_ssize_t size) except -1:
+        cdef char* q
+        if self.exports:
+            raise BufferError("a frame buffer is resized while a view of it is held")
+        q = fm_resize(self.data, <size_t>self.size, <size_t>size)
+        if q == NULL:
+            raise MemoryError(f"no memory for a {size}-byte frame buffer")
+        self.data = q
+        self.size = size
+        return 0
+
+    def __dealloc__(self):
+        fm_free(self.data, <size_t>self.size)
+        self.data = NULL
+
+    def __getbuffer__(self, Py_buffer* view, int flags):
+        PyBuffer_FillInfo(view, self, self.data, self.size, 0, flags)
+        self.exports += 1
+
+    def __releasebuffer__(self, Py_buffer* view):
+        self.exports -= 1
+
+
+@cython.final
 cdef class FrameReader:
     """Splits a byte stream into Kafka frames (4-byte big-endian size, then that many bytes).
 
@@ -459,7 +524,7 @@ cdef class FrameReader:
     is allocated for it; the reader is then closed for good, as the connection should be.
     """
 
-    cdef bytearray buf
+    cdef _FrameBuffer buf
     cdef Py_ssize_t start, end, initial_size
     cdef readonly Py_ssize_t max_frame_size
     cdef readonly bint failed
@@ -469,13 +534,13 @@ cdef class FrameReader:
             raise ValueError("max_frame_size must be >= 0")
         self.max_frame_size = max_frame_size
         self.initial_size = max(initial_size, 64)
-        self.buf = bytearray(self.initial_size)
+        self.buf = _FrameBuffer.new(self.initial_size)
         self.start = self.end = 0
 
     @property
     def capacity(self):
-        """The bytes the reader holds now (what a connection costs in buffer memory)."""
-        return len(self.buf)
+        """The bytes the reader holds now (what a connection costs in buffer memory, at most)."""
+        return self.buf.size
 
     @property
     def pending(self):
@@ -489,7 +554,7 @@ cdef class FrameReader:
         cdef int32_t size
         if have < 4:
             return 4
-        p = <const unsigned char*>PyByteArray_AS_STRING(self.buf) + self.start
+        p = <const unsigned char*>self.buf.data + self.start
         size = <int32_t>((<uint32_t>p[0] << 24) | (<uint32_t>p[1] << 16) | (<uint32_t>p[2] << 8) | p[3])
         if size < 0 or size > self.max_frame_size:
             self.failed = 1
@@ -500,34 +565,46 @@ cdef class FrameReader:
         """A writable view of the free space, grown toward the frame in progress as its bytes arrive.
 
         The buffer grows to at most twice what has arrived (and at least by GROW_STEP), never straight to the
-        size the prefix declares: a peer that declares a large frame and sends little costs what it sent. Once
-        the frames in it are consumed, a buffer grown past SHRINK_ABOVE is given back."""
+        size the prefix declares: a peer that declares a large frame and sends little costs what it sent. Growing
+        keeps the block when no view of it is held (the transport lets go of each view before asking for the
+        next), so a large frame is neither copied nor cleared as it grows. Once the frames in it are consumed, a
+        buffer grown past SHRINK_ABOVE is given back."""
         cdef Py_ssize_t have = self.end - self.start
-        cdef Py_ssize_t cap = len(self.buf)
+        cdef _FrameBuffer b = self.buf
+        cdef Py_ssize_t cap = b.size
         cdef Py_ssize_t need = max(self._want(), have + 4096)
-        cdef bytearray nb
+        cdef _FrameBuffer nb
         if self.failed:
             raise FrameError("the stream already had a bad frame")
         need = min(need, max(2 * have, have + GROW_STEP))
         if have == 0 and cap > SHRINK_ABOVE and need <= SHRINK_ABOVE:
-            self.buf = bytearray(max(need, self.initial_size))
+            self.buf = _FrameBuffer.new(max(need, self.initial_size))
             self.start = self.end = 0
         elif need > cap or (self.start and cap - self.end < 4096):
-            # a fresh buffer: a view of the old one may still be held by the transport
-            nb = bytearray(max(need, cap))
-            if have:
-                memcpy(PyByteArray_AS_STRING(nb), PyByteArray_AS_STRING(self.buf) + self.start, have)
-            self.buf = nb
-            self.start = 0
-            self.end = have
+            if b.exports == 0:
+                if self.start:
+                    memmove(b.data, b.data + self.start, have)
+                    self.start = 0
+                    self.end = have
+                if need > cap:
+                    b.resize(need)
+            else:  # a view of it is still held: a fresh block, the old one freed with that view
+                nb = _FrameBuffer.new(max(need, cap))
+                if have:
+                    memcpy(nb.data, b.data + self.start, have)
+                self.buf = nb
+                self.start = 0
+                self.end = have
         return memoryview(self.buf)[self.end:]
 
     def buffer_updated(self, Py_ssize_t nbytes):
-        """Account for nbytes written into the last get_buffer() view; returns the complete frames."""
-        if nbytes < 0 or self.end + nbytes > len(self.buf):
+        """Account for nbytes written into the last get_buffer() view; returns the complete frames. A frame of
+        LEND_ABOVE bytes or more comes as a read-only memoryview of the block it arrived in (not copied: the reader
+        takes a fresh block), which is freed with the frame."""
+        if nbytes < 0 or self.end + nbytes > self.buf.size:
             raise ValueError("nbytes outside the buffer handed out")
         self.end += nbytes
-        return self._frames()
+        return self._frames(1)
 
     def feed(self, data):
         """Append bytes; returns the complete frames (each a bytes object without its size prefix)."""
@@ -541,7 +618,7 @@ cdef class FrameReader:
                 mv = self.get_buffer()
                 n = min(len(mv), view.len - off)
                 del mv
-                memcpy(PyByteArray_AS_STRING(self.buf) + self.end, <const char*>view.buf + off, n)
+                memcpy(self.buf.data + self.end, <const char*>view.buf + off, n)
                 off += n
                 self.end += n
                 frames.extend(self._frames())
@@ -549,17 +626,29 @@ cdef class FrameReader:
             PyBuffer_Release(&view)
         return frames
 
-    cdef list _frames(self):
+    cdef list _frames(self, bint lend=0):
         cdef list out = []
-        cdef Py_ssize_t want
-        cdef const char* base = PyByteArray_AS_STRING(self.buf)
+        cdef Py_ssize_t want, rest
+        cdef _FrameBuffer b, nb
         if self.failed:
             raise FrameError("the stream already had a bad frame")
         while True:
             want = self._want()
             if self.end - self.start < want:
                 break
-            out.append(PyBytes_FromStringAndSize(base + self.start + 4, want - 4))
+            b = self.buf
+            if lend and want - 4 >= LEND_ABOVE:
+                # the block goes with the frame; what follows it moves to a fresh block
+                rest = self.end - self.start - want
+                nb = _FrameBuffer.new(max(rest + 4096, self.initial_size))
+                if rest:
+                    memcpy(nb.data, b.data + self.start + want, rest)
+                out.append(memoryview(b)[self.start + 4:self.start + want].toreadonly())
+                self.buf = nb
+                self.start = 0
+                self.end = rest
+                continue
+            out.append(PyBytes_FromStringAndSize(b.data + self.start + 4, want - 4))
             self.start += want
         if self.start == self.end:
             self.start = self.end = 0

@@ -7478,6 +7478,7 @@ cdef object _d_ApiVersionsResponse_0(Cursor* c):
         lst = [None] * n
         for i in range(n):
             lst[i] = _d_ApiVersionsResponseApiVersion_0(c)
+            gil_tick()
             if c.bad:
                 break
         o.api_keys = lst
@@ -7498,6 +7499,7 @@ cdef int _e_ApiVersionsResponse_0(WBuf* w, object obj) except -1:
         items = as_seq(items)
         w_len(w, len(items), 4)
         for x in items:
+            gil_tick()
             _e_ApiVersionsResponseApiVersion_0(w, <ApiVersionsResponseApiVersion?>x)
     return 0
 
@@ -7514,6 +7516,7 @@ cdef object _d_ApiVersionsResponse_1(Cursor* c):
         lst = [None] * n
         for i in range(n):
             lst[i] = _d_ApiVersionsResponseApiVersion_0(c)
+            gil_tick()
             if c.bad:
                 break
         o.api_keys = lst
@@ -7535,6 +7538,7 @@ cdef int _e_ApiVersionsResponse_1(WBuf* w, object obj) except -1:
         items = as_seq(items)
         w_len(w, len(items), 4)
         for x in items:
+            gil_tick()
             _e_ApiVersionsResponseApiVersion_0(w, <ApiVersionsResponseApiVersion?>x)
     w_int32(w, o.throttle_time_ms)
     return 0
@@ -7681,6 +7685,7 @@ cdef object _d_ApiVersionsResponse_2(Cursor* c):
         lst = [None] * n
         for i in range(n):
             lst[i] = _d_ApiVersionsResponseApiVersion_1(c)
+            gil_tick()
             if c.bad:
                 break
         o.api_keys = lst
@@ -7709,6 +7714,7 @@ cdef object _d_ApiVersionsResponse_2(Cursor* c):
                 lst = [None] * n
                 for i in range(n):
                     lst[i] = _d_ApiVersionsResponseSupportedFeatureKey_0((&sub))
+                    gil_tick()
                     if (&sub).bad:
                         break
                 o.supported_features = lst
@@ -7734,6 +7740,7 @@ cdef object _d_ApiVersionsResponse_2(Cursor* c):
                 lst = [None] * n
                 for i in range(n):
                     lst[i] = _d_ApiVersionsResponseFinalizedFeatureKey_0((&sub))
+                    gil_tick()
                     if (&sub).bad:
                         break
                 o.finalized_features = lst
@@ -7771,6 +7778,7 @@ cdef int _e_ApiVersionsResponse_2(WBuf* w, object obj) except -1:
         items = as_seq(items)
         w_len(w, len(items), 0)
         for x in items:
+            gil_tick()
             _e_ApiVersionsResponseApiVersion_1(w, <ApiVersionsResponseApiVersion?>x)
     w_int32(w, o.throttle_time_ms)
     if (o.supported_features is not None and len(o.supported_features) != 0):
@@ -7795,6 +7803,7 @@ cdef int _e_ApiVersionsResponse_2(WBuf* w, object obj) except -1:
                     items = as_seq(items)
                     w_len(&t, len(items), 0)
                     for x in items:
+                        gil_tick()
                         _e_ApiVersionsResponseSupportedFeatureKey_0(&t, <ApiVersionsResponseSupportedFeatureKey?>x)
                 entries.append((0, PyBytes_FromStringAndSize(t.buf, t.len)))
             finally:
@@ -7816,6 +7825,7 @@ cdef int _e_ApiVersionsResponse_2(WBuf* w, object obj) except -1:
                     items = as_seq(items)
                     w_len(&t, len(items), 0)
                     for x in items:
+                        gil_tick()
                         _e_ApiVersionsResponseFinalizedFeatureKey_0(&t, <ApiVersionsResponseFinalizedFeatureKey?>x)
                 entries.append((2, PyBytes_FromStringAndSize(t.buf, t.len)))
             finally:
@@ -7858,6 +7868,7 @@ cdef object _d_MetadataRequest_0(Cursor* c):
         lst = [None] * n
         for i in range(n):
             lst[i] = _d_MetadataRequestTopic_0(c)
+            gil_tick()
             if c.bad:
                 break
         o.topics = lst
@@ -7881,6 +7892,7 @@ cdef int _e_MetadataRequest_0(WBuf* w, object obj) except -1:
         items = as_seq(items)
         w_len(w, len(items), 4)
         for x in items:
+            gil_tick()
             _e_MetadataRequestTopic_0(w, <MetadataRequestTopic?>x)
     return 0
 
@@ -7896,6 +7908,7 @@ cdef object _d_MetadataRequest_1(Cursor* c):
         lst = [None] * n
         for i in range(n):
             lst[i] = _d_MetadataRequestTopic_0(c)
+            gil_tick()
             if c.bad:
                 break
         o.topics = lst
@@ -7919,6 +7932,7 @@ cdef int _e_MetadataRequest_1(WBuf* w, object obj) except -1:
         items = as_seq(items)
         w_len(w, len(items), 4)
         for x in items:
+            gil_tick()
             _e_MetadataRequestTopic_0(w, <MetadataRequestTopic?>x)
     return 0
 
@@ -7934,6 +7948,7 @@ cdef object _d_MetadataRequest_2(Cursor* c):
         lst = [None] * n
         for i in range(n):
             lst[i] = _d_MetadataRequestTopic_0(c)
+            gil_tick()
             if c.bad:
                 break
         o.topics = lst
@@ -7955,6 +7970,7 @@ cdef int _e_MetadataRequest_2(WBuf* w, object obj) except -1:
         items = as_seq(items)
         w_len(w, len(items), 4)
         for x in items:
+            gil_tick()
             _e_MetadataRequestTopic_0(w, <MetadataRequestTopic?>x)
     w_bool(w, o.allow_auto_topic_creation)
     return 0
@@ -7971,6 +7987,7 @@ cdef object _d_MetadataRequest_3(Cursor* c):
         lst = [None] * n
         for i in range(n):
             lst[i] = _d_MetadataRequestTopic_0(c)
+            gil_tick()
             if c.bad:
                 break
         o.topics = lst
@@ -7990,6 +8007,7 @@ cdef int _e_MetadataRequest_3(WBuf* w, object obj) except -1:
         items = as_seq(items)
         w_len(w, len(items), 4)
         for x in items:
+            gil_tick()
             _e_MetadataRequestTopic_0(w, <MetadataRequestTopic?>x)
     w_bool(w, o.allow_auto_topic_creation)
     w_bool(w, o.include_cluster_authorized_operations)
@@ -8052,6 +8070,7 @@ cdef object _d_MetadataRequest_4(Cursor* c):
         lst = [None] * n
         for i in range(n):
             lst[i] = _d_MetadataRequestTopic_1(c)
+            gil_tick()
             if c.bad:
                 break
         o.topics = lst
@@ -8086,6 +8105,7 @@ cdef int _e_MetadataRequest_4(WBuf* w, object obj) except -1:
         items = as_seq(items)
         w_len(w, len(items), 0)
         for x in items:
+            gil_tick()
             _e_MetadataRequestTopic_1(w, <MetadataRequestTopic?>x)
     w_bool(w, o.allow_auto_topic_creation)
     w_bool(w, o.include_cluster_authorized_operations)
@@ -8153,6 +8173,7 @@ cdef object _d_MetadataRequest_5(Cursor* c):
         lst = [None] * n
         for i in range(n):
             lst[i] = _d_MetadataRequestTopic_2(c)
+            gil_tick()
             if c.bad:
                 break
         o.topics = lst
@@ -8187,6 +8208,7 @@ cdef int _e_MetadataRequest_5(WBuf* w, object obj) except -1:
         items = as_seq(items)
         w_len(w, len(items), 0)
         for x in items:
+            gil_tick()
             _e_MetadataRequestTopic_2(w, <MetadataRequestTopic?>x)
     w_bool(w, o.allow_auto_topic_creation)
     w_bool(w, o.include_cluster_authorized_operations)
@@ -8214,6 +8236,7 @@ cdef object _d_MetadataRequest_6(Cursor* c):
         lst = [None] * n
         for i in range(n):
             lst[i] = _d_MetadataRequestTopic_2(c)
+            gil_tick()
             if c.bad:
                 break
         o.topics = lst
@@ -8249,6 +8272,7 @@ cdef int _e_MetadataRequest_6(WBuf* w, object obj) except -1:
         items = as_seq(items)
         w_len(w, len(items), 0)
         for x in items:
+            gil_tick()
             _e_MetadataRequestTopic_2(w, <MetadataRequestTopic?>x)
     w_bool(w, o.allow_auto_topic_creation)
     w_bool(w, o.include_topic_authorized_operations)
@@ -8291,6 +8315,7 @@ cdef object _d_MetadataResponsePartition_0(Cursor* c):
         lst = [None] * n
         for i in range(n):
             lst[i] = rd_int32(c)
+            gil_tick()
             if c.bad:
                 break
         o.replica_nodes = lst
@@ -8301,6 +8326,7 @@ cdef object _d_MetadataResponsePartition_0(Cursor* c):
         lst = [None] * n
         for i in range(n):
             lst[i] = rd_int32(c)
+            gil_tick()
             if c.bad:
                 break
         o.isr_nodes = lst
@@ -8322,6 +8348,7 @@ cdef int _e_MetadataResponsePartition_0(WBuf* w, object obj) except -1:
         items = as_seq(items)
         w_len(w, len(items), 4)
         for x in items:
+            gil_tick()
             w_int32(w, x)
     items = o.isr_nodes
     if items is None:
@@ -8330,6 +8357,7 @@ cdef int _e_MetadataResponsePartition_0(WBuf* w, object obj) except -1:
         items = as_seq(items)
         w_len(w, len(items), 4)
         for x in items:
+            gil_tick()
             w_int32(w, x)
     return 0
 
@@ -8347,6 +8375,7 @@ cdef object _d_MetadataResponseTopic_0(Cursor* c):
         lst = [None] * n
         for i in range(n):
             lst[i] = _d_MetadataResponsePartition_0(c)
+            gil_tick()
             if c.bad:
                 break
         o.partitions = lst
@@ -8371,6 +8400,7 @@ cdef int _e_MetadataResponseTopic_0(WBuf* w, object obj) except -1:
         items = as_seq(items)
         w_len(w, len(items), 4)
         for x in items:
+            gil_tick()
             _e_MetadataResponsePartition_0(w, <MetadataResponsePartition?>x)
     return 0
 
@@ -8386,6 +8416,7 @@ cdef object _d_MetadataResponse_0(Cursor* c):
         lst = [None] * n
         for i in range(n):
             lst[i] = _d_MetadataResponseBroker_0(c)
+            gil_tick()
             if c.bad:
                 break
         o.brokers = lst
@@ -8396,6 +8427,7 @@ cdef object _d_MetadataResponse_0(Cursor* c):
         lst = [None] * n
         for i in range(n):
             lst[i] = _d_MetadataResponseTopic_0(c)
+            gil_tick()
             if c.bad:
                 break
         o.topics = lst
@@ -8416,6 +8448,7 @@ cdef int _e_MetadataResponse_0(WBuf* w, object obj) except -1:
         items = as_seq(items)
         w_len(w, len(items), 4)
         for x in items:
+            gil_tick()
             _e_MetadataResponseBroker_0(w, <MetadataResponseBroker?>x)
     items = o.topics
     if items is None:
@@ -8424,6 +8457,7 @@ cdef int _e_MetadataResponse_0(WBuf* w, object obj) except -1:
         items = as_seq(items)
         w_len(w, len(items), 4)
         for x in items:
+            gil_tick()
             _e_MetadataResponseTopic_0(w, <MetadataResponseTopic?>x)
     return 0
 
@@ -8462,6 +8496,7 @@ cdef object _d_MetadataResponseTopic_1(Cursor* c):
         lst = [None] * n
         for i in range(n):
             lst[i] = _d_MetadataResponsePartition_0(c)
+            gil_tick()
             if c.bad:
                 break
         o.partitions = lst
@@ -8487,6 +8522,7 @@ cdef int _e_MetadataResponseTopic_1(WBuf* w, object obj) except -1:
         items = as_seq(items)
         w_len(w, len(items), 4)
         for x in items:
+            gil_tick()
             _e_MetadataResponsePartition_0(w, <MetadataResponsePartition?>x)
     return 0
 
@@ -8502,6 +8538,7 @@ cdef object _d_MetadataResponse_1(Cursor* c):
         lst = [None] * n
         for i in range(n):
             lst[i] = _d_MetadataResponseBroker_1(c)
+            gil_tick()
             if c.bad:
                 break
         o.brokers = lst
@@ -8513,6 +8550,7 @@ cdef object _d_MetadataResponse_1(Cursor* c):
         lst = [None] * n
         for i in range(n):
             lst[i] = _d_MetadataResponseTopic_1(c)
+            gil_tick()
             if c.bad:
                 break
         o.topics = lst
@@ -8532,6 +8570,7 @@ cdef int _e_MetadataResponse_1(WBuf* w, object obj) except -1:
         items = as_seq(items)
         w_len(w, len(items), 4)
         for x in items:
+            gil_tick()
             _e_MetadataResponseBroker_1(w, <MetadataResponseBroker?>x)
     w_int32(w, o.controller_id)
     items = o.topics
@@ -8541,6 +8580,7 @@ cdef int _e_MetadataResponse_1(WBuf* w, object obj) except -1:
         items = as_seq(items)
         w_len(w, len(items), 4)
         for x in items:
+            gil_tick()
             _e_MetadataResponseTopic_1(w, <MetadataResponseTopic?>x)
     return 0
 
@@ -8556,6 +8596,7 @@ cdef object _d_MetadataResponse_2(Cursor* c):
         lst = [None] * n
         for i in range(n):
             lst[i] = _d_MetadataResponseBroker_1(c)
+            gil_tick()
             if c.bad:
                 break
         o.brokers = lst
@@ -8568,6 +8609,7 @@ cdef object _d_MetadataResponse_2(Cursor* c):
         lst = [None] * n
         for i in range(n):
             lst[i] = _d_MetadataResponseTopic_1(c)
+            gil_tick()
             if c.bad:
                 break
         o.topics = lst
@@ -8587,6 +8629,7 @@ cdef int _e_MetadataResponse_2(WBuf* w, object obj) except -1:
         items = as_seq(items)
         w_len(w, len(items), 4)
         for x in items:
+            gil_tick()
             _e_MetadataResponseBroker_1(w, <MetadataResponseBroker?>x)
     w_str(w, o.cluster_id, 2)
     w_int32(w, o.controller_id)
@@ -8597,6 +8640,7 @@ cdef int _e_MetadataResponse_2(WBuf* w, object obj) except -1:
         items = as_seq(items)
         w_len(w, len(items), 4)
         for x in items:
+            gil_tick()
             _e_MetadataResponseTopic_1(w, <MetadataResponseTopic?>x)
     return 0
 
@@ -8613,6 +8657,7 @@ cdef object _d_MetadataResponse_3(Cursor* c):
         lst = [None] * n
         for i in range(n):
             lst[i] = _d_MetadataResponseBroker_1(c)
+            gil_tick()
             if c.bad:
                 break
         o.brokers = lst
@@ -8625,6 +8670,7 @@ cdef object _d_MetadataResponse_3(Cursor* c):
         lst = [None] * n
         for i in range(n):
             lst[i] = _d_MetadataResponseTopic_1(c)
+            gil_tick()
             if c.bad:
                 break
         o.topics = lst
@@ -8645,6 +8691,7 @@ cdef int _e_MetadataResponse_3(WBuf* w, object obj) except -1:
         items = as_seq(items)
         w_len(w, len(items), 4)
         for x in items:
+            gil_tick()
             _e_MetadataResponseBroker_1(w, <MetadataResponseBroker?>x)
     w_str(w, o.cluster_id, 2)
     w_int32(w, o.controller_id)
@@ -8655,6 +8702,7 @@ cdef int _e_MetadataResponse_3(WBuf* w, object obj) except -1:
         items = as_seq(items)
         w_len(w, len(items), 4)
         for x in items:
+            gil_tick()
             _e_MetadataResponseTopic_1(w, <MetadataResponseTopic?>x)
     return 0
 
@@ -8673,6 +8721,7 @@ cdef object _d_MetadataResponsePartition_1(Cursor* c):
         lst = [None] * n
         for i in range(n):
             lst[i] = rd_int32(c)
+            gil_tick()
             if c.bad:
                 break
         o.replica_nodes = lst
@@ -8683,6 +8732,7 @@ cdef object _d_MetadataResponsePartition_1(Cursor* c):
         lst = [None] * n
         for i in range(n):
             lst[i] = rd_int32(c)
+            gil_tick()
             if c.bad:
                 break
         o.isr_nodes = lst
@@ -8693,6 +8743,7 @@ cdef object _d_MetadataResponsePartition_1(Cursor* c):
         lst = [None] * n
         for i in range(n):
             lst[i] = rd_int32(c)
+            gil_tick()
             if c.bad:
                 break
         o.offline_replicas = lst
@@ -8713,6 +8764,7 @@ cdef int _e_MetadataResponsePartition_1(WBuf* w, object obj) except -1:
         items = as_seq(items)
         w_len(w, len(items), 4)
         for x in items:
+            gil_tick()
             w_int32(w, x)
     items = o.isr_nodes
     if items is None:
@@ -8721,6 +8773,7 @@ cdef int _e_MetadataResponsePartition_1(WBuf* w, object obj) except -1:
         items = as_seq(items)
         w_len(w, len(items), 4)
         for x in items:
+            gil_tick()
             w_int32(w, x)
     items = o.offline_replicas
     if items is None:
@@ -8729,6 +8782,7 @@ cdef int _e_MetadataResponsePartition_1(WBuf* w, object obj) except -1:
         items = as_seq(items)
         w_len(w, len(items), 4)
         for x in items:
+            gil_tick()
             w_int32(w, x)
     return 0
 
@@ -8747,6 +8801,7 @@ cdef object _d_MetadataResponseTopic_2(Cursor* c):
         lst = [None] * n
         for i in range(n):
             lst[i] = _d_MetadataResponsePartition_1(c)
+            gil_tick()
             if c.bad:
                 break
         o.partitions = lst
@@ -8772,6 +8827,7 @@ cdef int _e_MetadataResponseTopic_2(WBuf* w, object obj) except -1:
         items = as_seq(items)
         w_len(w, len(items), 4)
         for x in items:
+            gil_tick()
             _e_MetadataResponsePartition_1(w, <MetadataResponsePartition?>x)
     return 0
 
@@ -8788,6 +8844,7 @@ cdef object _d_MetadataResponse_4(Cursor* c):
         lst = [None] * n
         for i in range(n):
             lst[i] = _d_MetadataResponseBroker_1(c)
+            gil_tick()
             if c.bad:
                 break
         o.brokers = lst
@@ -8800,6 +8857,7 @@ cdef object _d_MetadataResponse_4(Cursor* c):
         lst = [None] * n
         for i in range(n):
             lst[i] = _d_MetadataResponseTopic_2(c)
+            gil_tick()
             if c.bad:
                 break
         o.topics = lst
@@ -8820,6 +8878,7 @@ cdef int _e_MetadataResponse_4(WBuf* w, object obj) except -1:
         items = as_seq(items)
         w_len(w, len(items), 4)
         for x in items:
+            gil_tick()
             _e_MetadataResponseBroker_1(w, <MetadataResponseBroker?>x)
     w_str(w, o.cluster_id, 2)
     w_int32(w, o.controller_id)
@@ -8830,6 +8889,7 @@ cdef int _e_MetadataResponse_4(WBuf* w, object obj) except -1:
         items = as_seq(items)
         w_len(w, len(items), 4)
         for x in items:
+            gil_tick()
             _e_MetadataResponseTopic_2(w, <MetadataResponseTopic?>x)
     return 0
 
@@ -8849,6 +8909,7 @@ cdef object _d_MetadataResponsePartition_2(Cursor* c):
         lst = [None] * n
         for i in range(n):
             lst[i] = rd_int32(c)
+            gil_tick()
             if c.bad:
                 break
         o.replica_nodes = lst
@@ -8859,6 +8920,7 @@ cdef object _d_MetadataResponsePartition_2(Cursor* c):
         lst = [None] * n
         for i in range(n):
             lst[i] = rd_int32(c)
+            gil_tick()
             if c.bad:
                 break
         o.isr_nodes = lst
@@ -8869,6 +8931,7 @@ cdef object _d_MetadataResponsePartition_2(Cursor* c):
         lst = [None] * n
         for i in range(n):
             lst[i] = rd_int32(c)
+            gil_tick()
             if c.bad:
                 break
         o.offline_replicas = lst
@@ -8889,6 +8952,7 @@ cdef int _e_MetadataResponsePartition_2(WBuf* w, object obj) except -1:
         items = as_seq(items)
         w_len(w, len(items), 4)
         for x in items:
+            gil_tick()
             w_int32(w, x)
     items = o.isr_nodes
     if items is None:
@@ -8897,6 +8961,7 @@ cdef int _e_MetadataResponsePartition_2(WBuf* w, object obj) except -1:
         items = as_seq(items)
         w_len(w, len(items), 4)
         for x in items:
+            gil_tick()
             w_int32(w, x)
     items = o.offline_replicas
     if items is None:
@@ -8905,6 +8970,7 @@ cdef int _e_MetadataResponsePartition_2(WBuf* w, object obj) except -1:
         items = as_seq(items)
         w_len(w, len(items), 4)
         for x in items:
+            gil_tick()
             w_int32(w, x)
     return 0
 
@@ -8923,6 +8989,7 @@ cdef object _d_MetadataResponseTopic_3(Cursor* c):
         lst = [None] * n
         for i in range(n):
             lst[i] = _d_MetadataResponsePartition_2(c)
+            gil_tick()
             if c.bad:
                 break
         o.partitions = lst
@@ -8948,6 +9015,7 @@ cdef int _e_MetadataResponseTopic_3(WBuf* w, object obj) except -1:
         items = as_seq(items)
         w_len(w, len(items), 4)
         for x in items:
+            gil_tick()
             _e_MetadataResponsePartition_2(w, <MetadataResponsePartition?>x)
     return 0
 
@@ -8964,6 +9032,7 @@ cdef object _d_MetadataResponse_5(Cursor* c):
         lst = [None] * n
         for i in range(n):
             lst[i] = _d_MetadataResponseBroker_1(c)
+            gil_tick()
             if c.bad:
                 break
         o.brokers = lst
@@ -8976,6 +9045,7 @@ cdef object _d_MetadataResponse_5(Cursor* c):
         lst = [None] * n
         for i in range(n):
             lst[i] = _d_MetadataResponseTopic_3(c)
+            gil_tick()
             if c.bad:
                 break
         o.topics = lst
@@ -8996,6 +9066,7 @@ cdef int _e_MetadataResponse_5(WBuf* w, object obj) except -1:
         items = as_seq(items)
         w_len(w, len(items), 4)
         for x in items:
+            gil_tick()
             _e_MetadataResponseBroker_1(w, <MetadataResponseBroker?>x)
     w_str(w, o.cluster_id, 2)
     w_int32(w, o.controller_id)
@@ -9006,6 +9077,7 @@ cdef int _e_MetadataResponse_5(WBuf* w, object obj) except -1:
         items = as_seq(items)
         w_len(w, len(items), 4)
         for x in items:
+            gil_tick()
             _e_MetadataResponseTopic_3(w, <MetadataResponseTopic?>x)
     return 0
 
@@ -9024,6 +9096,7 @@ cdef object _d_MetadataResponseTopic_4(Cursor* c):
         lst = [None] * n
         for i in range(n):
             lst[i] = _d_MetadataResponsePartition_2(c)
+            gil_tick()
             if c.bad:
                 break
         o.partitions = lst
@@ -9047,6 +9120,7 @@ cdef int _e_MetadataResponseTopic_4(WBuf* w, object obj) except -1:
         items = as_seq(items)
         w_len(w, len(items), 4)
         for x in items:
+            gil_tick()
             _e_MetadataResponsePartition_2(w, <MetadataResponsePartition?>x)
     w_int32(w, o.topic_authorized_operations)
     return 0
@@ -9064,6 +9138,7 @@ cdef object _d_MetadataResponse_6(Cursor* c):
         lst = [None] * n
         for i in range(n):
             lst[i] = _d_MetadataResponseBroker_1(c)
+            gil_tick()
             if c.bad:
                 break
         o.brokers = lst
@@ -9076,6 +9151,7 @@ cdef object _d_MetadataResponse_6(Cursor* c):
         lst = [None] * n
         for i in range(n):
             lst[i] = _d_MetadataResponseTopic_4(c)
+            gil_tick()
             if c.bad:
                 break
         o.topics = lst
@@ -9094,6 +9170,7 @@ cdef int _e_MetadataResponse_6(WBuf* w, object obj) except -1:
         items = as_seq(items)
         w_len(w, len(items), 4)
         for x in items:
+            gil_tick()
             _e_MetadataResponseBroker_1(w, <MetadataResponseBroker?>x)
     w_str(w, o.cluster_id, 2)
     w_int32(w, o.controller_id)
@@ -9104,6 +9181,7 @@ cdef int _e_MetadataResponse_6(WBuf* w, object obj) except -1:
         items = as_seq(items)
         w_len(w, len(items), 4)
         for x in items:
+            gil_tick()
             _e_MetadataResponseTopic_4(w, <MetadataResponseTopic?>x)
     w_int32(w, o.cluster_authorized_operations)
     return 0
@@ -9173,6 +9251,7 @@ cdef object _d_MetadataResponsePartition_3(Cursor* c):
         lst = [None] * n
         for i in range(n):
             lst[i] = rd_int32(c)
+            gil_tick()
             if c.bad:
                 break
         o.replica_nodes = lst
@@ -9183,6 +9262,7 @@ cdef object _d_MetadataResponsePartition_3(Cursor* c):
         lst = [None] * n
         for i in range(n):
             lst[i] = rd_int32(c)
+            gil_tick()
             if c.bad:
                 break
         o.isr_nodes = lst
@@ -9193,6 +9273,7 @@ cdef object _d_MetadataResponsePartition_3(Cursor* c):
         lst = [None] * n
         for i in range(n):
             lst[i] = rd_int32(c)
+            gil_tick()
             if c.bad:
                 break
         o.offline_replicas = lst
@@ -9228,6 +9309,7 @@ cdef int _e_MetadataResponsePartition_3(WBuf* w, object obj) except -1:
         items = as_seq(items)
         w_len(w, len(items), 0)
         for x in items:
+            gil_tick()
             w_int32(w, x)
     items = o.isr_nodes
     if items is None:
@@ -9236,6 +9318,7 @@ cdef int _e_MetadataResponsePartition_3(WBuf* w, object obj) except -1:
         items = as_seq(items)
         w_len(w, len(items), 0)
         for x in items:
+            gil_tick()
             w_int32(w, x)
     items = o.offline_replicas
     if items is None:
@@ -9244,6 +9327,7 @@ cdef int _e_MetadataResponsePartition_3(WBuf* w, object obj) except -1:
         items = as_seq(items)
         w_len(w, len(items), 0)
         for x in items:
+            gil_tick()
             w_int32(w, x)
     if o.unknown_tags:
         w_tagged(w, sorted(o.unknown_tags))
@@ -9271,6 +9355,7 @@ cdef object _d_MetadataResponseTopic_5(Cursor* c):
         lst = [None] * n
         for i in range(n):
             lst[i] = _d_MetadataResponsePartition_3(c)
+            gil_tick()
             if c.bad:
                 break
         o.partitions = lst
@@ -9309,6 +9394,7 @@ cdef int _e_MetadataResponseTopic_5(WBuf* w, object obj) except -1:
         items = as_seq(items)
         w_len(w, len(items), 0)
         for x in items:
+            gil_tick()
             _e_MetadataResponsePartition_3(w, <MetadataResponsePartition?>x)
     w_int32(w, o.topic_authorized_operations)
     if o.unknown_tags:
@@ -9335,6 +9421,7 @@ cdef object _d_MetadataResponse_7(Cursor* c):
         lst = [None] * n
         for i in range(n):
             lst[i] = _d_MetadataResponseBroker_2(c)
+            gil_tick()
             if c.bad:
                 break
         o.brokers = lst
@@ -9347,6 +9434,7 @@ cdef object _d_MetadataResponse_7(Cursor* c):
         lst = [None] * n
         for i in range(n):
             lst[i] = _d_MetadataResponseTopic_5(c)
+            gil_tick()
             if c.bad:
                 break
         o.topics = lst
@@ -9380,6 +9468,7 @@ cdef int _e_MetadataResponse_7(WBuf* w, object obj) except -1:
         items = as_seq(items)
         w_len(w, len(items), 0)
         for x in items:
+            gil_tick()
             _e_MetadataResponseBroker_2(w, <MetadataResponseBroker?>x)
     w_str(w, o.cluster_id, 0)
     w_int32(w, o.controller_id)
@@ -9390,6 +9479,7 @@ cdef int _e_MetadataResponse_7(WBuf* w, object obj) except -1:
         items = as_seq(items)
         w_len(w, len(items), 0)
         for x in items:
+            gil_tick()
             _e_MetadataResponseTopic_5(w, <MetadataResponseTopic?>x)
     w_int32(w, o.cluster_authorized_operations)
     if o.unknown_tags:
@@ -9419,6 +9509,7 @@ cdef object _d_MetadataResponseTopic_6(Cursor* c):
         lst = [None] * n
         for i in range(n):
             lst[i] = _d_MetadataResponsePartition_3(c)
+            gil_tick()
             if c.bad:
                 break
         o.partitions = lst
@@ -9459,6 +9550,7 @@ cdef int _e_MetadataResponseTopic_6(WBuf* w, object obj) except -1:
         items = as_seq(items)
         w_len(w, len(items), 0)
         for x in items:
+            gil_tick()
             _e_MetadataResponsePartition_3(w, <MetadataResponsePartition?>x)
     w_int32(w, o.topic_authorized_operations)
     if o.unknown_tags:
@@ -9485,6 +9577,7 @@ cdef object _d_MetadataResponse_8(Cursor* c):
         lst = [None] * n
         for i in range(n):
             lst[i] = _d_MetadataResponseBroker_2(c)
+            gil_tick()
             if c.bad:
                 break
         o.brokers = lst
@@ -9497,6 +9590,7 @@ cdef object _d_MetadataResponse_8(Cursor* c):
         lst = [None] * n
         for i in range(n):
             lst[i] = _d_MetadataResponseTopic_6(c)
+            gil_tick()
             if c.bad:
                 break
         o.topics = lst
@@ -9530,6 +9624,7 @@ cdef int _e_MetadataResponse_8(WBuf* w, object obj) except -1:
         items = as_seq(items)
         w_len(w, len(items), 0)
         for x in items:
+            gil_tick()
             _e_MetadataResponseBroker_2(w, <MetadataResponseBroker?>x)
     w_str(w, o.cluster_id, 0)
     w_int32(w, o.controller_id)
@@ -9540,6 +9635,7 @@ cdef int _e_MetadataResponse_8(WBuf* w, object obj) except -1:
         items = as_seq(items)
         w_len(w, len(items), 0)
         for x in items:
+            gil_tick()
             _e_MetadataResponseTopic_6(w, <MetadataResponseTopic?>x)
     w_int32(w, o.cluster_authorized_operations)
     if o.unknown_tags:
@@ -9566,6 +9662,7 @@ cdef object _d_MetadataResponse_9(Cursor* c):
         lst = [None] * n
         for i in range(n):
             lst[i] = _d_MetadataResponseBroker_2(c)
+            gil_tick()
             if c.bad:
                 break
         o.brokers = lst
@@ -9578,6 +9675,7 @@ cdef object _d_MetadataResponse_9(Cursor* c):
         lst = [None] * n
         for i in range(n):
             lst[i] = _d_MetadataResponseTopic_6(c)
+            gil_tick()
             if c.bad:
                 break
         o.topics = lst
@@ -9613,6 +9711,7 @@ cdef int _e_MetadataResponse_9(WBuf* w, object obj) except -1:
         items = as_seq(items)
         w_len(w, len(items), 0)
         for x in items:
+            gil_tick()
             _e_MetadataResponseBroker_2(w, <MetadataResponseBroker?>x)
     w_str(w, o.cluster_id, 0)
     w_int32(w, o.controller_id)
@@ -9623,6 +9722,7 @@ cdef int _e_MetadataResponse_9(WBuf* w, object obj) except -1:
         items = as_seq(items)
         w_len(w, len(items), 0)
         for x in items:
+            gil_tick()
             _e_MetadataResponseTopic_6(w, <MetadataResponseTopic?>x)
     if o.unknown_tags:
         w_tagged(w, sorted(o.unknown_tags))
@@ -9651,6 +9751,7 @@ cdef object _d_MetadataResponseTopic_7(Cursor* c):
         lst = [None] * n
         for i in range(n):
             lst[i] = _d_MetadataResponsePartition_3(c)
+            gil_tick()
             if c.bad:
                 break
         o.partitions = lst
@@ -9689,6 +9790,7 @@ cdef int _e_MetadataResponseTopic_7(WBuf* w, object obj) except -1:
         items = as_seq(items)
         w_len(w, len(items), 0)
         for x in items:
+            gil_tick()
             _e_MetadataResponsePartition_3(w, <MetadataResponsePartition?>x)
     w_int32(w, o.topic_authorized_operations)
     if o.unknown_tags:
@@ -9715,6 +9817,7 @@ cdef object _d_MetadataResponse_10(Cursor* c):
         lst = [None] * n
         for i in range(n):
             lst[i] = _d_MetadataResponseBroker_2(c)
+            gil_tick()
             if c.bad:
                 break
         o.brokers = lst
@@ -9727,6 +9830,7 @@ cdef object _d_MetadataResponse_10(Cursor* c):
         lst = [None] * n
         for i in range(n):
             lst[i] = _d_MetadataResponseTopic_7(c)
+            gil_tick()
             if c.bad:
                 break
         o.topics = lst
@@ -9762,6 +9866,7 @@ cdef int _e_MetadataResponse_10(WBuf* w, object obj) except -1:
         items = as_seq(items)
         w_len(w, len(items), 0)
         for x in items:
+            gil_tick()
             _e_MetadataResponseBroker_2(w, <MetadataResponseBroker?>x)
     w_str(w, o.cluster_id, 0)
     w_int32(w, o.controller_id)
@@ -9772,6 +9877,7 @@ cdef int _e_MetadataResponse_10(WBuf* w, object obj) except -1:
         items = as_seq(items)
         w_len(w, len(items), 0)
         for x in items:
+            gil_tick()
             _e_MetadataResponseTopic_7(w, <MetadataResponseTopic?>x)
     if o.unknown_tags:
         w_tagged(w, sorted(o.unknown_tags))
@@ -9797,6 +9903,7 @@ cdef object _d_MetadataResponse_11(Cursor* c):
         lst = [None] * n
         for i in range(n):
             lst[i] = _d_MetadataResponseBroker_2(c)
+            gil_tick()
             if c.bad:
                 break
         o.brokers = lst
@@ -9809,6 +9916,7 @@ cdef object _d_MetadataResponse_11(Cursor* c):
         lst = [None] * n
         for i in range(n):
             lst[i] = _d_MetadataResponseTopic_7(c)
+            gil_tick()
             if c.bad:
                 break
         o.topics = lst
@@ -9845,6 +9953,7 @@ cdef int _e_MetadataResponse_11(WBuf* w, object obj) except -1:
         items = as_seq(items)
         w_len(w, len(items), 0)
         for x in items:
+            gil_tick()
             _e_MetadataResponseBroker_2(w, <MetadataResponseBroker?>x)
     w_str(w, o.cluster_id, 0)
     w_int32(w, o.controller_id)
@@ -9855,6 +9964,7 @@ cdef int _e_MetadataResponse_11(WBuf* w, object obj) except -1:
         items = as_seq(items)
         w_len(w, len(items), 0)
         for x in items:
+            gil_tick()
             _e_MetadataResponseTopic_7(w, <MetadataResponseTopic?>x)
     w_int16(w, o.error_code)
     if o.unknown_tags:
@@ -9962,6 +10072,7 @@ cdef object _d_FindCoordinatorRequest_3(Cursor* c):
         lst = [None] * n
         for i in range(n):
             lst[i] = rd_cstring(c)
+            gil_tick()
             if c.bad:
                 break
         o.coordinator_keys = lst
@@ -9997,6 +10108,7 @@ cdef int _e_FindCoordinatorRequest_3(WBuf* w, object obj) except -1:
         items = as_seq(items)
         w_len(w, len(items), 0)
         for x in items:
+            gil_tick()
             if x is None:
                 null_error("FindCoordinatorRequest", "coordinator_keys")
             w_str(w, x, 0)
@@ -10176,6 +10288,7 @@ cdef object _d_FindCoordinatorResponse_3(Cursor* c):
         lst = [None] * n
         for i in range(n):
             lst[i] = _d_FindCoordinatorResponseCoordinator_0(c)
+            gil_tick()
             if c.bad:
                 break
         o.coordinators = lst
@@ -10218,6 +10331,7 @@ cdef int _e_FindCoordinatorResponse_3(WBuf* w, object obj) except -1:
         items = as_seq(items)
         w_len(w, len(items), 0)
         for x in items:
+            gil_tick()
             _e_FindCoordinatorResponseCoordinator_0(w, <FindCoordinatorResponseCoordinator?>x)
     if o.unknown_tags:
         w_tagged(w, sorted(o.unknown_tags))
@@ -10255,6 +10369,7 @@ cdef object _d_ListOffsetsRequestListOffsetsTopic_0(Cursor* c):
         lst = [None] * n
         for i in range(n):
             lst[i] = _d_ListOffsetsRequestListOffsetsPartition_0(c)
+            gil_tick()
             if c.bad:
                 break
         o.partitions = lst
@@ -10274,6 +10389,7 @@ cdef int _e_ListOffsetsRequestListOffsetsTopic_0(WBuf* w, object obj) except -1:
         items = as_seq(items)
         w_len(w, len(items), 4)
         for x in items:
+            gil_tick()
             _e_ListOffsetsRequestListOffsetsPartition_0(w, <ListOffsetsRequestListOffsetsPartition?>x)
     return 0
 
@@ -10290,6 +10406,7 @@ cdef object _d_ListOffsetsRequest_0(Cursor* c):
         lst = [None] * n
         for i in range(n):
             lst[i] = _d_ListOffsetsRequestListOffsetsTopic_0(c)
+            gil_tick()
             if c.bad:
                 break
         o.topics = lst
@@ -10309,6 +10426,7 @@ cdef int _e_ListOffsetsRequest_0(WBuf* w, object obj) except -1:
         items = as_seq(items)
         w_len(w, len(items), 4)
         for x in items:
+            gil_tick()
             _e_ListOffsetsRequestListOffsetsTopic_0(w, <ListOffsetsRequestListOffsetsTopic?>x)
     return 0
 
@@ -10343,6 +10461,7 @@ cdef object _d_ListOffsetsRequestListOffsetsTopic_1(Cursor* c):
         lst = [None] * n
         for i in range(n):
             lst[i] = _d_ListOffsetsRequestListOffsetsPartition_1(c)
+            gil_tick()
             if c.bad:
                 break
         o.partitions = lst
@@ -10362,6 +10481,7 @@ cdef int _e_ListOffsetsRequestListOffsetsTopic_1(WBuf* w, object obj) except -1:
         items = as_seq(items)
         w_len(w, len(items), 4)
         for x in items:
+            gil_tick()
             _e_ListOffsetsRequestListOffsetsPartition_1(w, <ListOffsetsRequestListOffsetsPartition?>x)
     return 0
 
@@ -10378,6 +10498,7 @@ cdef object _d_ListOffsetsRequest_1(Cursor* c):
         lst = [None] * n
         for i in range(n):
             lst[i] = _d_ListOffsetsRequestListOffsetsTopic_1(c)
+            gil_tick()
             if c.bad:
                 break
         o.topics = lst
@@ -10397,6 +10518,7 @@ cdef int _e_ListOffsetsRequest_1(WBuf* w, object obj) except -1:
         items = as_seq(items)
         w_len(w, len(items), 4)
         for x in items:
+            gil_tick()
             _e_ListOffsetsRequestListOffsetsTopic_1(w, <ListOffsetsRequestListOffsetsTopic?>x)
     return 0
 
@@ -10414,6 +10536,7 @@ cdef object _d_ListOffsetsRequest_2(Cursor* c):
         lst = [None] * n
         for i in range(n):
             lst[i] = _d_ListOffsetsRequestListOffsetsTopic_1(c)
+            gil_tick()
             if c.bad:
                 break
         o.topics = lst
@@ -10432,6 +10555,7 @@ cdef int _e_ListOffsetsRequest_2(WBuf* w, object obj) except -1:
         items = as_seq(items)
         w_len(w, len(items), 4)
         for x in items:
+            gil_tick()
             _e_ListOffsetsRequestListOffsetsTopic_1(w, <ListOffsetsRequestListOffsetsTopic?>x)
     return 0
 
@@ -10467,6 +10591,7 @@ cdef object _d_ListOffsetsRequestListOffsetsTopic_2(Cursor* c):
         lst = [None] * n
         for i in range(n):
             lst[i] = _d_ListOffsetsRequestListOffsetsPartition_2(c)
+            gil_tick()
             if c.bad:
                 break
         o.partitions = lst
@@ -10486,6 +10611,7 @@ cdef int _e_ListOffsetsRequestListOffsetsTopic_2(WBuf* w, object obj) except -1:
         items = as_seq(items)
         w_len(w, len(items), 4)
         for x in items:
+            gil_tick()
             _e_ListOffsetsRequestListOffsetsPartition_2(w, <ListOffsetsRequestListOffsetsPartition?>x)
     return 0
 
@@ -10503,6 +10629,7 @@ cdef object _d_ListOffsetsRequest_3(Cursor* c):
         lst = [None] * n
         for i in range(n):
             lst[i] = _d_ListOffsetsRequestListOffsetsTopic_2(c)
+            gil_tick()
             if c.bad:
                 break
         o.topics = lst
@@ -10521,6 +10648,7 @@ cdef int _e_ListOffsetsRequest_3(WBuf* w, object obj) except -1:
         items = as_seq(items)
         w_len(w, len(items), 4)
         for x in items:
+            gil_tick()
             _e_ListOffsetsRequestListOffsetsTopic_2(w, <ListOffsetsRequestListOffsetsTopic?>x)
     return 0
 
@@ -10585,6 +10713,7 @@ cdef object _d_ListOffsetsRequestListOffsetsTopic_3(Cursor* c):
         lst = [None] * n
         for i in range(n):
             lst[i] = _d_ListOffsetsRequestListOffsetsPartition_3(c)
+            gil_tick()
             if c.bad:
                 break
         o.partitions = lst
@@ -10619,6 +10748,7 @@ cdef int _e_ListOffsetsRequestListOffsetsTopic_3(WBuf* w, object obj) except -1:
         items = as_seq(items)
         w_len(w, len(items), 0)
         for x in items:
+            gil_tick()
             _e_ListOffsetsRequestListOffsetsPartition_3(w, <ListOffsetsRequestListOffsetsPartition?>x)
     if o.unknown_tags:
         w_tagged(w, sorted(o.unknown_tags))
@@ -10645,6 +10775,7 @@ cdef object _d_ListOffsetsRequest_4(Cursor* c):
         lst = [None] * n
         for i in range(n):
             lst[i] = _d_ListOffsetsRequestListOffsetsTopic_3(c)
+            gil_tick()
             if c.bad:
                 break
         o.topics = lst
@@ -10678,6 +10809,7 @@ cdef int _e_ListOffsetsRequest_4(WBuf* w, object obj) except -1:
         items = as_seq(items)
         w_len(w, len(items), 0)
         for x in items:
+            gil_tick()
             _e_ListOffsetsRequestListOffsetsTopic_3(w, <ListOffsetsRequestListOffsetsTopic?>x)
     if o.unknown_tags:
         w_tagged(w, sorted(o.unknown_tags))
@@ -10704,6 +10836,7 @@ cdef object _d_ListOffsetsRequest_5(Cursor* c):
         lst = [None] * n
         for i in range(n):
             lst[i] = _d_ListOffsetsRequestListOffsetsTopic_3(c)
+            gil_tick()
             if c.bad:
                 break
         o.topics = lst
@@ -10738,6 +10871,7 @@ cdef int _e_ListOffsetsRequest_5(WBuf* w, object obj) except -1:
         items = as_seq(items)
         w_len(w, len(items), 0)
         for x in items:
+            gil_tick()
             _e_ListOffsetsRequestListOffsetsTopic_3(w, <ListOffsetsRequestListOffsetsTopic?>x)
     w_int32(w, o.timeout_ms)
     if o.unknown_tags:
@@ -10760,6 +10894,7 @@ cdef object _d_ListOffsetsResponseListOffsetsPartitionResponse_0(Cursor* c):
         lst = [None] * n
         for i in range(n):
             lst[i] = rd_int64(c)
+            gil_tick()
             if c.bad:
                 break
         o.old_style_offsets = lst
@@ -10787,6 +10922,7 @@ cdef int _e_ListOffsetsResponseListOffsetsPartitionResponse_0(WBuf* w, object ob
         items = as_seq(items)
         w_len(w, len(items), 4)
         for x in items:
+            gil_tick()
             w_int64(w, x)
     return 0
 
@@ -10803,6 +10939,7 @@ cdef object _d_ListOffsetsResponseListOffsetsTopicResponse_0(Cursor* c):
         lst = [None] * n
         for i in range(n):
             lst[i] = _d_ListOffsetsResponseListOffsetsPartitionResponse_0(c)
+            gil_tick()
             if c.bad:
                 break
         o.partitions = lst
@@ -10822,6 +10959,7 @@ cdef int _e_ListOffsetsResponseListOffsetsTopicResponse_0(WBuf* w, object obj) e
         items = as_seq(items)
         w_len(w, len(items), 4)
         for x in items:
+            gil_tick()
             _e_ListOffsetsResponseListOffsetsPartitionResponse_0(w, <ListOffsetsResponseListOffsetsPartitionResponse?>x)
     return 0
 
@@ -10837,6 +10975,7 @@ cdef object _d_ListOffsetsResponse_0(Cursor* c):
         lst = [None] * n
         for i in range(n):
             lst[i] = _d_ListOffsetsResponseListOffsetsTopicResponse_0(c)
+            gil_tick()
             if c.bad:
                 break
         o.topics = lst
@@ -10853,6 +10992,7 @@ cdef int _e_ListOffsetsResponse_0(WBuf* w, object obj) except -1:
         items = as_seq(items)
         w_len(w, len(items), 4)
         for x in items:
+            gil_tick()
             _e_ListOffsetsResponseListOffsetsTopicResponse_0(w, <ListOffsetsResponseListOffsetsTopicResponse?>x)
     return 0
 
@@ -10893,6 +11033,7 @@ cdef object _d_ListOffsetsResponseListOffsetsTopicResponse_1(Cursor* c):
         lst = [None] * n
         for i in range(n):
             lst[i] = _d_ListOffsetsResponseListOffsetsPartitionResponse_1(c)
+            gil_tick()
             if c.bad:
                 break
         o.partitions = lst
@@ -10912,6 +11053,7 @@ cdef int _e_ListOffsetsResponseListOffsetsTopicResponse_1(WBuf* w, object obj) e
         items = as_seq(items)
         w_len(w, len(items), 4)
         for x in items:
+            gil_tick()
             _e_ListOffsetsResponseListOffsetsPartitionResponse_1(w, <ListOffsetsResponseListOffsetsPartitionResponse?>x)
     return 0
 
@@ -10927,6 +11069,7 @@ cdef object _d_ListOffsetsResponse_1(Cursor* c):
         lst = [None] * n
         for i in range(n):
             lst[i] = _d_ListOffsetsResponseListOffsetsTopicResponse_1(c)
+            gil_tick()
             if c.bad:
                 break
         o.topics = lst
@@ -10943,6 +11086,7 @@ cdef int _e_ListOffsetsResponse_1(WBuf* w, object obj) except -1:
         items = as_seq(items)
         w_len(w, len(items), 4)
         for x in items:
+            gil_tick()
             _e_ListOffsetsResponseListOffsetsTopicResponse_1(w, <ListOffsetsResponseListOffsetsTopicResponse?>x)
     return 0
 
@@ -10959,6 +11103,7 @@ cdef object _d_ListOffsetsResponse_2(Cursor* c):
         lst = [None] * n
         for i in range(n):
             lst[i] = _d_ListOffsetsResponseListOffsetsTopicResponse_1(c)
+            gil_tick()
             if c.bad:
                 break
         o.topics = lst
@@ -10976,6 +11121,7 @@ cdef int _e_ListOffsetsResponse_2(WBuf* w, object obj) except -1:
         items = as_seq(items)
         w_len(w, len(items), 4)
         for x in items:
+            gil_tick()
             _e_ListOffsetsResponseListOffsetsTopicResponse_1(w, <ListOffsetsResponseListOffsetsTopicResponse?>x)
     return 0
 
@@ -11015,6 +11161,7 @@ cdef object _d_ListOffsetsResponseListOffsetsTopicResponse_2(Cursor* c):
         lst = [None] * n
         for i in range(n):
             lst[i] = _d_ListOffsetsResponseListOffsetsPartitionResponse_2(c)
+            gil_tick()
             if c.bad:
                 break
         o.partitions = lst
@@ -11034,6 +11181,7 @@ cdef int _e_ListOffsetsResponseListOffsetsTopicResponse_2(WBuf* w, object obj) e
         items = as_seq(items)
         w_len(w, len(items), 4)
         for x in items:
+            gil_tick()
             _e_ListOffsetsResponseListOffsetsPartitionResponse_2(w, <ListOffsetsResponseListOffsetsPartitionResponse?>x)
     return 0
 
@@ -11050,6 +11198,7 @@ cdef object _d_ListOffsetsResponse_3(Cursor* c):
         lst = [None] * n
         for i in range(n):
             lst[i] = _d_ListOffsetsResponseListOffsetsTopicResponse_2(c)
+            gil_tick()
             if c.bad:
                 break
         o.topics = lst
@@ -11067,6 +11216,7 @@ cdef int _e_ListOffsetsResponse_3(WBuf* w, object obj) except -1:
         items = as_seq(items)
         w_len(w, len(items), 4)
         for x in items:
+            gil_tick()
             _e_ListOffsetsResponseListOffsetsTopicResponse_2(w, <ListOffsetsResponseListOffsetsTopicResponse?>x)
     return 0
 
@@ -11135,6 +11285,7 @@ cdef object _d_ListOffsetsResponseListOffsetsTopicResponse_3(Cursor* c):
         lst = [None] * n
         for i in range(n):
             lst[i] = _d_ListOffsetsResponseListOffsetsPartitionResponse_3(c)
+            gil_tick()
             if c.bad:
                 break
         o.partitions = lst
@@ -11169,6 +11320,7 @@ cdef int _e_ListOffsetsResponseListOffsetsTopicResponse_3(WBuf* w, object obj) e
         items = as_seq(items)
         w_len(w, len(items), 0)
         for x in items:
+            gil_tick()
             _e_ListOffsetsResponseListOffsetsPartitionResponse_3(w, <ListOffsetsResponseListOffsetsPartitionResponse?>x)
     if o.unknown_tags:
         w_tagged(w, sorted(o.unknown_tags))
@@ -11194,6 +11346,7 @@ cdef object _d_ListOffsetsResponse_4(Cursor* c):
         lst = [None] * n
         for i in range(n):
             lst[i] = _d_ListOffsetsResponseListOffsetsTopicResponse_3(c)
+            gil_tick()
             if c.bad:
                 break
         o.topics = lst
@@ -11226,6 +11379,7 @@ cdef int _e_ListOffsetsResponse_4(WBuf* w, object obj) except -1:
         items = as_seq(items)
         w_len(w, len(items), 0)
         for x in items:
+            gil_tick()
             _e_ListOffsetsResponseListOffsetsTopicResponse_3(w, <ListOffsetsResponseListOffsetsTopicResponse?>x)
     if o.unknown_tags:
         w_tagged(w, sorted(o.unknown_tags))
@@ -11268,6 +11422,7 @@ cdef object _d_FetchRequestFetchTopic_0(Cursor* c):
         lst = [None] * n
         for i in range(n):
             lst[i] = _d_FetchRequestFetchPartition_0(c)
+            gil_tick()
             if c.bad:
                 break
         o.partitions = lst
@@ -11288,6 +11443,7 @@ cdef int _e_FetchRequestFetchTopic_0(WBuf* w, object obj) except -1:
         items = as_seq(items)
         w_len(w, len(items), 4)
         for x in items:
+            gil_tick()
             _e_FetchRequestFetchPartition_0(w, <FetchRequestFetchPartition?>x)
     return 0
 
@@ -11308,6 +11464,7 @@ cdef object _d_FetchRequest_0(Cursor* c):
         lst = [None] * n
         for i in range(n):
             lst[i] = _d_FetchRequestFetchTopic_0(c)
+            gil_tick()
             if c.bad:
                 break
         o.topics = lst
@@ -11337,6 +11494,7 @@ cdef int _e_FetchRequest_0(WBuf* w, object obj) except -1:
         items = as_seq(items)
         w_len(w, len(items), 4)
         for x in items:
+            gil_tick()
             _e_FetchRequestFetchTopic_0(w, <FetchRequestFetchTopic?>x)
     return 0
 
@@ -11376,6 +11534,7 @@ cdef object _d_FetchRequestFetchTopic_1(Cursor* c):
         lst = [None] * n
         for i in range(n):
             lst[i] = _d_FetchRequestFetchPartition_1(c)
+            gil_tick()
             if c.bad:
                 break
         o.partitions = lst
@@ -11396,6 +11555,7 @@ cdef int _e_FetchRequestFetchTopic_1(WBuf* w, object obj) except -1:
         items = as_seq(items)
         w_len(w, len(items), 4)
         for x in items:
+            gil_tick()
             _e_FetchRequestFetchPartition_1(w, <FetchRequestFetchPartition?>x)
     return 0
 
@@ -11416,6 +11576,7 @@ cdef object _d_FetchRequest_1(Cursor* c):
         lst = [None] * n
         for i in range(n):
             lst[i] = _d_FetchRequestFetchTopic_1(c)
+            gil_tick()
             if c.bad:
                 break
         o.topics = lst
@@ -11445,6 +11606,7 @@ cdef int _e_FetchRequest_1(WBuf* w, object obj) except -1:
         items = as_seq(items)
         w_len(w, len(items), 4)
         for x in items:
+            gil_tick()
             _e_FetchRequestFetchTopic_1(w, <FetchRequestFetchTopic?>x)
     return 0
 
@@ -11461,6 +11623,7 @@ cdef object _d_FetchRequestForgottenTopic_0(Cursor* c):
         lst = [None] * n
         for i in range(n):
             lst[i] = rd_int32(c)
+            gil_tick()
             if c.bad:
                 break
         o.partitions = lst
@@ -11481,6 +11644,7 @@ cdef int _e_FetchRequestForgottenTopic_0(WBuf* w, object obj) except -1:
         items = as_seq(items)
         w_len(w, len(items), 4)
         for x in items:
+            gil_tick()
             w_int32(w, x)
     return 0
 
@@ -11503,6 +11667,7 @@ cdef object _d_FetchRequest_2(Cursor* c):
         lst = [None] * n
         for i in range(n):
             lst[i] = _d_FetchRequestFetchTopic_1(c)
+            gil_tick()
             if c.bad:
                 break
         o.topics = lst
@@ -11513,6 +11678,7 @@ cdef object _d_FetchRequest_2(Cursor* c):
         lst = [None] * n
         for i in range(n):
             lst[i] = _d_FetchRequestForgottenTopic_0(c)
+            gil_tick()
             if c.bad:
                 break
         o.forgotten_topics_data = lst
@@ -11540,6 +11706,7 @@ cdef int _e_FetchRequest_2(WBuf* w, object obj) except -1:
         items = as_seq(items)
         w_len(w, len(items), 4)
         for x in items:
+            gil_tick()
             _e_FetchRequestFetchTopic_1(w, <FetchRequestFetchTopic?>x)
     items = o.forgotten_topics_data
     if items is None:
@@ -11548,6 +11715,7 @@ cdef int _e_FetchRequest_2(WBuf* w, object obj) except -1:
         items = as_seq(items)
         w_len(w, len(items), 4)
         for x in items:
+            gil_tick()
             _e_FetchRequestForgottenTopic_0(w, <FetchRequestForgottenTopic?>x)
     return 0
 
@@ -11588,6 +11756,7 @@ cdef object _d_FetchRequestFetchTopic_2(Cursor* c):
         lst = [None] * n
         for i in range(n):
             lst[i] = _d_FetchRequestFetchPartition_2(c)
+            gil_tick()
             if c.bad:
                 break
         o.partitions = lst
@@ -11608,6 +11777,7 @@ cdef int _e_FetchRequestFetchTopic_2(WBuf* w, object obj) except -1:
         items = as_seq(items)
         w_len(w, len(items), 4)
         for x in items:
+            gil_tick()
             _e_FetchRequestFetchPartition_2(w, <FetchRequestFetchPartition?>x)
     return 0
 
@@ -11630,6 +11800,7 @@ cdef object _d_FetchRequest_3(Cursor* c):
         lst = [None] * n
         for i in range(n):
             lst[i] = _d_FetchRequestFetchTopic_2(c)
+            gil_tick()
             if c.bad:
                 break
         o.topics = lst
@@ -11640,6 +11811,7 @@ cdef object _d_FetchRequest_3(Cursor* c):
         lst = [None] * n
         for i in range(n):
             lst[i] = _d_FetchRequestForgottenTopic_0(c)
+            gil_tick()
             if c.bad:
                 break
         o.forgotten_topics_data = lst
@@ -11667,6 +11839,7 @@ cdef int _e_FetchRequest_3(WBuf* w, object obj) except -1:
         items = as_seq(items)
         w_len(w, len(items), 4)
         for x in items:
+            gil_tick()
             _e_FetchRequestFetchTopic_2(w, <FetchRequestFetchTopic?>x)
     items = o.forgotten_topics_data
     if items is None:
@@ -11675,6 +11848,7 @@ cdef int _e_FetchRequest_3(WBuf* w, object obj) except -1:
         items = as_seq(items)
         w_len(w, len(items), 4)
         for x in items:
+            gil_tick()
             _e_FetchRequestForgottenTopic_0(w, <FetchRequestForgottenTopic?>x)
     return 0
 
@@ -11697,6 +11871,7 @@ cdef object _d_FetchRequest_4(Cursor* c):
         lst = [None] * n
         for i in range(n):
             lst[i] = _d_FetchRequestFetchTopic_2(c)
+            gil_tick()
             if c.bad:
                 break
         o.topics = lst
@@ -11707,6 +11882,7 @@ cdef object _d_FetchRequest_4(Cursor* c):
         lst = [None] * n
         for i in range(n):
             lst[i] = _d_FetchRequestForgottenTopic_0(c)
+            gil_tick()
             if c.bad:
                 break
         o.forgotten_topics_data = lst
@@ -11734,6 +11910,7 @@ cdef int _e_FetchRequest_4(WBuf* w, object obj) except -1:
         items = as_seq(items)
         w_len(w, len(items), 4)
         for x in items:
+            gil_tick()
             _e_FetchRequestFetchTopic_2(w, <FetchRequestFetchTopic?>x)
     items = o.forgotten_topics_data
     if items is None:
@@ -11742,6 +11919,7 @@ cdef int _e_FetchRequest_4(WBuf* w, object obj) except -1:
         items = as_seq(items)
         w_len(w, len(items), 4)
         for x in items:
+            gil_tick()
             _e_FetchRequestForgottenTopic_0(w, <FetchRequestForgottenTopic?>x)
     if o.rack_id is None:
         null_error("FetchRequest", "rack_id")
@@ -11813,6 +11991,7 @@ cdef object _d_FetchRequestFetchTopic_3(Cursor* c):
         lst = [None] * n
         for i in range(n):
             lst[i] = _d_FetchRequestFetchPartition_3(c)
+            gil_tick()
             if c.bad:
                 break
         o.partitions = lst
@@ -11848,6 +12027,7 @@ cdef int _e_FetchRequestFetchTopic_3(WBuf* w, object obj) except -1:
         items = as_seq(items)
         w_len(w, len(items), 0)
         for x in items:
+            gil_tick()
             _e_FetchRequestFetchPartition_3(w, <FetchRequestFetchPartition?>x)
     if o.unknown_tags:
         w_tagged(w, sorted(o.unknown_tags))
@@ -11873,6 +12053,7 @@ cdef object _d_FetchRequestForgottenTopic_1(Cursor* c):
         lst = [None] * n
         for i in range(n):
             lst[i] = rd_int32(c)
+            gil_tick()
             if c.bad:
                 break
         o.partitions = lst
@@ -11908,6 +12089,7 @@ cdef int _e_FetchRequestForgottenTopic_1(WBuf* w, object obj) except -1:
         items = as_seq(items)
         w_len(w, len(items), 0)
         for x in items:
+            gil_tick()
             w_int32(w, x)
     if o.unknown_tags:
         w_tagged(w, sorted(o.unknown_tags))
@@ -11939,6 +12121,7 @@ cdef object _d_FetchRequest_5(Cursor* c):
         lst = [None] * n
         for i in range(n):
             lst[i] = _d_FetchRequestFetchTopic_3(c)
+            gil_tick()
             if c.bad:
                 break
         o.topics = lst
@@ -11949,6 +12132,7 @@ cdef object _d_FetchRequest_5(Cursor* c):
         lst = [None] * n
         for i in range(n):
             lst[i] = _d_FetchRequestForgottenTopic_1(c)
+            gil_tick()
             if c.bad:
                 break
         o.forgotten_topics_data = lst
@@ -12003,6 +12187,7 @@ cdef int _e_FetchRequest_5(WBuf* w, object obj) except -1:
         items = as_seq(items)
         w_len(w, len(items), 0)
         for x in items:
+            gil_tick()
             _e_FetchRequestFetchTopic_3(w, <FetchRequestFetchTopic?>x)
     items = o.forgotten_topics_data
     if items is None:
@@ -12011,6 +12196,7 @@ cdef int _e_FetchRequest_5(WBuf* w, object obj) except -1:
         items = as_seq(items)
         w_len(w, len(items), 0)
         for x in items:
+            gil_tick()
             _e_FetchRequestForgottenTopic_1(w, <FetchRequestForgottenTopic?>x)
     if o.rack_id is None:
         null_error("FetchRequest", "rack_id")
@@ -12050,6 +12236,7 @@ cdef object _d_FetchRequestFetchTopic_4(Cursor* c):
         lst = [None] * n
         for i in range(n):
             lst[i] = _d_FetchRequestFetchPartition_3(c)
+            gil_tick()
             if c.bad:
                 break
         o.partitions = lst
@@ -12085,6 +12272,7 @@ cdef int _e_FetchRequestFetchTopic_4(WBuf* w, object obj) except -1:
         items = as_seq(items)
         w_len(w, len(items), 0)
         for x in items:
+            gil_tick()
             _e_FetchRequestFetchPartition_3(w, <FetchRequestFetchPartition?>x)
     if o.unknown_tags:
         w_tagged(w, sorted(o.unknown_tags))
@@ -12110,6 +12298,7 @@ cdef object _d_FetchRequestForgottenTopic_2(Cursor* c):
         lst = [None] * n
         for i in range(n):
             lst[i] = rd_int32(c)
+            gil_tick()
             if c.bad:
                 break
         o.partitions = lst
@@ -12145,6 +12334,7 @@ cdef int _e_FetchRequestForgottenTopic_2(WBuf* w, object obj) except -1:
         items = as_seq(items)
         w_len(w, len(items), 0)
         for x in items:
+            gil_tick()
             w_int32(w, x)
     if o.unknown_tags:
         w_tagged(w, sorted(o.unknown_tags))
@@ -12176,6 +12366,7 @@ cdef object _d_FetchRequest_6(Cursor* c):
         lst = [None] * n
         for i in range(n):
             lst[i] = _d_FetchRequestFetchTopic_4(c)
+            gil_tick()
             if c.bad:
                 break
         o.topics = lst
@@ -12186,6 +12377,7 @@ cdef object _d_FetchRequest_6(Cursor* c):
         lst = [None] * n
         for i in range(n):
             lst[i] = _d_FetchRequestForgottenTopic_2(c)
+            gil_tick()
             if c.bad:
                 break
         o.forgotten_topics_data = lst
@@ -12240,6 +12432,7 @@ cdef int _e_FetchRequest_6(WBuf* w, object obj) except -1:
         items = as_seq(items)
         w_len(w, len(items), 0)
         for x in items:
+            gil_tick()
             _e_FetchRequestFetchTopic_4(w, <FetchRequestFetchTopic?>x)
     items = o.forgotten_topics_data
     if items is None:
@@ -12248,6 +12441,7 @@ cdef int _e_FetchRequest_6(WBuf* w, object obj) except -1:
         items = as_seq(items)
         w_len(w, len(items), 0)
         for x in items:
+            gil_tick()
             _e_FetchRequestForgottenTopic_2(w, <FetchRequestForgottenTopic?>x)
     if o.rack_id is None:
         null_error("FetchRequest", "rack_id")
@@ -12330,6 +12524,7 @@ cdef object _d_FetchRequest_7(Cursor* c):
         lst = [None] * n
         for i in range(n):
             lst[i] = _d_FetchRequestFetchTopic_4(c)
+            gil_tick()
             if c.bad:
                 break
         o.topics = lst
@@ -12340,6 +12535,7 @@ cdef object _d_FetchRequest_7(Cursor* c):
         lst = [None] * n
         for i in range(n):
             lst[i] = _d_FetchRequestForgottenTopic_2(c)
+            gil_tick()
             if c.bad:
                 break
         o.forgotten_topics_data = lst
@@ -12402,6 +12598,7 @@ cdef int _e_FetchRequest_7(WBuf* w, object obj) except -1:
         items = as_seq(items)
         w_len(w, len(items), 0)
         for x in items:
+            gil_tick()
             _e_FetchRequestFetchTopic_4(w, <FetchRequestFetchTopic?>x)
     items = o.forgotten_topics_data
     if items is None:
@@ -12410,6 +12607,7 @@ cdef int _e_FetchRequest_7(WBuf* w, object obj) except -1:
         items = as_seq(items)
         w_len(w, len(items), 0)
         for x in items:
+            gil_tick()
             _e_FetchRequestForgottenTopic_2(w, <FetchRequestForgottenTopic?>x)
     if o.rack_id is None:
         null_error("FetchRequest", "rack_id")
@@ -12533,6 +12731,7 @@ cdef object _d_FetchRequestFetchTopic_5(Cursor* c):
         lst = [None] * n
         for i in range(n):
             lst[i] = _d_FetchRequestFetchPartition_4(c)
+            gil_tick()
             if c.bad:
                 break
         o.partitions = lst
@@ -12568,6 +12767,7 @@ cdef int _e_FetchRequestFetchTopic_5(WBuf* w, object obj) except -1:
         items = as_seq(items)
         w_len(w, len(items), 0)
         for x in items:
+            gil_tick()
             _e_FetchRequestFetchPartition_4(w, <FetchRequestFetchPartition?>x)
     if o.unknown_tags:
         w_tagged(w, sorted(o.unknown_tags))
@@ -12598,6 +12798,7 @@ cdef object _d_FetchRequest_8(Cursor* c):
         lst = [None] * n
         for i in range(n):
             lst[i] = _d_FetchRequestFetchTopic_5(c)
+            gil_tick()
             if c.bad:
                 break
         o.topics = lst
@@ -12608,6 +12809,7 @@ cdef object _d_FetchRequest_8(Cursor* c):
         lst = [None] * n
         for i in range(n):
             lst[i] = _d_FetchRequestForgottenTopic_2(c)
+            gil_tick()
             if c.bad:
                 break
         o.forgotten_topics_data = lst
@@ -12670,6 +12872,7 @@ cdef int _e_FetchRequest_8(WBuf* w, object obj) except -1:
         items = as_seq(items)
         w_len(w, len(items), 0)
         for x in items:
+            gil_tick()
             _e_FetchRequestFetchTopic_5(w, <FetchRequestFetchTopic?>x)
     items = o.forgotten_topics_data
     if items is None:
@@ -12678,6 +12881,7 @@ cdef int _e_FetchRequest_8(WBuf* w, object obj) except -1:
         items = as_seq(items)
         w_len(w, len(items), 0)
         for x in items:
+            gil_tick()
             _e_FetchRequestForgottenTopic_2(w, <FetchRequestForgottenTopic?>x)
     if o.rack_id is None:
         null_error("FetchRequest", "rack_id")
@@ -12741,6 +12945,7 @@ cdef object _d_FetchResponsePartitionData_0(Cursor* c):
         lst = [None] * n
         for i in range(n):
             lst[i] = _d_FetchResponseAbortedTransaction_0(c)
+            gil_tick()
             if c.bad:
                 break
         o.aborted_transactions = lst
@@ -12775,6 +12980,7 @@ cdef int _e_FetchResponsePartitionData_0(WBuf* w, object obj) except -1:
         items = as_seq(items)
         w_len(w, len(items), 4)
         for x in items:
+            gil_tick()
             _e_FetchResponseAbortedTransaction_0(w, <FetchResponseAbortedTransaction?>x)
     w_bytes(w, o.records, 4)
     return 0
@@ -12792,6 +12998,7 @@ cdef object _d_FetchResponseFetchableTopicResponse_0(Cursor* c):
         lst = [None] * n
         for i in range(n):
             lst[i] = _d_FetchResponsePartitionData_0(c)
+            gil_tick()
             if c.bad:
                 break
         o.partitions = lst
@@ -12812,6 +13019,7 @@ cdef int _e_FetchResponseFetchableTopicResponse_0(WBuf* w, object obj) except -1
         items = as_seq(items)
         w_len(w, len(items), 4)
         for x in items:
+            gil_tick()
             _e_FetchResponsePartitionData_0(w, <FetchResponsePartitionData?>x)
     return 0
 
@@ -12828,6 +13036,7 @@ cdef object _d_FetchResponse_0(Cursor* c):
         lst = [None] * n
         for i in range(n):
             lst[i] = _d_FetchResponseFetchableTopicResponse_0(c)
+            gil_tick()
             if c.bad:
                 break
         o.responses = lst
@@ -12850,6 +13059,7 @@ cdef int _e_FetchResponse_0(WBuf* w, object obj) except -1:
         items = as_seq(items)
         w_len(w, len(items), 4)
         for x in items:
+            gil_tick()
             _e_FetchResponseFetchableTopicResponse_0(w, <FetchResponseFetchableTopicResponse?>x)
     return 0
 
@@ -12870,6 +13080,7 @@ cdef object _d_FetchResponsePartitionData_1(Cursor* c):
         lst = [None] * n
         for i in range(n):
             lst[i] = _d_FetchResponseAbortedTransaction_0(c)
+            gil_tick()
             if c.bad:
                 break
         o.aborted_transactions = lst
@@ -12904,6 +13115,7 @@ cdef int _e_FetchResponsePartitionData_1(WBuf* w, object obj) except -1:
         items = as_seq(items)
         w_len(w, len(items), 4)
         for x in items:
+            gil_tick()
             _e_FetchResponseAbortedTransaction_0(w, <FetchResponseAbortedTransaction?>x)
     w_bytes(w, o.records, 4)
     return 0
@@ -12921,6 +13133,7 @@ cdef object _d_FetchResponseFetchableTopicResponse_1(Cursor* c):
         lst = [None] * n
         for i in range(n):
             lst[i] = _d_FetchResponsePartitionData_1(c)
+            gil_tick()
             if c.bad:
                 break
         o.partitions = lst
@@ -12941,6 +13154,7 @@ cdef int _e_FetchResponseFetchableTopicResponse_1(WBuf* w, object obj) except -1
         items = as_seq(items)
         w_len(w, len(items), 4)
         for x in items:
+            gil_tick()
             _e_FetchResponsePartitionData_1(w, <FetchResponsePartitionData?>x)
     return 0
 
@@ -12957,6 +13171,7 @@ cdef object _d_FetchResponse_1(Cursor* c):
         lst = [None] * n
         for i in range(n):
             lst[i] = _d_FetchResponseFetchableTopicResponse_1(c)
+            gil_tick()
             if c.bad:
                 break
         o.responses = lst
@@ -12979,6 +13194,7 @@ cdef int _e_FetchResponse_1(WBuf* w, object obj) except -1:
         items = as_seq(items)
         w_len(w, len(items), 4)
         for x in items:
+            gil_tick()
             _e_FetchResponseFetchableTopicResponse_1(w, <FetchResponseFetchableTopicResponse?>x)
     return 0
 
@@ -12997,6 +13213,7 @@ cdef object _d_FetchResponse_2(Cursor* c):
         lst = [None] * n
         for i in range(n):
             lst[i] = _d_FetchResponseFetchableTopicResponse_1(c)
+            gil_tick()
             if c.bad:
                 break
         o.responses = lst
@@ -13019,6 +13236,7 @@ cdef int _e_FetchResponse_2(WBuf* w, object obj) except -1:
         items = as_seq(items)
         w_len(w, len(items), 4)
         for x in items:
+            gil_tick()
             _e_FetchResponseFetchableTopicResponse_1(w, <FetchResponseFetchableTopicResponse?>x)
     return 0
 
@@ -13039,6 +13257,7 @@ cdef object _d_FetchResponsePartitionData_2(Cursor* c):
         lst = [None] * n
         for i in range(n):
             lst[i] = _d_FetchResponseAbortedTransaction_0(c)
+            gil_tick()
             if c.bad:
                 break
         o.aborted_transactions = lst
@@ -13071,6 +13290,7 @@ cdef int _e_FetchResponsePartitionData_2(WBuf* w, object obj) except -1:
         items = as_seq(items)
         w_len(w, len(items), 4)
         for x in items:
+            gil_tick()
             _e_FetchResponseAbortedTransaction_0(w, <FetchResponseAbortedTransaction?>x)
     w_int32(w, o.preferred_read_replica)
     w_bytes(w, o.records, 4)
@@ -13089,6 +13309,7 @@ cdef object _d_FetchResponseFetchableTopicResponse_2(Cursor* c):
         lst = [None] * n
         for i in range(n):
             lst[i] = _d_FetchResponsePartitionData_2(c)
+            gil_tick()
             if c.bad:
                 break
         o.partitions = lst
@@ -13109,6 +13330,7 @@ cdef int _e_FetchResponseFetchableTopicResponse_2(WBuf* w, object obj) except -1
         items = as_seq(items)
         w_len(w, len(items), 4)
         for x in items:
+            gil_tick()
             _e_FetchResponsePartitionData_2(w, <FetchResponsePartitionData?>x)
     return 0
 
@@ -13127,6 +13349,7 @@ cdef object _d_FetchResponse_3(Cursor* c):
         lst = [None] * n
         for i in range(n):
             lst[i] = _d_FetchResponseFetchableTopicResponse_2(c)
+            gil_tick()
             if c.bad:
                 break
         o.responses = lst
@@ -13149,6 +13372,7 @@ cdef int _e_FetchResponse_3(WBuf* w, object obj) except -1:
         items = as_seq(items)
         w_len(w, len(items), 4)
         for x in items:
+            gil_tick()
             _e_FetchResponseFetchableTopicResponse_2(w, <FetchResponseFetchableTopicResponse?>x)
     return 0
 
@@ -13326,6 +13550,7 @@ cdef object _d_FetchResponsePartitionData_3(Cursor* c):
         lst = [None] * n
         for i in range(n):
             lst[i] = _d_FetchResponseAbortedTransaction_1(c)
+            gil_tick()
             if c.bad:
                 break
         o.aborted_transactions = lst
@@ -13395,6 +13620,7 @@ cdef int _e_FetchResponsePartitionData_3(WBuf* w, object obj) except -1:
         items = as_seq(items)
         w_len(w, len(items), 0)
         for x in items:
+            gil_tick()
             _e_FetchResponseAbortedTransaction_1(w, <FetchResponseAbortedTransaction?>x)
     w_int32(w, o.preferred_read_replica)
     w_bytes(w, o.records, 0)
@@ -13460,6 +13686,7 @@ cdef object _d_FetchResponseFetchableTopicResponse_3(Cursor* c):
         lst = [None] * n
         for i in range(n):
             lst[i] = _d_FetchResponsePartitionData_3(c)
+            gil_tick()
             if c.bad:
                 break
         o.partitions = lst
@@ -13495,6 +13722,7 @@ cdef int _e_FetchResponseFetchableTopicResponse_3(WBuf* w, object obj) except -1
         items = as_seq(items)
         w_len(w, len(items), 0)
         for x in items:
+            gil_tick()
             _e_FetchResponsePartitionData_3(w, <FetchResponsePartitionData?>x)
     if o.unknown_tags:
         w_tagged(w, sorted(o.unknown_tags))
@@ -13522,6 +13750,7 @@ cdef object _d_FetchResponse_4(Cursor* c):
         lst = [None] * n
         for i in range(n):
             lst[i] = _d_FetchResponseFetchableTopicResponse_3(c)
+            gil_tick()
             if c.bad:
                 break
         o.responses = lst
@@ -13559,6 +13788,7 @@ cdef int _e_FetchResponse_4(WBuf* w, object obj) except -1:
         items = as_seq(items)
         w_len(w, len(items), 0)
         for x in items:
+            gil_tick()
             _e_FetchResponseFetchableTopicResponse_3(w, <FetchResponseFetchableTopicResponse?>x)
     if o.unknown_tags:
         w_tagged(w, sorted(o.unknown_tags))
@@ -13584,6 +13814,7 @@ cdef object _d_FetchResponseFetchableTopicResponse_4(Cursor* c):
         lst = [None] * n
         for i in range(n):
             lst[i] = _d_FetchResponsePartitionData_3(c)
+            gil_tick()
             if c.bad:
                 break
         o.partitions = lst
@@ -13619,6 +13850,7 @@ cdef int _e_FetchResponseFetchableTopicResponse_4(WBuf* w, object obj) except -1
         items = as_seq(items)
         w_len(w, len(items), 0)
         for x in items:
+            gil_tick()
             _e_FetchResponsePartitionData_3(w, <FetchResponsePartitionData?>x)
     if o.unknown_tags:
         w_tagged(w, sorted(o.unknown_tags))
@@ -13646,6 +13878,7 @@ cdef object _d_FetchResponse_5(Cursor* c):
         lst = [None] * n
         for i in range(n):
             lst[i] = _d_FetchResponseFetchableTopicResponse_4(c)
+            gil_tick()
             if c.bad:
                 break
         o.responses = lst
@@ -13683,6 +13916,7 @@ cdef int _e_FetchResponse_5(WBuf* w, object obj) except -1:
         items = as_seq(items)
         w_len(w, len(items), 0)
         for x in items:
+            gil_tick()
             _e_FetchResponseFetchableTopicResponse_4(w, <FetchResponseFetchableTopicResponse?>x)
     if o.unknown_tags:
         w_tagged(w, sorted(o.unknown_tags))
@@ -13754,6 +13988,7 @@ cdef object _d_FetchResponse_6(Cursor* c):
         lst = [None] * n
         for i in range(n):
             lst[i] = _d_FetchResponseFetchableTopicResponse_4(c)
+            gil_tick()
             if c.bad:
                 break
         o.responses = lst
@@ -13779,6 +14014,7 @@ cdef object _d_FetchResponse_6(Cursor* c):
                 lst = [None] * n
                 for i in range(n):
                     lst[i] = _d_FetchResponseNodeEndpoint_0((&sub))
+                    gil_tick()
                     if (&sub).bad:
                         break
                 o.node_endpoints = lst
@@ -13810,6 +14046,7 @@ cdef int _e_FetchResponse_6(WBuf* w, object obj) except -1:
         items = as_seq(items)
         w_len(w, len(items), 0)
         for x in items:
+            gil_tick()
             _e_FetchResponseFetchableTopicResponse_4(w, <FetchResponseFetchableTopicResponse?>x)
     if (o.node_endpoints is not None and len(o.node_endpoints) != 0):
         ntag += 1
@@ -13827,6 +14064,7 @@ cdef int _e_FetchResponse_6(WBuf* w, object obj) except -1:
                     items = as_seq(items)
                     w_len(&t, len(items), 0)
                     for x in items:
+                        gil_tick()
                         _e_FetchResponseNodeEndpoint_0(&t, <FetchResponseNodeEndpoint?>x)
                 entries.append((0, PyBytes_FromStringAndSize(t.buf, t.len)))
             finally:
@@ -13862,6 +14100,7 @@ cdef object _d_ProduceRequestTopicProduceData_0(Cursor* c):
         lst = [None] * n
         for i in range(n):
             lst[i] = _d_ProduceRequestPartitionProduceData_0(c)
+            gil_tick()
             if c.bad:
                 break
         o.partition_data = lst
@@ -13882,6 +14121,7 @@ cdef int _e_ProduceRequestTopicProduceData_0(WBuf* w, object obj) except -1:
         items = as_seq(items)
         w_len(w, len(items), 4)
         for x in items:
+            gil_tick()
             _e_ProduceRequestPartitionProduceData_0(w, <ProduceRequestPartitionProduceData?>x)
     return 0
 
@@ -13900,6 +14140,7 @@ cdef object _d_ProduceRequest_0(Cursor* c):
         lst = [None] * n
         for i in range(n):
             lst[i] = _d_ProduceRequestTopicProduceData_0(c)
+            gil_tick()
             if c.bad:
                 break
         o.topic_data = lst
@@ -13919,6 +14160,7 @@ cdef int _e_ProduceRequest_0(WBuf* w, object obj) except -1:
         items = as_seq(items)
         w_len(w, len(items), 4)
         for x in items:
+            gil_tick()
             _e_ProduceRequestTopicProduceData_0(w, <ProduceRequestTopicProduceData?>x)
     return 0
 
@@ -13978,6 +14220,7 @@ cdef object _d_ProduceRequestTopicProduceData_1(Cursor* c):
         lst = [None] * n
         for i in range(n):
             lst[i] = _d_ProduceRequestPartitionProduceData_1(c)
+            gil_tick()
             if c.bad:
                 break
         o.partition_data = lst
@@ -14013,6 +14256,7 @@ cdef int _e_ProduceRequestTopicProduceData_1(WBuf* w, object obj) except -1:
         items = as_seq(items)
         w_len(w, len(items), 0)
         for x in items:
+            gil_tick()
             _e_ProduceRequestPartitionProduceData_1(w, <ProduceRequestPartitionProduceData?>x)
     if o.unknown_tags:
         w_tagged(w, sorted(o.unknown_tags))
@@ -14040,6 +14284,7 @@ cdef object _d_ProduceRequest_1(Cursor* c):
         lst = [None] * n
         for i in range(n):
             lst[i] = _d_ProduceRequestTopicProduceData_1(c)
+            gil_tick()
             if c.bad:
                 break
         o.topic_data = lst
@@ -14074,6 +14319,7 @@ cdef int _e_ProduceRequest_1(WBuf* w, object obj) except -1:
         items = as_seq(items)
         w_len(w, len(items), 0)
         for x in items:
+            gil_tick()
             _e_ProduceRequestTopicProduceData_1(w, <ProduceRequestTopicProduceData?>x)
     if o.unknown_tags:
         w_tagged(w, sorted(o.unknown_tags))
@@ -14117,6 +14363,7 @@ cdef object _d_ProduceResponseTopicProduceResponse_0(Cursor* c):
         lst = [None] * n
         for i in range(n):
             lst[i] = _d_ProduceResponsePartitionProduceResponse_0(c)
+            gil_tick()
             if c.bad:
                 break
         o.partition_responses = lst
@@ -14137,6 +14384,7 @@ cdef int _e_ProduceResponseTopicProduceResponse_0(WBuf* w, object obj) except -1
         items = as_seq(items)
         w_len(w, len(items), 4)
         for x in items:
+            gil_tick()
             _e_ProduceResponsePartitionProduceResponse_0(w, <ProduceResponsePartitionProduceResponse?>x)
     return 0
 
@@ -14152,6 +14400,7 @@ cdef object _d_ProduceResponse_0(Cursor* c):
         lst = [None] * n
         for i in range(n):
             lst[i] = _d_ProduceResponseTopicProduceResponse_0(c)
+            gil_tick()
             if c.bad:
                 break
         o.responses = lst
@@ -14172,6 +14421,7 @@ cdef int _e_ProduceResponse_0(WBuf* w, object obj) except -1:
         items = as_seq(items)
         w_len(w, len(items), 4)
         for x in items:
+            gil_tick()
             _e_ProduceResponseTopicProduceResponse_0(w, <ProduceResponseTopicProduceResponse?>x)
     w_int32(w, o.throttle_time_ms)
     return 0
@@ -14213,6 +14463,7 @@ cdef object _d_ProduceResponseTopicProduceResponse_1(Cursor* c):
         lst = [None] * n
         for i in range(n):
             lst[i] = _d_ProduceResponsePartitionProduceResponse_1(c)
+            gil_tick()
             if c.bad:
                 break
         o.partition_responses = lst
@@ -14233,6 +14484,7 @@ cdef int _e_ProduceResponseTopicProduceResponse_1(WBuf* w, object obj) except -1
         items = as_seq(items)
         w_len(w, len(items), 4)
         for x in items:
+            gil_tick()
             _e_ProduceResponsePartitionProduceResponse_1(w, <ProduceResponsePartitionProduceResponse?>x)
     return 0
 
@@ -14248,6 +14500,7 @@ cdef object _d_ProduceResponse_1(Cursor* c):
         lst = [None] * n
         for i in range(n):
             lst[i] = _d_ProduceResponseTopicProduceResponse_1(c)
+            gil_tick()
             if c.bad:
                 break
         o.responses = lst
@@ -14268,6 +14521,7 @@ cdef int _e_ProduceResponse_1(WBuf* w, object obj) except -1:
         items = as_seq(items)
         w_len(w, len(items), 4)
         for x in items:
+            gil_tick()
             _e_ProduceResponseTopicProduceResponse_1(w, <ProduceResponseTopicProduceResponse?>x)
     w_int32(w, o.throttle_time_ms)
     return 0
@@ -14303,6 +14557,7 @@ cdef object _d_ProduceResponsePartitionProduceResponse_2(Cursor* c):
         lst = [None] * n
         for i in range(n):
             lst[i] = _d_ProduceResponseBatchIndexAndErrorMessage_0(c)
+            gil_tick()
             if c.bad:
                 break
         o.record_errors = lst
@@ -14328,6 +14583,7 @@ cdef int _e_ProduceResponsePartitionProduceResponse_2(WBuf* w, object obj) excep
         items = as_seq(items)
         w_len(w, len(items), 4)
         for x in items:
+            gil_tick()
             _e_ProduceResponseBatchIndexAndErrorMessage_0(w, <ProduceResponseBatchIndexAndErrorMessage?>x)
     w_str(w, o.error_message, 2)
     return 0
@@ -14345,6 +14601,7 @@ cdef object _d_ProduceResponseTopicProduceResponse_2(Cursor* c):
         lst = [None] * n
         for i in range(n):
             lst[i] = _d_ProduceResponsePartitionProduceResponse_2(c)
+            gil_tick()
             if c.bad:
                 break
         o.partition_responses = lst
@@ -14365,6 +14622,7 @@ cdef int _e_ProduceResponseTopicProduceResponse_2(WBuf* w, object obj) except -1
         items = as_seq(items)
         w_len(w, len(items), 4)
         for x in items:
+            gil_tick()
             _e_ProduceResponsePartitionProduceResponse_2(w, <ProduceResponsePartitionProduceResponse?>x)
     return 0
 
@@ -14380,6 +14638,7 @@ cdef object _d_ProduceResponse_2(Cursor* c):
         lst = [None] * n
         for i in range(n):
             lst[i] = _d_ProduceResponseTopicProduceResponse_2(c)
+            gil_tick()
             if c.bad:
                 break
         o.responses = lst
@@ -14400,6 +14659,7 @@ cdef int _e_ProduceResponse_2(WBuf* w, object obj) except -1:
         items = as_seq(items)
         w_len(w, len(items), 4)
         for x in items:
+            gil_tick()
             _e_ProduceResponseTopicProduceResponse_2(w, <ProduceResponseTopicProduceResponse?>x)
     w_int32(w, o.throttle_time_ms)
     return 0
@@ -14464,6 +14724,7 @@ cdef object _d_ProduceResponsePartitionProduceResponse_3(Cursor* c):
         lst = [None] * n
         for i in range(n):
             lst[i] = _d_ProduceResponseBatchIndexAndErrorMessage_1(c)
+            gil_tick()
             if c.bad:
                 break
         o.record_errors = lst
@@ -14504,6 +14765,7 @@ cdef int _e_ProduceResponsePartitionProduceResponse_3(WBuf* w, object obj) excep
         items = as_seq(items)
         w_len(w, len(items), 0)
         for x in items:
+            gil_tick()
             _e_ProduceResponseBatchIndexAndErrorMessage_1(w, <ProduceResponseBatchIndexAndErrorMessage?>x)
     w_str(w, o.error_message, 0)
     if o.unknown_tags:
@@ -14530,6 +14792,7 @@ cdef object _d_ProduceResponseTopicProduceResponse_3(Cursor* c):
         lst = [None] * n
         for i in range(n):
             lst[i] = _d_ProduceResponsePartitionProduceResponse_3(c)
+            gil_tick()
             if c.bad:
                 break
         o.partition_responses = lst
@@ -14565,6 +14828,7 @@ cdef int _e_ProduceResponseTopicProduceResponse_3(WBuf* w, object obj) except -1
         items = as_seq(items)
         w_len(w, len(items), 0)
         for x in items:
+            gil_tick()
             _e_ProduceResponsePartitionProduceResponse_3(w, <ProduceResponsePartitionProduceResponse?>x)
     if o.unknown_tags:
         w_tagged(w, sorted(o.unknown_tags))
@@ -14589,6 +14853,7 @@ cdef object _d_ProduceResponse_3(Cursor* c):
         lst = [None] * n
         for i in range(n):
             lst[i] = _d_ProduceResponseTopicProduceResponse_3(c)
+            gil_tick()
             if c.bad:
                 break
         o.responses = lst
@@ -14624,6 +14889,7 @@ cdef int _e_ProduceResponse_3(WBuf* w, object obj) except -1:
         items = as_seq(items)
         w_len(w, len(items), 0)
         for x in items:
+            gil_tick()
             _e_ProduceResponseTopicProduceResponse_3(w, <ProduceResponseTopicProduceResponse?>x)
     w_int32(w, o.throttle_time_ms)
     if o.unknown_tags:
@@ -14692,6 +14958,7 @@ cdef object _d_ProduceResponsePartitionProduceResponse_4(Cursor* c):
         lst = [None] * n
         for i in range(n):
             lst[i] = _d_ProduceResponseBatchIndexAndErrorMessage_1(c)
+            gil_tick()
             if c.bad:
                 break
         o.record_errors = lst
@@ -14742,6 +15009,7 @@ cdef int _e_ProduceResponsePartitionProduceResponse_4(WBuf* w, object obj) excep
         items = as_seq(items)
         w_len(w, len(items), 0)
         for x in items:
+            gil_tick()
             _e_ProduceResponseBatchIndexAndErrorMessage_1(w, <ProduceResponseBatchIndexAndErrorMessage?>x)
     w_str(w, o.error_message, 0)
     if (o.current_leader is not None and o.current_leader != ProduceResponseLeaderIdAndEpoch()):
@@ -14782,6 +15050,7 @@ cdef object _d_ProduceResponseTopicProduceResponse_4(Cursor* c):
         lst = [None] * n
         for i in range(n):
             lst[i] = _d_ProduceResponsePartitionProduceResponse_4(c)
+            gil_tick()
             if c.bad:
                 break
         o.partition_responses = lst
@@ -14817,6 +15086,7 @@ cdef int _e_ProduceResponseTopicProduceResponse_4(WBuf* w, object obj) except -1
         items = as_seq(items)
         w_len(w, len(items), 0)
         for x in items:
+            gil_tick()
             _e_ProduceResponsePartitionProduceResponse_4(w, <ProduceResponsePartitionProduceResponse?>x)
     if o.unknown_tags:
         w_tagged(w, sorted(o.unknown_tags))
@@ -14885,6 +15155,7 @@ cdef object _d_ProduceResponse_4(Cursor* c):
         lst = [None] * n
         for i in range(n):
             lst[i] = _d_ProduceResponseTopicProduceResponse_4(c)
+            gil_tick()
             if c.bad:
                 break
         o.responses = lst
@@ -14911,6 +15182,7 @@ cdef object _d_ProduceResponse_4(Cursor* c):
                 lst = [None] * n
                 for i in range(n):
                     lst[i] = _d_ProduceResponseNodeEndpoint_0((&sub))
+                    gil_tick()
                     if (&sub).bad:
                         break
                 o.node_endpoints = lst
@@ -14939,6 +15211,7 @@ cdef int _e_ProduceResponse_4(WBuf* w, object obj) except -1:
         items = as_seq(items)
         w_len(w, len(items), 0)
         for x in items:
+            gil_tick()
             _e_ProduceResponseTopicProduceResponse_4(w, <ProduceResponseTopicProduceResponse?>x)
     w_int32(w, o.throttle_time_ms)
     if (o.node_endpoints is not None and len(o.node_endpoints) != 0):
@@ -14957,6 +15230,7 @@ cdef int _e_ProduceResponse_4(WBuf* w, object obj) except -1:
                     items = as_seq(items)
                     w_len(&t, len(items), 0)
                     for x in items:
+                        gil_tick()
                         _e_ProduceResponseNodeEndpoint_0(&t, <ProduceResponseNodeEndpoint?>x)
                 entries.append((0, PyBytes_FromStringAndSize(t.buf, t.len)))
             finally:
@@ -14978,6 +15252,7 @@ cdef object _d_CreateTopicsRequestCreatableReplicaAssignment_0(Cursor* c):
         lst = [None] * n
         for i in range(n):
             lst[i] = rd_int32(c)
+            gil_tick()
             if c.bad:
                 break
         o.broker_ids = lst
@@ -14995,6 +15270,7 @@ cdef int _e_CreateTopicsRequestCreatableReplicaAssignment_0(WBuf* w, object obj)
         items = as_seq(items)
         w_len(w, len(items), 4)
         for x in items:
+            gil_tick()
             w_int32(w, x)
     return 0
 
@@ -15029,6 +15305,7 @@ cdef object _d_CreateTopicsRequestCreatableTopic_0(Cursor* c):
         lst = [None] * n
         for i in range(n):
             lst[i] = _d_CreateTopicsRequestCreatableReplicaAssignment_0(c)
+            gil_tick()
             if c.bad:
                 break
         o.assignments = lst
@@ -15039,6 +15316,7 @@ cdef object _d_CreateTopicsRequestCreatableTopic_0(Cursor* c):
         lst = [None] * n
         for i in range(n):
             lst[i] = _d_CreateTopicsRequestCreatableTopicConfig_0(c)
+            gil_tick()
             if c.bad:
                 break
         o.configs = lst
@@ -15060,6 +15338,7 @@ cdef int _e_CreateTopicsRequestCreatableTopic_0(WBuf* w, object obj) except -1:
         items = as_seq(items)
         w_len(w, len(items), 4)
         for x in items:
+            gil_tick()
             _e_CreateTopicsRequestCreatableReplicaAssignment_0(w, <CreateTopicsRequestCreatableReplicaAssignment?>x)
     items = o.configs
     if items is None:
@@ -15068,6 +15347,7 @@ cdef int _e_CreateTopicsRequestCreatableTopic_0(WBuf* w, object obj) except -1:
         items = as_seq(items)
         w_len(w, len(items), 4)
         for x in items:
+            gil_tick()
             _e_CreateTopicsRequestCreatableTopicConfig_0(w, <CreateTopicsRequestCreatableTopicConfig?>x)
     return 0
 
@@ -15083,6 +15363,7 @@ cdef object _d_CreateTopicsRequest_0(Cursor* c):
         lst = [None] * n
         for i in range(n):
             lst[i] = _d_CreateTopicsRequestCreatableTopic_0(c)
+            gil_tick()
             if c.bad:
                 break
         o.topics = lst
@@ -15102,6 +15383,7 @@ cdef int _e_CreateTopicsRequest_0(WBuf* w, object obj) except -1:
         items = as_seq(items)
         w_len(w, len(items), 4)
         for x in items:
+            gil_tick()
             _e_CreateTopicsRequestCreatableTopic_0(w, <CreateTopicsRequestCreatableTopic?>x)
     w_int32(w, o.timeout_ms)
     return 0
@@ -15118,6 +15400,7 @@ cdef object _d_CreateTopicsRequest_1(Cursor* c):
         lst = [None] * n
         for i in range(n):
             lst[i] = _d_CreateTopicsRequestCreatableTopic_0(c)
+            gil_tick()
             if c.bad:
                 break
         o.topics = lst
@@ -15136,6 +15419,7 @@ cdef int _e_CreateTopicsRequest_1(WBuf* w, object obj) except -1:
         items = as_seq(items)
         w_len(w, len(items), 4)
         for x in items:
+            gil_tick()
             _e_CreateTopicsRequestCreatableTopic_0(w, <CreateTopicsRequestCreatableTopic?>x)
     w_int32(w, o.timeout_ms)
     w_bool(w, o.validate_only)
@@ -15159,6 +15443,7 @@ cdef object _d_CreateTopicsRequestCreatableReplicaAssignment_1(Cursor* c):
         lst = [None] * n
         for i in range(n):
             lst[i] = rd_int32(c)
+            gil_tick()
             if c.bad:
                 break
         o.broker_ids = lst
@@ -15191,6 +15476,7 @@ cdef int _e_CreateTopicsRequestCreatableReplicaAssignment_1(WBuf* w, object obj)
         items = as_seq(items)
         w_len(w, len(items), 0)
         for x in items:
+            gil_tick()
             w_int32(w, x)
     if o.unknown_tags:
         w_tagged(w, sorted(o.unknown_tags))
@@ -15258,6 +15544,7 @@ cdef object _d_CreateTopicsRequestCreatableTopic_1(Cursor* c):
         lst = [None] * n
         for i in range(n):
             lst[i] = _d_CreateTopicsRequestCreatableReplicaAssignment_1(c)
+            gil_tick()
             if c.bad:
                 break
         o.assignments = lst
@@ -15268,6 +15555,7 @@ cdef object _d_CreateTopicsRequestCreatableTopic_1(Cursor* c):
         lst = [None] * n
         for i in range(n):
             lst[i] = _d_CreateTopicsRequestCreatableTopicConfig_1(c)
+            gil_tick()
             if c.bad:
                 break
         o.configs = lst
@@ -15304,6 +15592,7 @@ cdef int _e_CreateTopicsRequestCreatableTopic_1(WBuf* w, object obj) except -1:
         items = as_seq(items)
         w_len(w, len(items), 0)
         for x in items:
+            gil_tick()
             _e_CreateTopicsRequestCreatableReplicaAssignment_1(w, <CreateTopicsRequestCreatableReplicaAssignment?>x)
     items = o.configs
     if items is None:
@@ -15312,6 +15601,7 @@ cdef int _e_CreateTopicsRequestCreatableTopic_1(WBuf* w, object obj) except -1:
         items = as_seq(items)
         w_len(w, len(items), 0)
         for x in items:
+            gil_tick()
             _e_CreateTopicsRequestCreatableTopicConfig_1(w, <CreateTopicsRequestCreatableTopicConfig?>x)
     if o.unknown_tags:
         w_tagged(w, sorted(o.unknown_tags))
@@ -15336,6 +15626,7 @@ cdef object _d_CreateTopicsRequest_2(Cursor* c):
         lst = [None] * n
         for i in range(n):
             lst[i] = _d_CreateTopicsRequestCreatableTopic_1(c)
+            gil_tick()
             if c.bad:
                 break
         o.topics = lst
@@ -15369,6 +15660,7 @@ cdef int _e_CreateTopicsRequest_2(WBuf* w, object obj) except -1:
         items = as_seq(items)
         w_len(w, len(items), 0)
         for x in items:
+            gil_tick()
             _e_CreateTopicsRequestCreatableTopic_1(w, <CreateTopicsRequestCreatableTopic?>x)
     w_int32(w, o.timeout_ms)
     w_bool(w, o.validate_only)
@@ -15411,6 +15703,7 @@ cdef object _d_CreateTopicsResponse_0(Cursor* c):
         lst = [None] * n
         for i in range(n):
             lst[i] = _d_CreateTopicsResponseCreatableTopicResult_0(c)
+            gil_tick()
             if c.bad:
                 break
         o.topics = lst
@@ -15427,6 +15720,7 @@ cdef int _e_CreateTopicsResponse_0(WBuf* w, object obj) except -1:
         items = as_seq(items)
         w_len(w, len(items), 4)
         for x in items:
+            gil_tick()
             _e_CreateTopicsResponseCreatableTopicResult_0(w, <CreateTopicsResponseCreatableTopicResult?>x)
     return 0
 
@@ -15464,6 +15758,7 @@ cdef object _d_CreateTopicsResponse_1(Cursor* c):
         lst = [None] * n
         for i in range(n):
             lst[i] = _d_CreateTopicsResponseCreatableTopicResult_1(c)
+            gil_tick()
             if c.bad:
                 break
         o.topics = lst
@@ -15480,6 +15775,7 @@ cdef int _e_CreateTopicsResponse_1(WBuf* w, object obj) except -1:
         items = as_seq(items)
         w_len(w, len(items), 4)
         for x in items:
+            gil_tick()
             _e_CreateTopicsResponseCreatableTopicResult_1(w, <CreateTopicsResponseCreatableTopicResult?>x)
     return 0
 
@@ -15496,6 +15792,7 @@ cdef object _d_CreateTopicsResponse_2(Cursor* c):
         lst = [None] * n
         for i in range(n):
             lst[i] = _d_CreateTopicsResponseCreatableTopicResult_1(c)
+            gil_tick()
             if c.bad:
                 break
         o.topics = lst
@@ -15513,6 +15810,7 @@ cdef int _e_CreateTopicsResponse_2(WBuf* w, object obj) except -1:
         items = as_seq(items)
         w_len(w, len(items), 4)
         for x in items:
+            gil_tick()
             _e_CreateTopicsResponseCreatableTopicResult_1(w, <CreateTopicsResponseCreatableTopicResult?>x)
     return 0
 
@@ -15584,6 +15882,7 @@ cdef object _d_CreateTopicsResponseCreatableTopicResult_2(Cursor* c):
         lst = [None] * n
         for i in range(n):
             lst[i] = _d_CreateTopicsResponseCreatableTopicConfigs_0(c)
+            gil_tick()
             if c.bad:
                 break
         o.configs = lst
@@ -15635,6 +15934,7 @@ cdef int _e_CreateTopicsResponseCreatableTopicResult_2(WBuf* w, object obj) exce
         items = as_seq(items)
         w_len(w, len(items), 0)
         for x in items:
+            gil_tick()
             _e_CreateTopicsResponseCreatableTopicConfigs_0(w, <CreateTopicsResponseCreatableTopicConfigs?>x)
     if o.topic_config_error_code != 0:
         ntag += 1
@@ -15671,6 +15971,7 @@ cdef object _d_CreateTopicsResponse_3(Cursor* c):
         lst = [None] * n
         for i in range(n):
             lst[i] = _d_CreateTopicsResponseCreatableTopicResult_2(c)
+            gil_tick()
             if c.bad:
                 break
         o.topics = lst
@@ -15703,6 +16004,7 @@ cdef int _e_CreateTopicsResponse_3(WBuf* w, object obj) except -1:
         items = as_seq(items)
         w_len(w, len(items), 0)
         for x in items:
+            gil_tick()
             _e_CreateTopicsResponseCreatableTopicResult_2(w, <CreateTopicsResponseCreatableTopicResult?>x)
     if o.unknown_tags:
         w_tagged(w, sorted(o.unknown_tags))
@@ -15733,6 +16035,7 @@ cdef object _d_CreateTopicsResponseCreatableTopicResult_3(Cursor* c):
         lst = [None] * n
         for i in range(n):
             lst[i] = _d_CreateTopicsResponseCreatableTopicConfigs_0(c)
+            gil_tick()
             if c.bad:
                 break
         o.configs = lst
@@ -15786,6 +16089,7 @@ cdef int _e_CreateTopicsResponseCreatableTopicResult_3(WBuf* w, object obj) exce
         items = as_seq(items)
         w_len(w, len(items), 0)
         for x in items:
+            gil_tick()
             _e_CreateTopicsResponseCreatableTopicConfigs_0(w, <CreateTopicsResponseCreatableTopicConfigs?>x)
     if o.topic_config_error_code != 0:
         ntag += 1
@@ -15822,6 +16126,7 @@ cdef object _d_CreateTopicsResponse_4(Cursor* c):
         lst = [None] * n
         for i in range(n):
             lst[i] = _d_CreateTopicsResponseCreatableTopicResult_3(c)
+            gil_tick()
             if c.bad:
                 break
         o.topics = lst
@@ -15854,6 +16159,7 @@ cdef int _e_CreateTopicsResponse_4(WBuf* w, object obj) except -1:
         items = as_seq(items)
         w_len(w, len(items), 0)
         for x in items:
+            gil_tick()
             _e_CreateTopicsResponseCreatableTopicResult_3(w, <CreateTopicsResponseCreatableTopicResult?>x)
     if o.unknown_tags:
         w_tagged(w, sorted(o.unknown_tags))
@@ -15873,6 +16179,7 @@ cdef object _d_DeleteTopicsRequest_0(Cursor* c):
         lst = [None] * n
         for i in range(n):
             lst[i] = rd_string(c)
+            gil_tick()
             if c.bad:
                 break
         o.topic_names = lst
@@ -15893,6 +16200,7 @@ cdef int _e_DeleteTopicsRequest_0(WBuf* w, object obj) except -1:
         items = as_seq(items)
         w_len(w, len(items), 4)
         for x in items:
+            gil_tick()
             if x is None:
                 null_error("DeleteTopicsRequest", "topic_names")
             w_str(w, x, 2)
@@ -15916,6 +16224,7 @@ cdef object _d_DeleteTopicsRequest_1(Cursor* c):
         lst = [None] * n
         for i in range(n):
             lst[i] = rd_cstring(c)
+            gil_tick()
             if c.bad:
                 break
         o.topic_names = lst
@@ -15951,6 +16260,7 @@ cdef int _e_DeleteTopicsRequest_1(WBuf* w, object obj) except -1:
         items = as_seq(items)
         w_len(w, len(items), 0)
         for x in items:
+            gil_tick()
             if x is None:
                 null_error("DeleteTopicsRequest", "topic_names")
             w_str(w, x, 0)
@@ -16018,6 +16328,7 @@ cdef object _d_DeleteTopicsRequest_2(Cursor* c):
         lst = [None] * n
         for i in range(n):
             lst[i] = _d_DeleteTopicsRequestDeleteTopicState_0(c)
+            gil_tick()
             if c.bad:
                 break
         o.topics = lst
@@ -16051,6 +16362,7 @@ cdef int _e_DeleteTopicsRequest_2(WBuf* w, object obj) except -1:
         items = as_seq(items)
         w_len(w, len(items), 0)
         for x in items:
+            gil_tick()
             _e_DeleteTopicsRequestDeleteTopicState_0(w, <DeleteTopicsRequestDeleteTopicState?>x)
     w_int32(w, o.timeout_ms)
     if o.unknown_tags:
@@ -16089,6 +16401,7 @@ cdef object _d_DeleteTopicsResponse_0(Cursor* c):
         lst = [None] * n
         for i in range(n):
             lst[i] = _d_DeleteTopicsResponseDeletableTopicResult_0(c)
+            gil_tick()
             if c.bad:
                 break
         o.responses = lst
@@ -16106,6 +16419,7 @@ cdef int _e_DeleteTopicsResponse_0(WBuf* w, object obj) except -1:
         items = as_seq(items)
         w_len(w, len(items), 4)
         for x in items:
+            gil_tick()
             _e_DeleteTopicsResponseDeletableTopicResult_0(w, <DeleteTopicsResponseDeletableTopicResult?>x)
     return 0
 
@@ -16168,6 +16482,7 @@ cdef object _d_DeleteTopicsResponse_1(Cursor* c):
         lst = [None] * n
         for i in range(n):
             lst[i] = _d_DeleteTopicsResponseDeletableTopicResult_1(c)
+            gil_tick()
             if c.bad:
                 break
         o.responses = lst
@@ -16200,6 +16515,7 @@ cdef int _e_DeleteTopicsResponse_1(WBuf* w, object obj) except -1:
         items = as_seq(items)
         w_len(w, len(items), 0)
         for x in items:
+            gil_tick()
             _e_DeleteTopicsResponseDeletableTopicResult_1(w, <DeleteTopicsResponseDeletableTopicResult?>x)
     if o.unknown_tags:
         w_tagged(w, sorted(o.unknown_tags))
@@ -16268,6 +16584,7 @@ cdef object _d_DeleteTopicsResponse_2(Cursor* c):
         lst = [None] * n
         for i in range(n):
             lst[i] = _d_DeleteTopicsResponseDeletableTopicResult_2(c)
+            gil_tick()
             if c.bad:
                 break
         o.responses = lst
@@ -16300,6 +16617,7 @@ cdef int _e_DeleteTopicsResponse_2(WBuf* w, object obj) except -1:
         items = as_seq(items)
         w_len(w, len(items), 0)
         for x in items:
+            gil_tick()
             _e_DeleteTopicsResponseDeletableTopicResult_2(w, <DeleteTopicsResponseDeletableTopicResult?>x)
     if o.unknown_tags:
         w_tagged(w, sorted(o.unknown_tags))
@@ -16369,6 +16687,7 @@ cdef object _d_DeleteTopicsResponse_3(Cursor* c):
         lst = [None] * n
         for i in range(n):
             lst[i] = _d_DeleteTopicsResponseDeletableTopicResult_3(c)
+            gil_tick()
             if c.bad:
                 break
         o.responses = lst
@@ -16401,6 +16720,7 @@ cdef int _e_DeleteTopicsResponse_3(WBuf* w, object obj) except -1:
         items = as_seq(items)
         w_len(w, len(items), 0)
         for x in items:
+            gil_tick()
             _e_DeleteTopicsResponseDeletableTopicResult_3(w, <DeleteTopicsResponseDeletableTopicResult?>x)
     if o.unknown_tags:
         w_tagged(w, sorted(o.unknown_tags))
@@ -16420,6 +16740,7 @@ cdef object _d_CreatePartitionsRequestCreatePartitionsAssignment_0(Cursor* c):
         lst = [None] * n
         for i in range(n):
             lst[i] = rd_int32(c)
+            gil_tick()
             if c.bad:
                 break
         o.broker_ids = lst
@@ -16436,6 +16757,7 @@ cdef int _e_CreatePartitionsRequestCreatePartitionsAssignment_0(WBuf* w, object 
         items = as_seq(items)
         w_len(w, len(items), 4)
         for x in items:
+            gil_tick()
             w_int32(w, x)
     return 0
 
@@ -16453,6 +16775,7 @@ cdef object _d_CreatePartitionsRequestCreatePartitionsTopic_0(Cursor* c):
         lst = [None] * n
         for i in range(n):
             lst[i] = _d_CreatePartitionsRequestCreatePartitionsAssignment_0(c)
+            gil_tick()
             if c.bad:
                 break
         o.assignments = lst
@@ -16473,6 +16796,7 @@ cdef int _e_CreatePartitionsRequestCreatePartitionsTopic_0(WBuf* w, object obj) 
         items = as_seq(items)
         w_len(w, len(items), 4)
         for x in items:
+            gil_tick()
             _e_CreatePartitionsRequestCreatePartitionsAssignment_0(w, <CreatePartitionsRequestCreatePartitionsAssignment?>x)
     return 0
 
@@ -16488,6 +16812,7 @@ cdef object _d_CreatePartitionsRequest_0(Cursor* c):
         lst = [None] * n
         for i in range(n):
             lst[i] = _d_CreatePartitionsRequestCreatePartitionsTopic_0(c)
+            gil_tick()
             if c.bad:
                 break
         o.topics = lst
@@ -16506,6 +16831,7 @@ cdef int _e_CreatePartitionsRequest_0(WBuf* w, object obj) except -1:
         items = as_seq(items)
         w_len(w, len(items), 4)
         for x in items:
+            gil_tick()
             _e_CreatePartitionsRequestCreatePartitionsTopic_0(w, <CreatePartitionsRequestCreatePartitionsTopic?>x)
     w_int32(w, o.timeout_ms)
     w_bool(w, o.validate_only)
@@ -16528,6 +16854,7 @@ cdef object _d_CreatePartitionsRequestCreatePartitionsAssignment_1(Cursor* c):
         lst = [None] * n
         for i in range(n):
             lst[i] = rd_int32(c)
+            gil_tick()
             if c.bad:
                 break
         o.broker_ids = lst
@@ -16559,6 +16886,7 @@ cdef int _e_CreatePartitionsRequestCreatePartitionsAssignment_1(WBuf* w, object 
         items = as_seq(items)
         w_len(w, len(items), 0)
         for x in items:
+            gil_tick()
             w_int32(w, x)
     if o.unknown_tags:
         w_tagged(w, sorted(o.unknown_tags))
@@ -16585,6 +16913,7 @@ cdef object _d_CreatePartitionsRequestCreatePartitionsTopic_1(Cursor* c):
         lst = [None] * n
         for i in range(n):
             lst[i] = _d_CreatePartitionsRequestCreatePartitionsAssignment_1(c)
+            gil_tick()
             if c.bad:
                 break
         o.assignments = lst
@@ -16620,6 +16949,7 @@ cdef int _e_CreatePartitionsRequestCreatePartitionsTopic_1(WBuf* w, object obj) 
         items = as_seq(items)
         w_len(w, len(items), 0)
         for x in items:
+            gil_tick()
             _e_CreatePartitionsRequestCreatePartitionsAssignment_1(w, <CreatePartitionsRequestCreatePartitionsAssignment?>x)
     if o.unknown_tags:
         w_tagged(w, sorted(o.unknown_tags))
@@ -16644,6 +16974,7 @@ cdef object _d_CreatePartitionsRequest_1(Cursor* c):
         lst = [None] * n
         for i in range(n):
             lst[i] = _d_CreatePartitionsRequestCreatePartitionsTopic_1(c)
+            gil_tick()
             if c.bad:
                 break
         o.topics = lst
@@ -16677,6 +17008,7 @@ cdef int _e_CreatePartitionsRequest_1(WBuf* w, object obj) except -1:
         items = as_seq(items)
         w_len(w, len(items), 0)
         for x in items:
+            gil_tick()
             _e_CreatePartitionsRequestCreatePartitionsTopic_1(w, <CreatePartitionsRequestCreatePartitionsTopic?>x)
     w_int32(w, o.timeout_ms)
     w_bool(w, o.validate_only)
@@ -16717,6 +17049,7 @@ cdef object _d_CreatePartitionsResponse_0(Cursor* c):
         lst = [None] * n
         for i in range(n):
             lst[i] = _d_CreatePartitionsResponseCreatePartitionsTopicResult_0(c)
+            gil_tick()
             if c.bad:
                 break
         o.results = lst
@@ -16734,6 +17067,7 @@ cdef int _e_CreatePartitionsResponse_0(WBuf* w, object obj) except -1:
         items = as_seq(items)
         w_len(w, len(items), 4)
         for x in items:
+            gil_tick()
             _e_CreatePartitionsResponseCreatePartitionsTopicResult_0(w, <CreatePartitionsResponseCreatePartitionsTopicResult?>x)
     return 0
 
@@ -16797,6 +17131,7 @@ cdef object _d_CreatePartitionsResponse_1(Cursor* c):
         lst = [None] * n
         for i in range(n):
             lst[i] = _d_CreatePartitionsResponseCreatePartitionsTopicResult_1(c)
+            gil_tick()
             if c.bad:
                 break
         o.results = lst
@@ -16829,6 +17164,7 @@ cdef int _e_CreatePartitionsResponse_1(WBuf* w, object obj) except -1:
         items = as_seq(items)
         w_len(w, len(items), 0)
         for x in items:
+            gil_tick()
             _e_CreatePartitionsResponseCreatePartitionsTopicResult_1(w, <CreatePartitionsResponseCreatePartitionsTopicResult?>x)
     if o.unknown_tags:
         w_tagged(w, sorted(o.unknown_tags))
@@ -16870,6 +17206,7 @@ cdef object _d_JoinGroupRequest_0(Cursor* c):
         lst = [None] * n
         for i in range(n):
             lst[i] = _d_JoinGroupRequestProtocol_0(c)
+            gil_tick()
             if c.bad:
                 break
         o.protocols = lst
@@ -16899,6 +17236,7 @@ cdef int _e_JoinGroupRequest_0(WBuf* w, object obj) except -1:
         items = as_seq(items)
         w_len(w, len(items), 4)
         for x in items:
+            gil_tick()
             _e_JoinGroupRequestProtocol_0(w, <JoinGroupRequestProtocol?>x)
     return 0
 
@@ -16919,6 +17257,7 @@ cdef object _d_JoinGroupRequest_1(Cursor* c):
         lst = [None] * n
         for i in range(n):
             lst[i] = _d_JoinGroupRequestProtocol_0(c)
+            gil_tick()
             if c.bad:
                 break
         o.protocols = lst
@@ -16948,6 +17287,7 @@ cdef int _e_JoinGroupRequest_1(WBuf* w, object obj) except -1:
         items = as_seq(items)
         w_len(w, len(items), 4)
         for x in items:
+            gil_tick()
             _e_JoinGroupRequestProtocol_0(w, <JoinGroupRequestProtocol?>x)
     return 0
 
@@ -16969,6 +17309,7 @@ cdef object _d_JoinGroupRequest_2(Cursor* c):
         lst = [None] * n
         for i in range(n):
             lst[i] = _d_JoinGroupRequestProtocol_0(c)
+            gil_tick()
             if c.bad:
                 break
         o.protocols = lst
@@ -16997,6 +17338,7 @@ cdef int _e_JoinGroupRequest_2(WBuf* w, object obj) except -1:
         items = as_seq(items)
         w_len(w, len(items), 4)
         for x in items:
+            gil_tick()
             _e_JoinGroupRequestProtocol_0(w, <JoinGroupRequestProtocol?>x)
     return 0
 
@@ -17065,6 +17407,7 @@ cdef object _d_JoinGroupRequest_3(Cursor* c):
         lst = [None] * n
         for i in range(n):
             lst[i] = _d_JoinGroupRequestProtocol_1(c)
+            gil_tick()
             if c.bad:
                 break
         o.protocols = lst
@@ -17108,6 +17451,7 @@ cdef int _e_JoinGroupRequest_3(WBuf* w, object obj) except -1:
         items = as_seq(items)
         w_len(w, len(items), 0)
         for x in items:
+            gil_tick()
             _e_JoinGroupRequestProtocol_1(w, <JoinGroupRequestProtocol?>x)
     if o.unknown_tags:
         w_tagged(w, sorted(o.unknown_tags))
@@ -17138,6 +17482,7 @@ cdef object _d_JoinGroupRequest_4(Cursor* c):
         lst = [None] * n
         for i in range(n):
             lst[i] = _d_JoinGroupRequestProtocol_1(c)
+            gil_tick()
             if c.bad:
                 break
         o.protocols = lst
@@ -17182,6 +17527,7 @@ cdef int _e_JoinGroupRequest_4(WBuf* w, object obj) except -1:
         items = as_seq(items)
         w_len(w, len(items), 0)
         for x in items:
+            gil_tick()
             _e_JoinGroupRequestProtocol_1(w, <JoinGroupRequestProtocol?>x)
     w_str(w, o.reason, 0)
     if o.unknown_tags:
@@ -17225,6 +17571,7 @@ cdef object _d_JoinGroupResponse_0(Cursor* c):
         lst = [None] * n
         for i in range(n):
             lst[i] = _d_JoinGroupResponseMember_0(c)
+            gil_tick()
             if c.bad:
                 break
         o.members = lst
@@ -17254,6 +17601,7 @@ cdef int _e_JoinGroupResponse_0(WBuf* w, object obj) except -1:
         items = as_seq(items)
         w_len(w, len(items), 4)
         for x in items:
+            gil_tick()
             _e_JoinGroupResponseMember_0(w, <JoinGroupResponseMember?>x)
     return 0
 
@@ -17275,6 +17623,7 @@ cdef object _d_JoinGroupResponse_1(Cursor* c):
         lst = [None] * n
         for i in range(n):
             lst[i] = _d_JoinGroupResponseMember_0(c)
+            gil_tick()
             if c.bad:
                 break
         o.members = lst
@@ -17305,6 +17654,7 @@ cdef int _e_JoinGroupResponse_1(WBuf* w, object obj) except -1:
         items = as_seq(items)
         w_len(w, len(items), 4)
         for x in items:
+            gil_tick()
             _e_JoinGroupResponseMember_0(w, <JoinGroupResponseMember?>x)
     return 0
 
@@ -17346,6 +17696,7 @@ cdef object _d_JoinGroupResponse_2(Cursor* c):
         lst = [None] * n
         for i in range(n):
             lst[i] = _d_JoinGroupResponseMember_1(c)
+            gil_tick()
             if c.bad:
                 break
         o.members = lst
@@ -17376,6 +17727,7 @@ cdef int _e_JoinGroupResponse_2(WBuf* w, object obj) except -1:
         items = as_seq(items)
         w_len(w, len(items), 4)
         for x in items:
+            gil_tick()
             _e_JoinGroupResponseMember_1(w, <JoinGroupResponseMember?>x)
     return 0
 
@@ -17446,6 +17798,7 @@ cdef object _d_JoinGroupResponse_3(Cursor* c):
         lst = [None] * n
         for i in range(n):
             lst[i] = _d_JoinGroupResponseMember_2(c)
+            gil_tick()
             if c.bad:
                 break
         o.members = lst
@@ -17491,6 +17844,7 @@ cdef int _e_JoinGroupResponse_3(WBuf* w, object obj) except -1:
         items = as_seq(items)
         w_len(w, len(items), 0)
         for x in items:
+            gil_tick()
             _e_JoinGroupResponseMember_2(w, <JoinGroupResponseMember?>x)
     if o.unknown_tags:
         w_tagged(w, sorted(o.unknown_tags))
@@ -17522,6 +17876,7 @@ cdef object _d_JoinGroupResponse_4(Cursor* c):
         lst = [None] * n
         for i in range(n):
             lst[i] = _d_JoinGroupResponseMember_2(c)
+            gil_tick()
             if c.bad:
                 break
         o.members = lst
@@ -17566,6 +17921,7 @@ cdef int _e_JoinGroupResponse_4(WBuf* w, object obj) except -1:
         items = as_seq(items)
         w_len(w, len(items), 0)
         for x in items:
+            gil_tick()
             _e_JoinGroupResponseMember_2(w, <JoinGroupResponseMember?>x)
     if o.unknown_tags:
         w_tagged(w, sorted(o.unknown_tags))
@@ -17598,6 +17954,7 @@ cdef object _d_JoinGroupResponse_5(Cursor* c):
         lst = [None] * n
         for i in range(n):
             lst[i] = _d_JoinGroupResponseMember_2(c)
+            gil_tick()
             if c.bad:
                 break
         o.members = lst
@@ -17641,6 +17998,7 @@ cdef int _e_JoinGroupResponse_5(WBuf* w, object obj) except -1:
         items = as_seq(items)
         w_len(w, len(items), 0)
         for x in items:
+            gil_tick()
             _e_JoinGroupResponseMember_2(w, <JoinGroupResponseMember?>x)
     if o.unknown_tags:
         w_tagged(w, sorted(o.unknown_tags))
@@ -17681,6 +18039,7 @@ cdef object _d_SyncGroupRequest_0(Cursor* c):
         lst = [None] * n
         for i in range(n):
             lst[i] = _d_SyncGroupRequestAssignment_0(c)
+            gil_tick()
             if c.bad:
                 break
         o.assignments = lst
@@ -17706,6 +18065,7 @@ cdef int _e_SyncGroupRequest_0(WBuf* w, object obj) except -1:
         items = as_seq(items)
         w_len(w, len(items), 4)
         for x in items:
+            gil_tick()
             _e_SyncGroupRequestAssignment_0(w, <SyncGroupRequestAssignment?>x)
     return 0
 
@@ -17725,6 +18085,7 @@ cdef object _d_SyncGroupRequest_1(Cursor* c):
         lst = [None] * n
         for i in range(n):
             lst[i] = _d_SyncGroupRequestAssignment_0(c)
+            gil_tick()
             if c.bad:
                 break
         o.assignments = lst
@@ -17749,6 +18110,7 @@ cdef int _e_SyncGroupRequest_1(WBuf* w, object obj) except -1:
         items = as_seq(items)
         w_len(w, len(items), 4)
         for x in items:
+            gil_tick()
             _e_SyncGroupRequestAssignment_0(w, <SyncGroupRequestAssignment?>x)
     return 0
 
@@ -17815,6 +18177,7 @@ cdef object _d_SyncGroupRequest_2(Cursor* c):
         lst = [None] * n
         for i in range(n):
             lst[i] = _d_SyncGroupRequestAssignment_1(c)
+            gil_tick()
             if c.bad:
                 break
         o.assignments = lst
@@ -17854,6 +18217,7 @@ cdef int _e_SyncGroupRequest_2(WBuf* w, object obj) except -1:
         items = as_seq(items)
         w_len(w, len(items), 0)
         for x in items:
+            gil_tick()
             _e_SyncGroupRequestAssignment_1(w, <SyncGroupRequestAssignment?>x)
     if o.unknown_tags:
         w_tagged(w, sorted(o.unknown_tags))
@@ -17884,6 +18248,7 @@ cdef object _d_SyncGroupRequest_3(Cursor* c):
         lst = [None] * n
         for i in range(n):
             lst[i] = _d_SyncGroupRequestAssignment_1(c)
+            gil_tick()
             if c.bad:
                 break
         o.assignments = lst
@@ -17925,6 +18290,7 @@ cdef int _e_SyncGroupRequest_3(WBuf* w, object obj) except -1:
         items = as_seq(items)
         w_len(w, len(items), 0)
         for x in items:
+            gil_tick()
             _e_SyncGroupRequestAssignment_1(w, <SyncGroupRequestAssignment?>x)
     if o.unknown_tags:
         w_tagged(w, sorted(o.unknown_tags))
@@ -18258,6 +18624,7 @@ cdef object _d_LeaveGroupRequest_1(Cursor* c):
         lst = [None] * n
         for i in range(n):
             lst[i] = _d_LeaveGroupRequestMemberIdentity_0(c)
+            gil_tick()
             if c.bad:
                 break
         o.members = lst
@@ -18280,6 +18647,7 @@ cdef int _e_LeaveGroupRequest_1(WBuf* w, object obj) except -1:
         items = as_seq(items)
         w_len(w, len(items), 4)
         for x in items:
+            gil_tick()
             _e_LeaveGroupRequestMemberIdentity_0(w, <LeaveGroupRequestMemberIdentity?>x)
     return 0
 
@@ -18341,6 +18709,7 @@ cdef object _d_LeaveGroupRequest_2(Cursor* c):
         lst = [None] * n
         for i in range(n):
             lst[i] = _d_LeaveGroupRequestMemberIdentity_1(c)
+            gil_tick()
             if c.bad:
                 break
         o.members = lst
@@ -18378,6 +18747,7 @@ cdef int _e_LeaveGroupRequest_2(WBuf* w, object obj) except -1:
         items = as_seq(items)
         w_len(w, len(items), 0)
         for x in items:
+            gil_tick()
             _e_LeaveGroupRequestMemberIdentity_1(w, <LeaveGroupRequestMemberIdentity?>x)
     if o.unknown_tags:
         w_tagged(w, sorted(o.unknown_tags))
@@ -18445,6 +18815,7 @@ cdef object _d_LeaveGroupRequest_3(Cursor* c):
         lst = [None] * n
         for i in range(n):
             lst[i] = _d_LeaveGroupRequestMemberIdentity_2(c)
+            gil_tick()
             if c.bad:
                 break
         o.members = lst
@@ -18482,6 +18853,7 @@ cdef int _e_LeaveGroupRequest_3(WBuf* w, object obj) except -1:
         items = as_seq(items)
         w_len(w, len(items), 0)
         for x in items:
+            gil_tick()
             _e_LeaveGroupRequestMemberIdentity_2(w, <LeaveGroupRequestMemberIdentity?>x)
     if o.unknown_tags:
         w_tagged(w, sorted(o.unknown_tags))
@@ -18553,6 +18925,7 @@ cdef object _d_LeaveGroupResponse_2(Cursor* c):
         lst = [None] * n
         for i in range(n):
             lst[i] = _d_LeaveGroupResponseMemberResponse_0(c)
+            gil_tick()
             if c.bad:
                 break
         o.members = lst
@@ -18571,6 +18944,7 @@ cdef int _e_LeaveGroupResponse_2(WBuf* w, object obj) except -1:
         items = as_seq(items)
         w_len(w, len(items), 4)
         for x in items:
+            gil_tick()
             _e_LeaveGroupResponseMemberResponse_0(w, <LeaveGroupResponseMemberResponse?>x)
     return 0
 
@@ -18635,6 +19009,7 @@ cdef object _d_LeaveGroupResponse_3(Cursor* c):
         lst = [None] * n
         for i in range(n):
             lst[i] = _d_LeaveGroupResponseMemberResponse_1(c)
+            gil_tick()
             if c.bad:
                 break
         o.members = lst
@@ -18668,6 +19043,7 @@ cdef int _e_LeaveGroupResponse_3(WBuf* w, object obj) except -1:
         items = as_seq(items)
         w_len(w, len(items), 0)
         for x in items:
+            gil_tick()
             _e_LeaveGroupResponseMemberResponse_1(w, <LeaveGroupResponseMemberResponse?>x)
     if o.unknown_tags:
         w_tagged(w, sorted(o.unknown_tags))
@@ -18687,6 +19063,7 @@ cdef object _d_DescribeGroupsRequest_0(Cursor* c):
         lst = [None] * n
         for i in range(n):
             lst[i] = rd_string(c)
+            gil_tick()
             if c.bad:
                 break
         o.groups = lst
@@ -18705,6 +19082,7 @@ cdef int _e_DescribeGroupsRequest_0(WBuf* w, object obj) except -1:
         items = as_seq(items)
         w_len(w, len(items), 4)
         for x in items:
+            gil_tick()
             if x is None:
                 null_error("DescribeGroupsRequest", "groups")
             w_str(w, x, 2)
@@ -18722,6 +19100,7 @@ cdef object _d_DescribeGroupsRequest_1(Cursor* c):
         lst = [None] * n
         for i in range(n):
             lst[i] = rd_string(c)
+            gil_tick()
             if c.bad:
                 break
         o.groups = lst
@@ -18739,6 +19118,7 @@ cdef int _e_DescribeGroupsRequest_1(WBuf* w, object obj) except -1:
         items = as_seq(items)
         w_len(w, len(items), 4)
         for x in items:
+            gil_tick()
             if x is None:
                 null_error("DescribeGroupsRequest", "groups")
             w_str(w, x, 2)
@@ -18762,6 +19142,7 @@ cdef object _d_DescribeGroupsRequest_2(Cursor* c):
         lst = [None] * n
         for i in range(n):
             lst[i] = rd_cstring(c)
+            gil_tick()
             if c.bad:
                 break
         o.groups = lst
@@ -18794,6 +19175,7 @@ cdef int _e_DescribeGroupsRequest_2(WBuf* w, object obj) except -1:
         items = as_seq(items)
         w_len(w, len(items), 0)
         for x in items:
+            gil_tick()
             if x is None:
                 null_error("DescribeGroupsRequest", "groups")
             w_str(w, x, 0)
@@ -18851,6 +19233,7 @@ cdef object _d_DescribeGroupsResponseDescribedGroup_0(Cursor* c):
         lst = [None] * n
         for i in range(n):
             lst[i] = _d_DescribeGroupsResponseDescribedGroupMember_0(c)
+            gil_tick()
             if c.bad:
                 break
         o.members = lst
@@ -18885,6 +19268,7 @@ cdef int _e_DescribeGroupsResponseDescribedGroup_0(WBuf* w, object obj) except -
         items = as_seq(items)
         w_len(w, len(items), 4)
         for x in items:
+            gil_tick()
             _e_DescribeGroupsResponseDescribedGroupMember_0(w, <DescribeGroupsResponseDescribedGroupMember?>x)
     return 0
 
@@ -18900,6 +19284,7 @@ cdef object _d_DescribeGroupsResponse_0(Cursor* c):
         lst = [None] * n
         for i in range(n):
             lst[i] = _d_DescribeGroupsResponseDescribedGroup_0(c)
+            gil_tick()
             if c.bad:
                 break
         o.groups = lst
@@ -18916,6 +19301,7 @@ cdef int _e_DescribeGroupsResponse_0(WBuf* w, object obj) except -1:
         items = as_seq(items)
         w_len(w, len(items), 4)
         for x in items:
+            gil_tick()
             _e_DescribeGroupsResponseDescribedGroup_0(w, <DescribeGroupsResponseDescribedGroup?>x)
     return 0
 
@@ -18932,6 +19318,7 @@ cdef object _d_DescribeGroupsResponse_1(Cursor* c):
         lst = [None] * n
         for i in range(n):
             lst[i] = _d_DescribeGroupsResponseDescribedGroup_0(c)
+            gil_tick()
             if c.bad:
                 break
         o.groups = lst
@@ -18949,6 +19336,7 @@ cdef int _e_DescribeGroupsResponse_1(WBuf* w, object obj) except -1:
         items = as_seq(items)
         w_len(w, len(items), 4)
         for x in items:
+            gil_tick()
             _e_DescribeGroupsResponseDescribedGroup_0(w, <DescribeGroupsResponseDescribedGroup?>x)
     return 0
 
@@ -18969,6 +19357,7 @@ cdef object _d_DescribeGroupsResponseDescribedGroup_1(Cursor* c):
         lst = [None] * n
         for i in range(n):
             lst[i] = _d_DescribeGroupsResponseDescribedGroupMember_0(c)
+            gil_tick()
             if c.bad:
                 break
         o.members = lst
@@ -19001,6 +19390,7 @@ cdef int _e_DescribeGroupsResponseDescribedGroup_1(WBuf* w, object obj) except -
         items = as_seq(items)
         w_len(w, len(items), 4)
         for x in items:
+            gil_tick()
             _e_DescribeGroupsResponseDescribedGroupMember_0(w, <DescribeGroupsResponseDescribedGroupMember?>x)
     w_int32(w, o.authorized_operations)
     return 0
@@ -19018,6 +19408,7 @@ cdef object _d_DescribeGroupsResponse_2(Cursor* c):
         lst = [None] * n
         for i in range(n):
             lst[i] = _d_DescribeGroupsResponseDescribedGroup_1(c)
+            gil_tick()
             if c.bad:
                 break
         o.groups = lst
@@ -19035,6 +19426,7 @@ cdef int _e_DescribeGroupsResponse_2(WBuf* w, object obj) except -1:
         items = as_seq(items)
         w_len(w, len(items), 4)
         for x in items:
+            gil_tick()
             _e_DescribeGroupsResponseDescribedGroup_1(w, <DescribeGroupsResponseDescribedGroup?>x)
     return 0
 
@@ -19087,6 +19479,7 @@ cdef object _d_DescribeGroupsResponseDescribedGroup_2(Cursor* c):
         lst = [None] * n
         for i in range(n):
             lst[i] = _d_DescribeGroupsResponseDescribedGroupMember_1(c)
+            gil_tick()
             if c.bad:
                 break
         o.members = lst
@@ -19119,6 +19512,7 @@ cdef int _e_DescribeGroupsResponseDescribedGroup_2(WBuf* w, object obj) except -
         items = as_seq(items)
         w_len(w, len(items), 4)
         for x in items:
+            gil_tick()
             _e_DescribeGroupsResponseDescribedGroupMember_1(w, <DescribeGroupsResponseDescribedGroupMember?>x)
     w_int32(w, o.authorized_operations)
     return 0
@@ -19136,6 +19530,7 @@ cdef object _d_DescribeGroupsResponse_3(Cursor* c):
         lst = [None] * n
         for i in range(n):
             lst[i] = _d_DescribeGroupsResponseDescribedGroup_2(c)
+            gil_tick()
             if c.bad:
                 break
         o.groups = lst
@@ -19153,6 +19548,7 @@ cdef int _e_DescribeGroupsResponse_3(WBuf* w, object obj) except -1:
         items = as_seq(items)
         w_len(w, len(items), 4)
         for x in items:
+            gil_tick()
             _e_DescribeGroupsResponseDescribedGroup_2(w, <DescribeGroupsResponseDescribedGroup?>x)
     return 0
 
@@ -19234,6 +19630,7 @@ cdef object _d_DescribeGroupsResponseDescribedGroup_3(Cursor* c):
         lst = [None] * n
         for i in range(n):
             lst[i] = _d_DescribeGroupsResponseDescribedGroupMember_2(c)
+            gil_tick()
             if c.bad:
                 break
         o.members = lst
@@ -19281,6 +19678,7 @@ cdef int _e_DescribeGroupsResponseDescribedGroup_3(WBuf* w, object obj) except -
         items = as_seq(items)
         w_len(w, len(items), 0)
         for x in items:
+            gil_tick()
             _e_DescribeGroupsResponseDescribedGroupMember_2(w, <DescribeGroupsResponseDescribedGroupMember?>x)
     w_int32(w, o.authorized_operations)
     if o.unknown_tags:
@@ -19307,6 +19705,7 @@ cdef object _d_DescribeGroupsResponse_4(Cursor* c):
         lst = [None] * n
         for i in range(n):
             lst[i] = _d_DescribeGroupsResponseDescribedGroup_3(c)
+            gil_tick()
             if c.bad:
                 break
         o.groups = lst
@@ -19339,6 +19738,7 @@ cdef int _e_DescribeGroupsResponse_4(WBuf* w, object obj) except -1:
         items = as_seq(items)
         w_len(w, len(items), 0)
         for x in items:
+            gil_tick()
             _e_DescribeGroupsResponseDescribedGroup_3(w, <DescribeGroupsResponseDescribedGroup?>x)
     if o.unknown_tags:
         w_tagged(w, sorted(o.unknown_tags))
@@ -19369,6 +19769,7 @@ cdef object _d_DescribeGroupsResponseDescribedGroup_4(Cursor* c):
         lst = [None] * n
         for i in range(n):
             lst[i] = _d_DescribeGroupsResponseDescribedGroupMember_2(c)
+            gil_tick()
             if c.bad:
                 break
         o.members = lst
@@ -19415,6 +19816,7 @@ cdef int _e_DescribeGroupsResponseDescribedGroup_4(WBuf* w, object obj) except -
         items = as_seq(items)
         w_len(w, len(items), 0)
         for x in items:
+            gil_tick()
             _e_DescribeGroupsResponseDescribedGroupMember_2(w, <DescribeGroupsResponseDescribedGroupMember?>x)
     w_int32(w, o.authorized_operations)
     if o.unknown_tags:
@@ -19441,6 +19843,7 @@ cdef object _d_DescribeGroupsResponse_5(Cursor* c):
         lst = [None] * n
         for i in range(n):
             lst[i] = _d_DescribeGroupsResponseDescribedGroup_4(c)
+            gil_tick()
             if c.bad:
                 break
         o.groups = lst
@@ -19473,6 +19876,7 @@ cdef int _e_DescribeGroupsResponse_5(WBuf* w, object obj) except -1:
         items = as_seq(items)
         w_len(w, len(items), 0)
         for x in items:
+            gil_tick()
             _e_DescribeGroupsResponseDescribedGroup_4(w, <DescribeGroupsResponseDescribedGroup?>x)
     if o.unknown_tags:
         w_tagged(w, sorted(o.unknown_tags))
@@ -19553,6 +19957,7 @@ cdef object _d_ListGroupsRequest_2(Cursor* c):
         lst = [None] * n
         for i in range(n):
             lst[i] = rd_cstring(c)
+            gil_tick()
             if c.bad:
                 break
         o.states_filter = lst
@@ -19587,6 +19992,7 @@ cdef int _e_ListGroupsRequest_2(WBuf* w, object obj) except -1:
         items = as_seq(items)
         w_len(w, len(items), 0)
         for x in items:
+            gil_tick()
             if x is None:
                 null_error("ListGroupsRequest", "states_filter")
             w_str(w, x, 0)
@@ -19613,6 +20019,7 @@ cdef object _d_ListGroupsRequest_3(Cursor* c):
         lst = [None] * n
         for i in range(n):
             lst[i] = rd_cstring(c)
+            gil_tick()
             if c.bad:
                 break
         o.states_filter = lst
@@ -19623,6 +20030,7 @@ cdef object _d_ListGroupsRequest_3(Cursor* c):
         lst = [None] * n
         for i in range(n):
             lst[i] = rd_cstring(c)
+            gil_tick()
             if c.bad:
                 break
         o.types_filter = lst
@@ -19654,6 +20062,7 @@ cdef int _e_ListGroupsRequest_3(WBuf* w, object obj) except -1:
         items = as_seq(items)
         w_len(w, len(items), 0)
         for x in items:
+            gil_tick()
             if x is None:
                 null_error("ListGroupsRequest", "states_filter")
             w_str(w, x, 0)
@@ -19664,6 +20073,7 @@ cdef int _e_ListGroupsRequest_3(WBuf* w, object obj) except -1:
         items = as_seq(items)
         w_len(w, len(items), 0)
         for x in items:
+            gil_tick()
             if x is None:
                 null_error("ListGroupsRequest", "types_filter")
             w_str(w, x, 0)
@@ -19706,6 +20116,7 @@ cdef object _d_ListGroupsResponse_0(Cursor* c):
         lst = [None] * n
         for i in range(n):
             lst[i] = _d_ListGroupsResponseListedGroup_0(c)
+            gil_tick()
             if c.bad:
                 break
         o.groups = lst
@@ -19723,6 +20134,7 @@ cdef int _e_ListGroupsResponse_0(WBuf* w, object obj) except -1:
         items = as_seq(items)
         w_len(w, len(items), 4)
         for x in items:
+            gil_tick()
             _e_ListGroupsResponseListedGroup_0(w, <ListGroupsResponseListedGroup?>x)
     return 0
 
@@ -19740,6 +20152,7 @@ cdef object _d_ListGroupsResponse_1(Cursor* c):
         lst = [None] * n
         for i in range(n):
             lst[i] = _d_ListGroupsResponseListedGroup_0(c)
+            gil_tick()
             if c.bad:
                 break
         o.groups = lst
@@ -19758,6 +20171,7 @@ cdef int _e_ListGroupsResponse_1(WBuf* w, object obj) except -1:
         items = as_seq(items)
         w_len(w, len(items), 4)
         for x in items:
+            gil_tick()
             _e_ListGroupsResponseListedGroup_0(w, <ListGroupsResponseListedGroup?>x)
     return 0
 
@@ -19824,6 +20238,7 @@ cdef object _d_ListGroupsResponse_2(Cursor* c):
         lst = [None] * n
         for i in range(n):
             lst[i] = _d_ListGroupsResponseListedGroup_1(c)
+            gil_tick()
             if c.bad:
                 break
         o.groups = lst
@@ -19857,6 +20272,7 @@ cdef int _e_ListGroupsResponse_2(WBuf* w, object obj) except -1:
         items = as_seq(items)
         w_len(w, len(items), 0)
         for x in items:
+            gil_tick()
             _e_ListGroupsResponseListedGroup_1(w, <ListGroupsResponseListedGroup?>x)
     if o.unknown_tags:
         w_tagged(w, sorted(o.unknown_tags))
@@ -19930,6 +20346,7 @@ cdef object _d_ListGroupsResponse_3(Cursor* c):
         lst = [None] * n
         for i in range(n):
             lst[i] = _d_ListGroupsResponseListedGroup_2(c)
+            gil_tick()
             if c.bad:
                 break
         o.groups = lst
@@ -19963,6 +20380,7 @@ cdef int _e_ListGroupsResponse_3(WBuf* w, object obj) except -1:
         items = as_seq(items)
         w_len(w, len(items), 0)
         for x in items:
+            gil_tick()
             _e_ListGroupsResponseListedGroup_2(w, <ListGroupsResponseListedGroup?>x)
     if o.unknown_tags:
         w_tagged(w, sorted(o.unknown_tags))
@@ -20039,6 +20457,7 @@ cdef object _d_ListGroupsResponse_4(Cursor* c):
         lst = [None] * n
         for i in range(n):
             lst[i] = _d_ListGroupsResponseListedGroup_3(c)
+            gil_tick()
             if c.bad:
                 break
         o.groups = lst
@@ -20072,6 +20491,7 @@ cdef int _e_ListGroupsResponse_4(WBuf* w, object obj) except -1:
         items = as_seq(items)
         w_len(w, len(items), 0)
         for x in items:
+            gil_tick()
             _e_ListGroupsResponseListedGroup_3(w, <ListGroupsResponseListedGroup?>x)
     if o.unknown_tags:
         w_tagged(w, sorted(o.unknown_tags))
@@ -20091,6 +20511,7 @@ cdef object _d_DeleteGroupsRequest_0(Cursor* c):
         lst = [None] * n
         for i in range(n):
             lst[i] = rd_string(c)
+            gil_tick()
             if c.bad:
                 break
         o.groups_names = lst
@@ -20107,6 +20528,7 @@ cdef int _e_DeleteGroupsRequest_0(WBuf* w, object obj) except -1:
         items = as_seq(items)
         w_len(w, len(items), 4)
         for x in items:
+            gil_tick()
             if x is None:
                 null_error("DeleteGroupsRequest", "groups_names")
             w_str(w, x, 2)
@@ -20129,6 +20551,7 @@ cdef object _d_DeleteGroupsRequest_1(Cursor* c):
         lst = [None] * n
         for i in range(n):
             lst[i] = rd_cstring(c)
+            gil_tick()
             if c.bad:
                 break
         o.groups_names = lst
@@ -20160,6 +20583,7 @@ cdef int _e_DeleteGroupsRequest_1(WBuf* w, object obj) except -1:
         items = as_seq(items)
         w_len(w, len(items), 0)
         for x in items:
+            gil_tick()
             if x is None:
                 null_error("DeleteGroupsRequest", "groups_names")
             w_str(w, x, 0)
@@ -20198,6 +20622,7 @@ cdef object _d_DeleteGroupsResponse_0(Cursor* c):
         lst = [None] * n
         for i in range(n):
             lst[i] = _d_DeleteGroupsResponseDeletableGroupResult_0(c)
+            gil_tick()
             if c.bad:
                 break
         o.results = lst
@@ -20215,6 +20640,7 @@ cdef int _e_DeleteGroupsResponse_0(WBuf* w, object obj) except -1:
         items = as_seq(items)
         w_len(w, len(items), 4)
         for x in items:
+            gil_tick()
             _e_DeleteGroupsResponseDeletableGroupResult_0(w, <DeleteGroupsResponseDeletableGroupResult?>x)
     return 0
 
@@ -20276,6 +20702,7 @@ cdef object _d_DeleteGroupsResponse_1(Cursor* c):
         lst = [None] * n
         for i in range(n):
             lst[i] = _d_DeleteGroupsResponseDeletableGroupResult_1(c)
+            gil_tick()
             if c.bad:
                 break
         o.results = lst
@@ -20308,6 +20735,7 @@ cdef int _e_DeleteGroupsResponse_1(WBuf* w, object obj) except -1:
         items = as_seq(items)
         w_len(w, len(items), 0)
         for x in items:
+            gil_tick()
             _e_DeleteGroupsResponseDeletableGroupResult_1(w, <DeleteGroupsResponseDeletableGroupResult?>x)
     if o.unknown_tags:
         w_tagged(w, sorted(o.unknown_tags))
@@ -20348,6 +20776,7 @@ cdef object _d_OffsetCommitRequestTopic_0(Cursor* c):
         lst = [None] * n
         for i in range(n):
             lst[i] = _d_OffsetCommitRequestPartition_0(c)
+            gil_tick()
             if c.bad:
                 break
         o.partitions = lst
@@ -20368,6 +20797,7 @@ cdef int _e_OffsetCommitRequestTopic_0(WBuf* w, object obj) except -1:
         items = as_seq(items)
         w_len(w, len(items), 4)
         for x in items:
+            gil_tick()
             _e_OffsetCommitRequestPartition_0(w, <OffsetCommitRequestPartition?>x)
     return 0
 
@@ -20384,6 +20814,7 @@ cdef object _d_OffsetCommitRequest_0(Cursor* c):
         lst = [None] * n
         for i in range(n):
             lst[i] = _d_OffsetCommitRequestTopic_0(c)
+            gil_tick()
             if c.bad:
                 break
         o.topics = lst
@@ -20408,6 +20839,7 @@ cdef int _e_OffsetCommitRequest_0(WBuf* w, object obj) except -1:
         items = as_seq(items)
         w_len(w, len(items), 4)
         for x in items:
+            gil_tick()
             _e_OffsetCommitRequestTopic_0(w, <OffsetCommitRequestTopic?>x)
     return 0
 
@@ -20443,6 +20875,7 @@ cdef object _d_OffsetCommitRequestTopic_1(Cursor* c):
         lst = [None] * n
         for i in range(n):
             lst[i] = _d_OffsetCommitRequestPartition_1(c)
+            gil_tick()
             if c.bad:
                 break
         o.partitions = lst
@@ -20463,6 +20896,7 @@ cdef int _e_OffsetCommitRequestTopic_1(WBuf* w, object obj) except -1:
         items = as_seq(items)
         w_len(w, len(items), 4)
         for x in items:
+            gil_tick()
             _e_OffsetCommitRequestPartition_1(w, <OffsetCommitRequestPartition?>x)
     return 0
 
@@ -20481,6 +20915,7 @@ cdef object _d_OffsetCommitRequest_1(Cursor* c):
         lst = [None] * n
         for i in range(n):
             lst[i] = _d_OffsetCommitRequestTopic_1(c)
+            gil_tick()
             if c.bad:
                 break
         o.topics = lst
@@ -20507,6 +20942,7 @@ cdef int _e_OffsetCommitRequest_1(WBuf* w, object obj) except -1:
         items = as_seq(items)
         w_len(w, len(items), 4)
         for x in items:
+            gil_tick()
             _e_OffsetCommitRequestTopic_1(w, <OffsetCommitRequestTopic?>x)
     return 0
 
@@ -20526,6 +20962,7 @@ cdef object _d_OffsetCommitRequest_2(Cursor* c):
         lst = [None] * n
         for i in range(n):
             lst[i] = _d_OffsetCommitRequestTopic_0(c)
+            gil_tick()
             if c.bad:
                 break
         o.topics = lst
@@ -20552,6 +20989,7 @@ cdef int _e_OffsetCommitRequest_2(WBuf* w, object obj) except -1:
         items = as_seq(items)
         w_len(w, len(items), 4)
         for x in items:
+            gil_tick()
             _e_OffsetCommitRequestTopic_0(w, <OffsetCommitRequestTopic?>x)
     return 0
 
@@ -20570,6 +21008,7 @@ cdef object _d_OffsetCommitRequest_3(Cursor* c):
         lst = [None] * n
         for i in range(n):
             lst[i] = _d_OffsetCommitRequestTopic_0(c)
+            gil_tick()
             if c.bad:
                 break
         o.topics = lst
@@ -20596,6 +21035,7 @@ cdef int _e_OffsetCommitRequest_3(WBuf* w, object obj) except -1:
         items = as_seq(items)
         w_len(w, len(items), 4)
         for x in items:
+            gil_tick()
             _e_OffsetCommitRequestTopic_0(w, <OffsetCommitRequestTopic?>x)
     return 0
 
@@ -20633,6 +21073,7 @@ cdef object _d_OffsetCommitRequestTopic_2(Cursor* c):
         lst = [None] * n
         for i in range(n):
             lst[i] = _d_OffsetCommitRequestPartition_2(c)
+            gil_tick()
             if c.bad:
                 break
         o.partitions = lst
@@ -20653,6 +21094,7 @@ cdef int _e_OffsetCommitRequestTopic_2(WBuf* w, object obj) except -1:
         items = as_seq(items)
         w_len(w, len(items), 4)
         for x in items:
+            gil_tick()
             _e_OffsetCommitRequestPartition_2(w, <OffsetCommitRequestPartition?>x)
     return 0
 
@@ -20671,6 +21113,7 @@ cdef object _d_OffsetCommitRequest_4(Cursor* c):
         lst = [None] * n
         for i in range(n):
             lst[i] = _d_OffsetCommitRequestTopic_2(c)
+            gil_tick()
             if c.bad:
                 break
         o.topics = lst
@@ -20697,6 +21140,7 @@ cdef int _e_OffsetCommitRequest_4(WBuf* w, object obj) except -1:
         items = as_seq(items)
         w_len(w, len(items), 4)
         for x in items:
+            gil_tick()
             _e_OffsetCommitRequestTopic_2(w, <OffsetCommitRequestTopic?>x)
     return 0
 
@@ -20716,6 +21160,7 @@ cdef object _d_OffsetCommitRequest_5(Cursor* c):
         lst = [None] * n
         for i in range(n):
             lst[i] = _d_OffsetCommitRequestTopic_2(c)
+            gil_tick()
             if c.bad:
                 break
         o.topics = lst
@@ -20741,6 +21186,7 @@ cdef int _e_OffsetCommitRequest_5(WBuf* w, object obj) except -1:
         items = as_seq(items)
         w_len(w, len(items), 4)
         for x in items:
+            gil_tick()
             _e_OffsetCommitRequestTopic_2(w, <OffsetCommitRequestTopic?>x)
     return 0
 
@@ -20807,6 +21253,7 @@ cdef object _d_OffsetCommitRequestTopic_3(Cursor* c):
         lst = [None] * n
         for i in range(n):
             lst[i] = _d_OffsetCommitRequestPartition_3(c)
+            gil_tick()
             if c.bad:
                 break
         o.partitions = lst
@@ -20842,6 +21289,7 @@ cdef int _e_OffsetCommitRequestTopic_3(WBuf* w, object obj) except -1:
         items = as_seq(items)
         w_len(w, len(items), 0)
         for x in items:
+            gil_tick()
             _e_OffsetCommitRequestPartition_3(w, <OffsetCommitRequestPartition?>x)
     if o.unknown_tags:
         w_tagged(w, sorted(o.unknown_tags))
@@ -20870,6 +21318,7 @@ cdef object _d_OffsetCommitRequest_6(Cursor* c):
         lst = [None] * n
         for i in range(n):
             lst[i] = _d_OffsetCommitRequestTopic_3(c)
+            gil_tick()
             if c.bad:
                 break
         o.topics = lst
@@ -20910,6 +21359,7 @@ cdef int _e_OffsetCommitRequest_6(WBuf* w, object obj) except -1:
         items = as_seq(items)
         w_len(w, len(items), 0)
         for x in items:
+            gil_tick()
             _e_OffsetCommitRequestTopic_3(w, <OffsetCommitRequestTopic?>x)
     if o.unknown_tags:
         w_tagged(w, sorted(o.unknown_tags))
@@ -20935,6 +21385,7 @@ cdef object _d_OffsetCommitRequestTopic_4(Cursor* c):
         lst = [None] * n
         for i in range(n):
             lst[i] = _d_OffsetCommitRequestPartition_3(c)
+            gil_tick()
             if c.bad:
                 break
         o.partitions = lst
@@ -20970,6 +21421,7 @@ cdef int _e_OffsetCommitRequestTopic_4(WBuf* w, object obj) except -1:
         items = as_seq(items)
         w_len(w, len(items), 0)
         for x in items:
+            gil_tick()
             _e_OffsetCommitRequestPartition_3(w, <OffsetCommitRequestPartition?>x)
     if o.unknown_tags:
         w_tagged(w, sorted(o.unknown_tags))
@@ -20998,6 +21450,7 @@ cdef object _d_OffsetCommitRequest_7(Cursor* c):
         lst = [None] * n
         for i in range(n):
             lst[i] = _d_OffsetCommitRequestTopic_4(c)
+            gil_tick()
             if c.bad:
                 break
         o.topics = lst
@@ -21038,6 +21491,7 @@ cdef int _e_OffsetCommitRequest_7(WBuf* w, object obj) except -1:
         items = as_seq(items)
         w_len(w, len(items), 0)
         for x in items:
+            gil_tick()
             _e_OffsetCommitRequestTopic_4(w, <OffsetCommitRequestTopic?>x)
     if o.unknown_tags:
         w_tagged(w, sorted(o.unknown_tags))
@@ -21072,6 +21526,7 @@ cdef object _d_OffsetCommitResponseTopic_0(Cursor* c):
         lst = [None] * n
         for i in range(n):
             lst[i] = _d_OffsetCommitResponsePartition_0(c)
+            gil_tick()
             if c.bad:
                 break
         o.partitions = lst
@@ -21092,6 +21547,7 @@ cdef int _e_OffsetCommitResponseTopic_0(WBuf* w, object obj) except -1:
         items = as_seq(items)
         w_len(w, len(items), 4)
         for x in items:
+            gil_tick()
             _e_OffsetCommitResponsePartition_0(w, <OffsetCommitResponsePartition?>x)
     return 0
 
@@ -21107,6 +21563,7 @@ cdef object _d_OffsetCommitResponse_0(Cursor* c):
         lst = [None] * n
         for i in range(n):
             lst[i] = _d_OffsetCommitResponseTopic_0(c)
+            gil_tick()
             if c.bad:
                 break
         o.topics = lst
@@ -21123,6 +21580,7 @@ cdef int _e_OffsetCommitResponse_0(WBuf* w, object obj) except -1:
         items = as_seq(items)
         w_len(w, len(items), 4)
         for x in items:
+            gil_tick()
             _e_OffsetCommitResponseTopic_0(w, <OffsetCommitResponseTopic?>x)
     return 0
 
@@ -21139,6 +21597,7 @@ cdef object _d_OffsetCommitResponse_1(Cursor* c):
         lst = [None] * n
         for i in range(n):
             lst[i] = _d_OffsetCommitResponseTopic_0(c)
+            gil_tick()
             if c.bad:
                 break
         o.topics = lst
@@ -21156,6 +21615,7 @@ cdef int _e_OffsetCommitResponse_1(WBuf* w, object obj) except -1:
         items = as_seq(items)
         w_len(w, len(items), 4)
         for x in items:
+            gil_tick()
             _e_OffsetCommitResponseTopic_0(w, <OffsetCommitResponseTopic?>x)
     return 0
 
@@ -21215,6 +21675,7 @@ cdef object _d_OffsetCommitResponseTopic_1(Cursor* c):
         lst = [None] * n
         for i in range(n):
             lst[i] = _d_OffsetCommitResponsePartition_1(c)
+            gil_tick()
             if c.bad:
                 break
         o.partitions = lst
@@ -21250,6 +21711,7 @@ cdef int _e_OffsetCommitResponseTopic_1(WBuf* w, object obj) except -1:
         items = as_seq(items)
         w_len(w, len(items), 0)
         for x in items:
+            gil_tick()
             _e_OffsetCommitResponsePartition_1(w, <OffsetCommitResponsePartition?>x)
     if o.unknown_tags:
         w_tagged(w, sorted(o.unknown_tags))
@@ -21275,6 +21737,7 @@ cdef object _d_OffsetCommitResponse_2(Cursor* c):
         lst = [None] * n
         for i in range(n):
             lst[i] = _d_OffsetCommitResponseTopic_1(c)
+            gil_tick()
             if c.bad:
                 break
         o.topics = lst
@@ -21307,6 +21770,7 @@ cdef int _e_OffsetCommitResponse_2(WBuf* w, object obj) except -1:
         items = as_seq(items)
         w_len(w, len(items), 0)
         for x in items:
+            gil_tick()
             _e_OffsetCommitResponseTopic_1(w, <OffsetCommitResponseTopic?>x)
     if o.unknown_tags:
         w_tagged(w, sorted(o.unknown_tags))
@@ -21332,6 +21796,7 @@ cdef object _d_OffsetCommitResponseTopic_2(Cursor* c):
         lst = [None] * n
         for i in range(n):
             lst[i] = _d_OffsetCommitResponsePartition_1(c)
+            gil_tick()
             if c.bad:
                 break
         o.partitions = lst
@@ -21367,6 +21832,7 @@ cdef int _e_OffsetCommitResponseTopic_2(WBuf* w, object obj) except -1:
         items = as_seq(items)
         w_len(w, len(items), 0)
         for x in items:
+            gil_tick()
             _e_OffsetCommitResponsePartition_1(w, <OffsetCommitResponsePartition?>x)
     if o.unknown_tags:
         w_tagged(w, sorted(o.unknown_tags))
@@ -21392,6 +21858,7 @@ cdef object _d_OffsetCommitResponse_3(Cursor* c):
         lst = [None] * n
         for i in range(n):
             lst[i] = _d_OffsetCommitResponseTopic_2(c)
+            gil_tick()
             if c.bad:
                 break
         o.topics = lst
@@ -21424,6 +21891,7 @@ cdef int _e_OffsetCommitResponse_3(WBuf* w, object obj) except -1:
         items = as_seq(items)
         w_len(w, len(items), 0)
         for x in items:
+            gil_tick()
             _e_OffsetCommitResponseTopic_2(w, <OffsetCommitResponseTopic?>x)
     if o.unknown_tags:
         w_tagged(w, sorted(o.unknown_tags))
@@ -21444,6 +21912,7 @@ cdef object _d_OffsetFetchRequestTopic_0(Cursor* c):
         lst = [None] * n
         for i in range(n):
             lst[i] = rd_int32(c)
+            gil_tick()
             if c.bad:
                 break
         o.partition_indexes = lst
@@ -21463,6 +21932,7 @@ cdef int _e_OffsetFetchRequestTopic_0(WBuf* w, object obj) except -1:
         items = as_seq(items)
         w_len(w, len(items), 4)
         for x in items:
+            gil_tick()
             w_int32(w, x)
     return 0
 
@@ -21479,6 +21949,7 @@ cdef object _d_OffsetFetchRequest_0(Cursor* c):
         lst = [None] * n
         for i in range(n):
             lst[i] = _d_OffsetFetchRequestTopic_0(c)
+            gil_tick()
             if c.bad:
                 break
         o.topics = lst
@@ -21503,6 +21974,7 @@ cdef int _e_OffsetFetchRequest_0(WBuf* w, object obj) except -1:
         items = as_seq(items)
         w_len(w, len(items), 4)
         for x in items:
+            gil_tick()
             _e_OffsetFetchRequestTopic_0(w, <OffsetFetchRequestTopic?>x)
     return 0
 
@@ -21519,6 +21991,7 @@ cdef object _d_OffsetFetchRequest_1(Cursor* c):
         lst = [None] * n
         for i in range(n):
             lst[i] = _d_OffsetFetchRequestTopic_0(c)
+            gil_tick()
             if c.bad:
                 break
         o.topics = lst
@@ -21543,6 +22016,7 @@ cdef int _e_OffsetFetchRequest_1(WBuf* w, object obj) except -1:
         items = as_seq(items)
         w_len(w, len(items), 4)
         for x in items:
+            gil_tick()
             _e_OffsetFetchRequestTopic_0(w, <OffsetFetchRequestTopic?>x)
     return 0
 
@@ -21564,6 +22038,7 @@ cdef object _d_OffsetFetchRequestTopic_1(Cursor* c):
         lst = [None] * n
         for i in range(n):
             lst[i] = rd_int32(c)
+            gil_tick()
             if c.bad:
                 break
         o.partition_indexes = lst
@@ -21598,6 +22073,7 @@ cdef int _e_OffsetFetchRequestTopic_1(WBuf* w, object obj) except -1:
         items = as_seq(items)
         w_len(w, len(items), 0)
         for x in items:
+            gil_tick()
             w_int32(w, x)
     if o.unknown_tags:
         w_tagged(w, sorted(o.unknown_tags))
@@ -21623,6 +22099,7 @@ cdef object _d_OffsetFetchRequest_2(Cursor* c):
         lst = [None] * n
         for i in range(n):
             lst[i] = _d_OffsetFetchRequestTopic_1(c)
+            gil_tick()
             if c.bad:
                 break
         o.topics = lst
@@ -21662,6 +22139,7 @@ cdef int _e_OffsetFetchRequest_2(WBuf* w, object obj) except -1:
         items = as_seq(items)
         w_len(w, len(items), 0)
         for x in items:
+            gil_tick()
             _e_OffsetFetchRequestTopic_1(w, <OffsetFetchRequestTopic?>x)
     if o.unknown_tags:
         w_tagged(w, sorted(o.unknown_tags))
@@ -21687,6 +22165,7 @@ cdef object _d_OffsetFetchRequest_3(Cursor* c):
         lst = [None] * n
         for i in range(n):
             lst[i] = _d_OffsetFetchRequestTopic_1(c)
+            gil_tick()
             if c.bad:
                 break
         o.topics = lst
@@ -21725,6 +22204,7 @@ cdef int _e_OffsetFetchRequest_3(WBuf* w, object obj) except -1:
         items = as_seq(items)
         w_len(w, len(items), 0)
         for x in items:
+            gil_tick()
             _e_OffsetFetchRequestTopic_1(w, <OffsetFetchRequestTopic?>x)
     w_bool(w, o.require_stable)
     if o.unknown_tags:
@@ -21751,6 +22231,7 @@ cdef object _d_OffsetFetchRequestTopics_0(Cursor* c):
         lst = [None] * n
         for i in range(n):
             lst[i] = rd_int32(c)
+            gil_tick()
             if c.bad:
                 break
         o.partition_indexes = lst
@@ -21786,6 +22267,7 @@ cdef int _e_OffsetFetchRequestTopics_0(WBuf* w, object obj) except -1:
         items = as_seq(items)
         w_len(w, len(items), 0)
         for x in items:
+            gil_tick()
             w_int32(w, x)
     if o.unknown_tags:
         w_tagged(w, sorted(o.unknown_tags))
@@ -21811,6 +22293,7 @@ cdef object _d_OffsetFetchRequestGroup_0(Cursor* c):
         lst = [None] * n
         for i in range(n):
             lst[i] = _d_OffsetFetchRequestTopics_0(c)
+            gil_tick()
             if c.bad:
                 break
         o.topics = lst
@@ -21846,6 +22329,7 @@ cdef int _e_OffsetFetchRequestGroup_0(WBuf* w, object obj) except -1:
         items = as_seq(items)
         w_len(w, len(items), 0)
         for x in items:
+            gil_tick()
             _e_OffsetFetchRequestTopics_0(w, <OffsetFetchRequestTopics?>x)
     if o.unknown_tags:
         w_tagged(w, sorted(o.unknown_tags))
@@ -21870,6 +22354,7 @@ cdef object _d_OffsetFetchRequest_4(Cursor* c):
         lst = [None] * n
         for i in range(n):
             lst[i] = _d_OffsetFetchRequestGroup_0(c)
+            gil_tick()
             if c.bad:
                 break
         o.groups = lst
@@ -21908,6 +22393,7 @@ cdef int _e_OffsetFetchRequest_4(WBuf* w, object obj) except -1:
         items = as_seq(items)
         w_len(w, len(items), 0)
         for x in items:
+            gil_tick()
             _e_OffsetFetchRequestGroup_0(w, <OffsetFetchRequestGroup?>x)
     w_bool(w, o.require_stable)
     if o.unknown_tags:
@@ -21936,6 +22422,7 @@ cdef object _d_OffsetFetchRequestGroup_1(Cursor* c):
         lst = [None] * n
         for i in range(n):
             lst[i] = _d_OffsetFetchRequestTopics_0(c)
+            gil_tick()
             if c.bad:
                 break
         o.topics = lst
@@ -21972,6 +22459,7 @@ cdef int _e_OffsetFetchRequestGroup_1(WBuf* w, object obj) except -1:
         items = as_seq(items)
         w_len(w, len(items), 0)
         for x in items:
+            gil_tick()
             _e_OffsetFetchRequestTopics_0(w, <OffsetFetchRequestTopics?>x)
     if o.unknown_tags:
         w_tagged(w, sorted(o.unknown_tags))
@@ -21996,6 +22484,7 @@ cdef object _d_OffsetFetchRequest_5(Cursor* c):
         lst = [None] * n
         for i in range(n):
             lst[i] = _d_OffsetFetchRequestGroup_1(c)
+            gil_tick()
             if c.bad:
                 break
         o.groups = lst
@@ -22034,6 +22523,7 @@ cdef int _e_OffsetFetchRequest_5(WBuf* w, object obj) except -1:
         items = as_seq(items)
         w_len(w, len(items), 0)
         for x in items:
+            gil_tick()
             _e_OffsetFetchRequestGroup_1(w, <OffsetFetchRequestGroup?>x)
     w_bool(w, o.require_stable)
     if o.unknown_tags:
@@ -22060,6 +22550,7 @@ cdef object _d_OffsetFetchRequestTopics_1(Cursor* c):
         lst = [None] * n
         for i in range(n):
             lst[i] = rd_int32(c)
+            gil_tick()
             if c.bad:
                 break
         o.partition_indexes = lst
@@ -22095,6 +22586,7 @@ cdef int _e_OffsetFetchRequestTopics_1(WBuf* w, object obj) except -1:
         items = as_seq(items)
         w_len(w, len(items), 0)
         for x in items:
+            gil_tick()
             w_int32(w, x)
     if o.unknown_tags:
         w_tagged(w, sorted(o.unknown_tags))
@@ -22122,6 +22614,7 @@ cdef object _d_OffsetFetchRequestGroup_2(Cursor* c):
         lst = [None] * n
         for i in range(n):
             lst[i] = _d_OffsetFetchRequestTopics_1(c)
+            gil_tick()
             if c.bad:
                 break
         o.topics = lst
@@ -22158,6 +22651,7 @@ cdef int _e_OffsetFetchRequestGroup_2(WBuf* w, object obj) except -1:
         items = as_seq(items)
         w_len(w, len(items), 0)
         for x in items:
+            gil_tick()
             _e_OffsetFetchRequestTopics_1(w, <OffsetFetchRequestTopics?>x)
     if o.unknown_tags:
         w_tagged(w, sorted(o.unknown_tags))
@@ -22182,6 +22676,7 @@ cdef object _d_OffsetFetchRequest_6(Cursor* c):
         lst = [None] * n
         for i in range(n):
             lst[i] = _d_OffsetFetchRequestGroup_2(c)
+            gil_tick()
             if c.bad:
                 break
         o.groups = lst
@@ -22220,6 +22715,7 @@ cdef int _e_OffsetFetchRequest_6(WBuf* w, object obj) except -1:
         items = as_seq(items)
         w_len(w, len(items), 0)
         for x in items:
+            gil_tick()
             _e_OffsetFetchRequestGroup_2(w, <OffsetFetchRequestGroup?>x)
     w_bool(w, o.require_stable)
     if o.unknown_tags:
@@ -22260,6 +22756,7 @@ cdef object _d_OffsetFetchResponseTopic_0(Cursor* c):
         lst = [None] * n
         for i in range(n):
             lst[i] = _d_OffsetFetchResponsePartition_0(c)
+            gil_tick()
             if c.bad:
                 break
         o.partitions = lst
@@ -22279,6 +22776,7 @@ cdef int _e_OffsetFetchResponseTopic_0(WBuf* w, object obj) except -1:
         items = as_seq(items)
         w_len(w, len(items), 4)
         for x in items:
+            gil_tick()
             _e_OffsetFetchResponsePartition_0(w, <OffsetFetchResponsePartition?>x)
     return 0
 
@@ -22294,6 +22792,7 @@ cdef object _d_OffsetFetchResponse_0(Cursor* c):
         lst = [None] * n
         for i in range(n):
             lst[i] = _d_OffsetFetchResponseTopic_0(c)
+            gil_tick()
             if c.bad:
                 break
         o.topics = lst
@@ -22313,6 +22812,7 @@ cdef int _e_OffsetFetchResponse_0(WBuf* w, object obj) except -1:
         items = as_seq(items)
         w_len(w, len(items), 4)
         for x in items:
+            gil_tick()
             _e_OffsetFetchResponseTopic_0(w, <OffsetFetchResponseTopic?>x)
     return 0
 
@@ -22328,6 +22828,7 @@ cdef object _d_OffsetFetchResponse_1(Cursor* c):
         lst = [None] * n
         for i in range(n):
             lst[i] = _d_OffsetFetchResponseTopic_0(c)
+            gil_tick()
             if c.bad:
                 break
         o.topics = lst
@@ -22348,6 +22849,7 @@ cdef int _e_OffsetFetchResponse_1(WBuf* w, object obj) except -1:
         items = as_seq(items)
         w_len(w, len(items), 4)
         for x in items:
+            gil_tick()
             _e_OffsetFetchResponseTopic_0(w, <OffsetFetchResponseTopic?>x)
     w_int16(w, o.error_code)
     return 0
@@ -22365,6 +22867,7 @@ cdef object _d_OffsetFetchResponse_2(Cursor* c):
         lst = [None] * n
         for i in range(n):
             lst[i] = _d_OffsetFetchResponseTopic_0(c)
+            gil_tick()
             if c.bad:
                 break
         o.topics = lst
@@ -22386,6 +22889,7 @@ cdef int _e_OffsetFetchResponse_2(WBuf* w, object obj) except -1:
         items = as_seq(items)
         w_len(w, len(items), 4)
         for x in items:
+            gil_tick()
             _e_OffsetFetchResponseTopic_0(w, <OffsetFetchResponseTopic?>x)
     w_int16(w, o.error_code)
     return 0
@@ -22423,6 +22927,7 @@ cdef object _d_OffsetFetchResponseTopic_1(Cursor* c):
         lst = [None] * n
         for i in range(n):
             lst[i] = _d_OffsetFetchResponsePartition_1(c)
+            gil_tick()
             if c.bad:
                 break
         o.partitions = lst
@@ -22442,6 +22947,7 @@ cdef int _e_OffsetFetchResponseTopic_1(WBuf* w, object obj) except -1:
         items = as_seq(items)
         w_len(w, len(items), 4)
         for x in items:
+            gil_tick()
             _e_OffsetFetchResponsePartition_1(w, <OffsetFetchResponsePartition?>x)
     return 0
 
@@ -22458,6 +22964,7 @@ cdef object _d_OffsetFetchResponse_3(Cursor* c):
         lst = [None] * n
         for i in range(n):
             lst[i] = _d_OffsetFetchResponseTopic_1(c)
+            gil_tick()
             if c.bad:
                 break
         o.topics = lst
@@ -22479,6 +22986,7 @@ cdef int _e_OffsetFetchResponse_3(WBuf* w, object obj) except -1:
         items = as_seq(items)
         w_len(w, len(items), 4)
         for x in items:
+            gil_tick()
             _e_OffsetFetchResponseTopic_1(w, <OffsetFetchResponseTopic?>x)
     w_int16(w, o.error_code)
     return 0
@@ -22545,6 +23053,7 @@ cdef object _d_OffsetFetchResponseTopic_2(Cursor* c):
         lst = [None] * n
         for i in range(n):
             lst[i] = _d_OffsetFetchResponsePartition_2(c)
+            gil_tick()
             if c.bad:
                 break
         o.partitions = lst
@@ -22579,6 +23088,7 @@ cdef int _e_OffsetFetchResponseTopic_2(WBuf* w, object obj) except -1:
         items = as_seq(items)
         w_len(w, len(items), 0)
         for x in items:
+            gil_tick()
             _e_OffsetFetchResponsePartition_2(w, <OffsetFetchResponsePartition?>x)
     if o.unknown_tags:
         w_tagged(w, sorted(o.unknown_tags))
@@ -22604,6 +23114,7 @@ cdef object _d_OffsetFetchResponse_4(Cursor* c):
         lst = [None] * n
         for i in range(n):
             lst[i] = _d_OffsetFetchResponseTopic_2(c)
+            gil_tick()
             if c.bad:
                 break
         o.topics = lst
@@ -22640,6 +23151,7 @@ cdef int _e_OffsetFetchResponse_4(WBuf* w, object obj) except -1:
         items = as_seq(items)
         w_len(w, len(items), 0)
         for x in items:
+            gil_tick()
             _e_OffsetFetchResponseTopic_2(w, <OffsetFetchResponseTopic?>x)
     w_int16(w, o.error_code)
     if o.unknown_tags:
@@ -22710,6 +23222,7 @@ cdef object _d_OffsetFetchResponseTopics_0(Cursor* c):
         lst = [None] * n
         for i in range(n):
             lst[i] = _d_OffsetFetchResponsePartitions_0(c)
+            gil_tick()
             if c.bad:
                 break
         o.partitions = lst
@@ -22745,6 +23258,7 @@ cdef int _e_OffsetFetchResponseTopics_0(WBuf* w, object obj) except -1:
         items = as_seq(items)
         w_len(w, len(items), 0)
         for x in items:
+            gil_tick()
             _e_OffsetFetchResponsePartitions_0(w, <OffsetFetchResponsePartitions?>x)
     if o.unknown_tags:
         w_tagged(w, sorted(o.unknown_tags))
@@ -22770,6 +23284,7 @@ cdef object _d_OffsetFetchResponseGroup_0(Cursor* c):
         lst = [None] * n
         for i in range(n):
             lst[i] = _d_OffsetFetchResponseTopics_0(c)
+            gil_tick()
             if c.bad:
                 break
         o.topics = lst
@@ -22805,6 +23320,7 @@ cdef int _e_OffsetFetchResponseGroup_0(WBuf* w, object obj) except -1:
         items = as_seq(items)
         w_len(w, len(items), 0)
         for x in items:
+            gil_tick()
             _e_OffsetFetchResponseTopics_0(w, <OffsetFetchResponseTopics?>x)
     w_int16(w, o.error_code)
     if o.unknown_tags:
@@ -22831,6 +23347,7 @@ cdef object _d_OffsetFetchResponse_5(Cursor* c):
         lst = [None] * n
         for i in range(n):
             lst[i] = _d_OffsetFetchResponseGroup_0(c)
+            gil_tick()
             if c.bad:
                 break
         o.groups = lst
@@ -22866,6 +23383,7 @@ cdef int _e_OffsetFetchResponse_5(WBuf* w, object obj) except -1:
         items = as_seq(items)
         w_len(w, len(items), 0)
         for x in items:
+            gil_tick()
             _e_OffsetFetchResponseGroup_0(w, <OffsetFetchResponseGroup?>x)
     if o.unknown_tags:
         w_tagged(w, sorted(o.unknown_tags))
@@ -22891,6 +23409,7 @@ cdef object _d_OffsetFetchResponseTopics_1(Cursor* c):
         lst = [None] * n
         for i in range(n):
             lst[i] = _d_OffsetFetchResponsePartitions_0(c)
+            gil_tick()
             if c.bad:
                 break
         o.partitions = lst
@@ -22926,6 +23445,7 @@ cdef int _e_OffsetFetchResponseTopics_1(WBuf* w, object obj) except -1:
         items = as_seq(items)
         w_len(w, len(items), 0)
         for x in items:
+            gil_tick()
             _e_OffsetFetchResponsePartitions_0(w, <OffsetFetchResponsePartitions?>x)
     if o.unknown_tags:
         w_tagged(w, sorted(o.unknown_tags))
@@ -22951,6 +23471,7 @@ cdef object _d_OffsetFetchResponseGroup_1(Cursor* c):
         lst = [None] * n
         for i in range(n):
             lst[i] = _d_OffsetFetchResponseTopics_1(c)
+            gil_tick()
             if c.bad:
                 break
         o.topics = lst
@@ -22986,6 +23507,7 @@ cdef int _e_OffsetFetchResponseGroup_1(WBuf* w, object obj) except -1:
         items = as_seq(items)
         w_len(w, len(items), 0)
         for x in items:
+            gil_tick()
             _e_OffsetFetchResponseTopics_1(w, <OffsetFetchResponseTopics?>x)
     w_int16(w, o.error_code)
     if o.unknown_tags:
@@ -23012,6 +23534,7 @@ cdef object _d_OffsetFetchResponse_6(Cursor* c):
         lst = [None] * n
         for i in range(n):
             lst[i] = _d_OffsetFetchResponseGroup_1(c)
+            gil_tick()
             if c.bad:
                 break
         o.groups = lst
@@ -23047,6 +23570,7 @@ cdef int _e_OffsetFetchResponse_6(WBuf* w, object obj) except -1:
         items = as_seq(items)
         w_len(w, len(items), 0)
         for x in items:
+            gil_tick()
             _e_OffsetFetchResponseGroup_1(w, <OffsetFetchResponseGroup?>x)
     if o.unknown_tags:
         w_tagged(w, sorted(o.unknown_tags))
@@ -23079,6 +23603,7 @@ cdef object _d_OffsetDeleteRequestTopic_0(Cursor* c):
         lst = [None] * n
         for i in range(n):
             lst[i] = _d_OffsetDeleteRequestPartition_0(c)
+            gil_tick()
             if c.bad:
                 break
         o.partitions = lst
@@ -23098,6 +23623,7 @@ cdef int _e_OffsetDeleteRequestTopic_0(WBuf* w, object obj) except -1:
         items = as_seq(items)
         w_len(w, len(items), 4)
         for x in items:
+            gil_tick()
             _e_OffsetDeleteRequestPartition_0(w, <OffsetDeleteRequestPartition?>x)
     return 0
 
@@ -23114,6 +23640,7 @@ cdef object _d_OffsetDeleteRequest_0(Cursor* c):
         lst = [None] * n
         for i in range(n):
             lst[i] = _d_OffsetDeleteRequestTopic_0(c)
+            gil_tick()
             if c.bad:
                 break
         o.topics = lst
@@ -23133,6 +23660,7 @@ cdef int _e_OffsetDeleteRequest_0(WBuf* w, object obj) except -1:
         items = as_seq(items)
         w_len(w, len(items), 4)
         for x in items:
+            gil_tick()
             _e_OffsetDeleteRequestTopic_0(w, <OffsetDeleteRequestTopic?>x)
     return 0
 
@@ -23163,6 +23691,7 @@ cdef object _d_OffsetDeleteResponseTopic_0(Cursor* c):
         lst = [None] * n
         for i in range(n):
             lst[i] = _d_OffsetDeleteResponsePartition_0(c)
+            gil_tick()
             if c.bad:
                 break
         o.partitions = lst
@@ -23182,6 +23711,7 @@ cdef int _e_OffsetDeleteResponseTopic_0(WBuf* w, object obj) except -1:
         items = as_seq(items)
         w_len(w, len(items), 4)
         for x in items:
+            gil_tick()
             _e_OffsetDeleteResponsePartition_0(w, <OffsetDeleteResponsePartition?>x)
     return 0
 
@@ -23199,6 +23729,7 @@ cdef object _d_OffsetDeleteResponse_0(Cursor* c):
         lst = [None] * n
         for i in range(n):
             lst[i] = _d_OffsetDeleteResponseTopic_0(c)
+            gil_tick()
             if c.bad:
                 break
         o.topics = lst
@@ -23217,6 +23748,7 @@ cdef int _e_OffsetDeleteResponse_0(WBuf* w, object obj) except -1:
         items = as_seq(items)
         w_len(w, len(items), 4)
         for x in items:
+            gil_tick()
             _e_OffsetDeleteResponseTopic_0(w, <OffsetDeleteResponseTopic?>x)
     return 0
 
@@ -23238,6 +23770,7 @@ cdef object _d_ConsumerGroupHeartbeatRequestTopicPartitions_0(Cursor* c):
         lst = [None] * n
         for i in range(n):
             lst[i] = rd_int32(c)
+            gil_tick()
             if c.bad:
                 break
         o.partitions = lst
@@ -23272,6 +23805,7 @@ cdef int _e_ConsumerGroupHeartbeatRequestTopicPartitions_0(WBuf* w, object obj) 
         items = as_seq(items)
         w_len(w, len(items), 0)
         for x in items:
+            gil_tick()
             w_int32(w, x)
     if o.unknown_tags:
         w_tagged(w, sorted(o.unknown_tags))
@@ -23302,6 +23836,7 @@ cdef object _d_ConsumerGroupHeartbeatRequest_0(Cursor* c):
         lst = [None] * n
         for i in range(n):
             lst[i] = rd_cstring(c)
+            gil_tick()
             if c.bad:
                 break
         o.subscribed_topic_names = lst
@@ -23313,6 +23848,7 @@ cdef object _d_ConsumerGroupHeartbeatRequest_0(Cursor* c):
         lst = [None] * n
         for i in range(n):
             lst[i] = _d_ConsumerGroupHeartbeatRequestTopicPartitions_0(c)
+            gil_tick()
             if c.bad:
                 break
         o.topic_partitions = lst
@@ -23356,6 +23892,7 @@ cdef int _e_ConsumerGroupHeartbeatRequest_0(WBuf* w, object obj) except -1:
         items = as_seq(items)
         w_len(w, len(items), 0)
         for x in items:
+            gil_tick()
             if x is None:
                 null_error("ConsumerGroupHeartbeatRequest", "subscribed_topic_names")
             w_str(w, x, 0)
@@ -23367,6 +23904,7 @@ cdef int _e_ConsumerGroupHeartbeatRequest_0(WBuf* w, object obj) except -1:
         items = as_seq(items)
         w_len(w, len(items), 0)
         for x in items:
+            gil_tick()
             _e_ConsumerGroupHeartbeatRequestTopicPartitions_0(w, <ConsumerGroupHeartbeatRequestTopicPartitions?>x)
     if o.unknown_tags:
         w_tagged(w, sorted(o.unknown_tags))
@@ -23397,6 +23935,7 @@ cdef object _d_ConsumerGroupHeartbeatRequest_1(Cursor* c):
         lst = [None] * n
         for i in range(n):
             lst[i] = rd_cstring(c)
+            gil_tick()
             if c.bad:
                 break
         o.subscribed_topic_names = lst
@@ -23409,6 +23948,7 @@ cdef object _d_ConsumerGroupHeartbeatRequest_1(Cursor* c):
         lst = [None] * n
         for i in range(n):
             lst[i] = _d_ConsumerGroupHeartbeatRequestTopicPartitions_0(c)
+            gil_tick()
             if c.bad:
                 break
         o.topic_partitions = lst
@@ -23450,6 +23990,7 @@ cdef int _e_ConsumerGroupHeartbeatRequest_1(WBuf* w, object obj) except -1:
         items = as_seq(items)
         w_len(w, len(items), 0)
         for x in items:
+            gil_tick()
             if x is None:
                 null_error("ConsumerGroupHeartbeatRequest", "subscribed_topic_names")
             w_str(w, x, 0)
@@ -23462,6 +24003,7 @@ cdef int _e_ConsumerGroupHeartbeatRequest_1(WBuf* w, object obj) except -1:
         items = as_seq(items)
         w_len(w, len(items), 0)
         for x in items:
+            gil_tick()
             _e_ConsumerGroupHeartbeatRequestTopicPartitions_0(w, <ConsumerGroupHeartbeatRequestTopicPartitions?>x)
     if o.unknown_tags:
         w_tagged(w, sorted(o.unknown_tags))
@@ -23487,6 +24029,7 @@ cdef object _d_ConsumerGroupHeartbeatResponseTopicPartitions_0(Cursor* c):
         lst = [None] * n
         for i in range(n):
             lst[i] = rd_int32(c)
+            gil_tick()
             if c.bad:
                 break
         o.partitions = lst
@@ -23521,6 +24064,7 @@ cdef int _e_ConsumerGroupHeartbeatResponseTopicPartitions_0(WBuf* w, object obj)
         items = as_seq(items)
         w_len(w, len(items), 0)
         for x in items:
+            gil_tick()
             w_int32(w, x)
     if o.unknown_tags:
         w_tagged(w, sorted(o.unknown_tags))
@@ -23545,6 +24089,7 @@ cdef object _d_ConsumerGroupHeartbeatResponseAssignment_0(Cursor* c):
         lst = [None] * n
         for i in range(n):
             lst[i] = _d_ConsumerGroupHeartbeatResponseTopicPartitions_0(c)
+            gil_tick()
             if c.bad:
                 break
         o.topic_partitions = lst
@@ -23576,6 +24121,7 @@ cdef int _e_ConsumerGroupHeartbeatResponseAssignment_0(WBuf* w, object obj) exce
         items = as_seq(items)
         w_len(w, len(items), 0)
         for x in items:
+            gil_tick()
             _e_ConsumerGroupHeartbeatResponseTopicPartitions_0(w, <ConsumerGroupHeartbeatResponseTopicPartitions?>x)
     if o.unknown_tags:
         w_tagged(w, sorted(o.unknown_tags))
@@ -23655,6 +24201,7 @@ cdef object _d_ConsumerGroupDescribeRequest_0(Cursor* c):
         lst = [None] * n
         for i in range(n):
             lst[i] = rd_cstring(c)
+            gil_tick()
             if c.bad:
                 break
         o.group_ids = lst
@@ -23687,6 +24234,7 @@ cdef int _e_ConsumerGroupDescribeRequest_0(WBuf* w, object obj) except -1:
         items = as_seq(items)
         w_len(w, len(items), 0)
         for x in items:
+            gil_tick()
             if x is None:
                 null_error("ConsumerGroupDescribeRequest", "group_ids")
             w_str(w, x, 0)
@@ -23716,6 +24264,7 @@ cdef object _d_ConsumerGroupDescribeResponseTopicPartitions_0(Cursor* c):
         lst = [None] * n
         for i in range(n):
             lst[i] = rd_int32(c)
+            gil_tick()
             if c.bad:
                 break
         o.partitions = lst
@@ -23753,6 +24302,7 @@ cdef int _e_ConsumerGroupDescribeResponseTopicPartitions_0(WBuf* w, object obj) 
         items = as_seq(items)
         w_len(w, len(items), 0)
         for x in items:
+            gil_tick()
             w_int32(w, x)
     if o.unknown_tags:
         w_tagged(w, sorted(o.unknown_tags))
@@ -23777,6 +24327,7 @@ cdef object _d_ConsumerGroupDescribeResponseAssignment_0(Cursor* c):
         lst = [None] * n
         for i in range(n):
             lst[i] = _d_ConsumerGroupDescribeResponseTopicPartitions_0(c)
+            gil_tick()
             if c.bad:
                 break
         o.topic_partitions = lst
@@ -23808,6 +24359,7 @@ cdef int _e_ConsumerGroupDescribeResponseAssignment_0(WBuf* w, object obj) excep
         items = as_seq(items)
         w_len(w, len(items), 0)
         for x in items:
+            gil_tick()
             _e_ConsumerGroupDescribeResponseTopicPartitions_0(w, <ConsumerGroupDescribeResponseTopicPartitions?>x)
     if o.unknown_tags:
         w_tagged(w, sorted(o.unknown_tags))
@@ -23838,6 +24390,7 @@ cdef object _d_ConsumerGroupDescribeResponseMember_0(Cursor* c):
         lst = [None] * n
         for i in range(n):
             lst[i] = rd_cstring(c)
+            gil_tick()
             if c.bad:
                 break
         o.subscribed_topic_names = lst
@@ -23885,6 +24438,7 @@ cdef int _e_ConsumerGroupDescribeResponseMember_0(WBuf* w, object obj) except -1
         items = as_seq(items)
         w_len(w, len(items), 0)
         for x in items:
+            gil_tick()
             if x is None:
                 null_error("ConsumerGroupDescribeResponseMember", "subscribed_topic_names")
             w_str(w, x, 0)
@@ -23927,6 +24481,7 @@ cdef object _d_ConsumerGroupDescribeResponseDescribedGroup_0(Cursor* c):
         lst = [None] * n
         for i in range(n):
             lst[i] = _d_ConsumerGroupDescribeResponseMember_0(c)
+            gil_tick()
             if c.bad:
                 break
         o.members = lst
@@ -23972,6 +24527,7 @@ cdef int _e_ConsumerGroupDescribeResponseDescribedGroup_0(WBuf* w, object obj) e
         items = as_seq(items)
         w_len(w, len(items), 0)
         for x in items:
+            gil_tick()
             _e_ConsumerGroupDescribeResponseMember_0(w, <ConsumerGroupDescribeResponseMember?>x)
     w_int32(w, o.authorized_operations)
     if o.unknown_tags:
@@ -23998,6 +24554,7 @@ cdef object _d_ConsumerGroupDescribeResponse_0(Cursor* c):
         lst = [None] * n
         for i in range(n):
             lst[i] = _d_ConsumerGroupDescribeResponseDescribedGroup_0(c)
+            gil_tick()
             if c.bad:
                 break
         o.groups = lst
@@ -24030,6 +24587,7 @@ cdef int _e_ConsumerGroupDescribeResponse_0(WBuf* w, object obj) except -1:
         items = as_seq(items)
         w_len(w, len(items), 0)
         for x in items:
+            gil_tick()
             _e_ConsumerGroupDescribeResponseDescribedGroup_0(w, <ConsumerGroupDescribeResponseDescribedGroup?>x)
     if o.unknown_tags:
         w_tagged(w, sorted(o.unknown_tags))
@@ -24060,6 +24618,7 @@ cdef object _d_ConsumerGroupDescribeResponseMember_1(Cursor* c):
         lst = [None] * n
         for i in range(n):
             lst[i] = rd_cstring(c)
+            gil_tick()
             if c.bad:
                 break
         o.subscribed_topic_names = lst
@@ -24107,6 +24666,7 @@ cdef int _e_ConsumerGroupDescribeResponseMember_1(WBuf* w, object obj) except -1
         items = as_seq(items)
         w_len(w, len(items), 0)
         for x in items:
+            gil_tick()
             if x is None:
                 null_error("ConsumerGroupDescribeResponseMember", "subscribed_topic_names")
             w_str(w, x, 0)
@@ -24150,6 +24710,7 @@ cdef object _d_ConsumerGroupDescribeResponseDescribedGroup_1(Cursor* c):
         lst = [None] * n
         for i in range(n):
             lst[i] = _d_ConsumerGroupDescribeResponseMember_1(c)
+            gil_tick()
             if c.bad:
                 break
         o.members = lst
@@ -24195,6 +24756,7 @@ cdef int _e_ConsumerGroupDescribeResponseDescribedGroup_1(WBuf* w, object obj) e
         items = as_seq(items)
         w_len(w, len(items), 0)
         for x in items:
+            gil_tick()
             _e_ConsumerGroupDescribeResponseMember_1(w, <ConsumerGroupDescribeResponseMember?>x)
     w_int32(w, o.authorized_operations)
     if o.unknown_tags:
@@ -24221,6 +24783,7 @@ cdef object _d_ConsumerGroupDescribeResponse_1(Cursor* c):
         lst = [None] * n
         for i in range(n):
             lst[i] = _d_ConsumerGroupDescribeResponseDescribedGroup_1(c)
+            gil_tick()
             if c.bad:
                 break
         o.groups = lst
@@ -24253,6 +24816,7 @@ cdef int _e_ConsumerGroupDescribeResponse_1(WBuf* w, object obj) except -1:
         items = as_seq(items)
         w_len(w, len(items), 0)
         for x in items:
+            gil_tick()
             _e_ConsumerGroupDescribeResponseDescribedGroup_1(w, <ConsumerGroupDescribeResponseDescribedGroup?>x)
     if o.unknown_tags:
         w_tagged(w, sorted(o.unknown_tags))
@@ -24272,6 +24836,7 @@ cdef object _d_ConsumerProtocolSubscription_0(Cursor* c):
         lst = [None] * n
         for i in range(n):
             lst[i] = rd_string(c)
+            gil_tick()
             if c.bad:
                 break
         o.topics = lst
@@ -24291,6 +24856,7 @@ cdef int _e_ConsumerProtocolSubscription_0(WBuf* w, object obj) except -1:
         items = as_seq(items)
         w_len(w, len(items), 4)
         for x in items:
+            gil_tick()
             if x is None:
                 null_error("ConsumerProtocolSubscription", "topics")
             w_str(w, x, 2)
@@ -24310,6 +24876,7 @@ cdef object _d_ConsumerProtocolSubscriptionTopicPartition_0(Cursor* c):
         lst = [None] * n
         for i in range(n):
             lst[i] = rd_int32(c)
+            gil_tick()
             if c.bad:
                 break
         o.partitions = lst
@@ -24329,6 +24896,7 @@ cdef int _e_ConsumerProtocolSubscriptionTopicPartition_0(WBuf* w, object obj) ex
         items = as_seq(items)
         w_len(w, len(items), 4)
         for x in items:
+            gil_tick()
             w_int32(w, x)
     return 0
 
@@ -24344,6 +24912,7 @@ cdef object _d_ConsumerProtocolSubscription_1(Cursor* c):
         lst = [None] * n
         for i in range(n):
             lst[i] = rd_string(c)
+            gil_tick()
             if c.bad:
                 break
         o.topics = lst
@@ -24355,6 +24924,7 @@ cdef object _d_ConsumerProtocolSubscription_1(Cursor* c):
         lst = [None] * n
         for i in range(n):
             lst[i] = _d_ConsumerProtocolSubscriptionTopicPartition_0(c)
+            gil_tick()
             if c.bad:
                 break
         o.owned_partitions = lst
@@ -24372,6 +24942,7 @@ cdef int _e_ConsumerProtocolSubscription_1(WBuf* w, object obj) except -1:
         items = as_seq(items)
         w_len(w, len(items), 4)
         for x in items:
+            gil_tick()
             if x is None:
                 null_error("ConsumerProtocolSubscription", "topics")
             w_str(w, x, 2)
@@ -24383,6 +24954,7 @@ cdef int _e_ConsumerProtocolSubscription_1(WBuf* w, object obj) except -1:
         items = as_seq(items)
         w_len(w, len(items), 4)
         for x in items:
+            gil_tick()
             _e_ConsumerProtocolSubscriptionTopicPartition_0(w, <ConsumerProtocolSubscriptionTopicPartition?>x)
     return 0
 
@@ -24398,6 +24970,7 @@ cdef object _d_ConsumerProtocolSubscription_2(Cursor* c):
         lst = [None] * n
         for i in range(n):
             lst[i] = rd_string(c)
+            gil_tick()
             if c.bad:
                 break
         o.topics = lst
@@ -24409,6 +24982,7 @@ cdef object _d_ConsumerProtocolSubscription_2(Cursor* c):
         lst = [None] * n
         for i in range(n):
             lst[i] = _d_ConsumerProtocolSubscriptionTopicPartition_0(c)
+            gil_tick()
             if c.bad:
                 break
         o.owned_partitions = lst
@@ -24426,6 +25000,7 @@ cdef int _e_ConsumerProtocolSubscription_2(WBuf* w, object obj) except -1:
         items = as_seq(items)
         w_len(w, len(items), 4)
         for x in items:
+            gil_tick()
             if x is None:
                 null_error("ConsumerProtocolSubscription", "topics")
             w_str(w, x, 2)
@@ -24437,6 +25012,7 @@ cdef int _e_ConsumerProtocolSubscription_2(WBuf* w, object obj) except -1:
         items = as_seq(items)
         w_len(w, len(items), 4)
         for x in items:
+            gil_tick()
             _e_ConsumerProtocolSubscriptionTopicPartition_0(w, <ConsumerProtocolSubscriptionTopicPartition?>x)
     w_int32(w, o.generation_id)
     return 0
@@ -24453,6 +25029,7 @@ cdef object _d_ConsumerProtocolSubscription_3(Cursor* c):
         lst = [None] * n
         for i in range(n):
             lst[i] = rd_string(c)
+            gil_tick()
             if c.bad:
                 break
         o.topics = lst
@@ -24464,6 +25041,7 @@ cdef object _d_ConsumerProtocolSubscription_3(Cursor* c):
         lst = [None] * n
         for i in range(n):
             lst[i] = _d_ConsumerProtocolSubscriptionTopicPartition_0(c)
+            gil_tick()
             if c.bad:
                 break
         o.owned_partitions = lst
@@ -24482,6 +25060,7 @@ cdef int _e_ConsumerProtocolSubscription_3(WBuf* w, object obj) except -1:
         items = as_seq(items)
         w_len(w, len(items), 4)
         for x in items:
+            gil_tick()
             if x is None:
                 null_error("ConsumerProtocolSubscription", "topics")
             w_str(w, x, 2)
@@ -24493,6 +25072,7 @@ cdef int _e_ConsumerProtocolSubscription_3(WBuf* w, object obj) except -1:
         items = as_seq(items)
         w_len(w, len(items), 4)
         for x in items:
+            gil_tick()
             _e_ConsumerProtocolSubscriptionTopicPartition_0(w, <ConsumerProtocolSubscriptionTopicPartition?>x)
     w_int32(w, o.generation_id)
     w_str(w, o.rack_id, 2)
@@ -24511,6 +25091,7 @@ cdef object _d_ConsumerProtocolAssignmentTopicPartition_0(Cursor* c):
         lst = [None] * n
         for i in range(n):
             lst[i] = rd_int32(c)
+            gil_tick()
             if c.bad:
                 break
         o.partitions = lst
@@ -24530,6 +25111,7 @@ cdef int _e_ConsumerProtocolAssignmentTopicPartition_0(WBuf* w, object obj) exce
         items = as_seq(items)
         w_len(w, len(items), 4)
         for x in items:
+            gil_tick()
             w_int32(w, x)
     return 0
 
@@ -24545,6 +25127,7 @@ cdef object _d_ConsumerProtocolAssignment_0(Cursor* c):
         lst = [None] * n
         for i in range(n):
             lst[i] = _d_ConsumerProtocolAssignmentTopicPartition_0(c)
+            gil_tick()
             if c.bad:
                 break
         o.assigned_partitions = lst
@@ -24562,6 +25145,7 @@ cdef int _e_ConsumerProtocolAssignment_0(WBuf* w, object obj) except -1:
         items = as_seq(items)
         w_len(w, len(items), 4)
         for x in items:
+            gil_tick()
             _e_ConsumerProtocolAssignmentTopicPartition_0(w, <ConsumerProtocolAssignmentTopicPartition?>x)
     w_bytes(w, o.user_data, 4)
     return 0
@@ -24629,6 +25213,7 @@ cdef object _d_GroupMetadataValue_0(Cursor* c):
         lst = [None] * n
         for i in range(n):
             lst[i] = _d_GroupMetadataValueMemberMetadata_0(c)
+            gil_tick()
             if c.bad:
                 break
         o.members = lst
@@ -24652,6 +25237,7 @@ cdef int _e_GroupMetadataValue_0(WBuf* w, object obj) except -1:
         items = as_seq(items)
         w_len(w, len(items), 4)
         for x in items:
+            gil_tick()
             _e_GroupMetadataValueMemberMetadata_0(w, <GroupMetadataValueMemberMetadata?>x)
     return 0
 
@@ -24705,6 +25291,7 @@ cdef object _d_GroupMetadataValue_1(Cursor* c):
         lst = [None] * n
         for i in range(n):
             lst[i] = _d_GroupMetadataValueMemberMetadata_1(c)
+            gil_tick()
             if c.bad:
                 break
         o.members = lst
@@ -24728,6 +25315,7 @@ cdef int _e_GroupMetadataValue_1(WBuf* w, object obj) except -1:
         items = as_seq(items)
         w_len(w, len(items), 4)
         for x in items:
+            gil_tick()
             _e_GroupMetadataValueMemberMetadata_1(w, <GroupMetadataValueMemberMetadata?>x)
     return 0
 
@@ -24748,6 +25336,7 @@ cdef object _d_GroupMetadataValue_2(Cursor* c):
         lst = [None] * n
         for i in range(n):
             lst[i] = _d_GroupMetadataValueMemberMetadata_1(c)
+            gil_tick()
             if c.bad:
                 break
         o.members = lst
@@ -24771,6 +25360,7 @@ cdef int _e_GroupMetadataValue_2(WBuf* w, object obj) except -1:
         items = as_seq(items)
         w_len(w, len(items), 4)
         for x in items:
+            gil_tick()
             _e_GroupMetadataValueMemberMetadata_1(w, <GroupMetadataValueMemberMetadata?>x)
     return 0
 
@@ -24827,6 +25417,7 @@ cdef object _d_GroupMetadataValue_3(Cursor* c):
         lst = [None] * n
         for i in range(n):
             lst[i] = _d_GroupMetadataValueMemberMetadata_2(c)
+            gil_tick()
             if c.bad:
                 break
         o.members = lst
@@ -24850,6 +25441,7 @@ cdef int _e_GroupMetadataValue_3(WBuf* w, object obj) except -1:
         items = as_seq(items)
         w_len(w, len(items), 4)
         for x in items:
+            gil_tick()
             _e_GroupMetadataValueMemberMetadata_2(w, <GroupMetadataValueMemberMetadata?>x)
     return 0
 
@@ -24935,6 +25527,7 @@ cdef object _d_GroupMetadataValue_4(Cursor* c):
         lst = [None] * n
         for i in range(n):
             lst[i] = _d_GroupMetadataValueMemberMetadata_3(c)
+            gil_tick()
             if c.bad:
                 break
         o.members = lst
@@ -24973,6 +25566,7 @@ cdef int _e_GroupMetadataValue_4(WBuf* w, object obj) except -1:
         items = as_seq(items)
         w_len(w, len(items), 0)
         for x in items:
+            gil_tick()
             _e_GroupMetadataValueMemberMetadata_3(w, <GroupMetadataValueMemberMetadata?>x)
     if o.unknown_tags:
         w_tagged(w, sorted(o.unknown_tags))
@@ -25189,6 +25783,7 @@ cdef object _d_ConsumerGroupPartitionMetadataValuePartitionMetadata_0(Cursor* c)
         lst = [None] * n
         for i in range(n):
             lst[i] = rd_cstring(c)
+            gil_tick()
             if c.bad:
                 break
         o.racks = lst
@@ -25221,6 +25816,7 @@ cdef int _e_ConsumerGroupPartitionMetadataValuePartitionMetadata_0(WBuf* w, obje
         items = as_seq(items)
         w_len(w, len(items), 0)
         for x in items:
+            gil_tick()
             if x is None:
                 null_error("ConsumerGroupPartitionMetadataValuePartitionMetadata", "racks")
             w_str(w, x, 0)
@@ -25250,6 +25846,7 @@ cdef object _d_ConsumerGroupPartitionMetadataValueTopicMetadata_0(Cursor* c):
         lst = [None] * n
         for i in range(n):
             lst[i] = _d_ConsumerGroupPartitionMetadataValuePartitionMetadata_0(c)
+            gil_tick()
             if c.bad:
                 break
         o.partition_metadata = lst
@@ -25288,6 +25885,7 @@ cdef int _e_ConsumerGroupPartitionMetadataValueTopicMetadata_0(WBuf* w, object o
         items = as_seq(items)
         w_len(w, len(items), 0)
         for x in items:
+            gil_tick()
             _e_ConsumerGroupPartitionMetadataValuePartitionMetadata_0(w, <ConsumerGroupPartitionMetadataValuePartitionMetadata?>x)
     if o.unknown_tags:
         w_tagged(w, sorted(o.unknown_tags))
@@ -25312,6 +25910,7 @@ cdef object _d_ConsumerGroupPartitionMetadataValue_0(Cursor* c):
         lst = [None] * n
         for i in range(n):
             lst[i] = _d_ConsumerGroupPartitionMetadataValueTopicMetadata_0(c)
+            gil_tick()
             if c.bad:
                 break
         o.topics = lst
@@ -25343,6 +25942,7 @@ cdef int _e_ConsumerGroupPartitionMetadataValue_0(WBuf* w, object obj) except -1
         items = as_seq(items)
         w_len(w, len(items), 0)
         for x in items:
+            gil_tick()
             _e_ConsumerGroupPartitionMetadataValueTopicMetadata_0(w, <ConsumerGroupPartitionMetadataValueTopicMetadata?>x)
     if o.unknown_tags:
         w_tagged(w, sorted(o.unknown_tags))
@@ -25428,6 +26028,7 @@ cdef object _d_ConsumerGroupMemberMetadataValueClassicMemberMetadata_0(Cursor* c
         lst = [None] * n
         for i in range(n):
             lst[i] = _d_ConsumerGroupMemberMetadataValueClassicProtocol_0(c)
+            gil_tick()
             if c.bad:
                 break
         o.supported_protocols = lst
@@ -25460,6 +26061,7 @@ cdef int _e_ConsumerGroupMemberMetadataValueClassicMemberMetadata_0(WBuf* w, obj
         items = as_seq(items)
         w_len(w, len(items), 0)
         for x in items:
+            gil_tick()
             _e_ConsumerGroupMemberMetadataValueClassicProtocol_0(w, <ConsumerGroupMemberMetadataValueClassicProtocol?>x)
     if o.unknown_tags:
         w_tagged(w, sorted(o.unknown_tags))
@@ -25488,6 +26090,7 @@ cdef object _d_ConsumerGroupMemberMetadataValue_0(Cursor* c):
         lst = [None] * n
         for i in range(n):
             lst[i] = rd_cstring(c)
+            gil_tick()
             if c.bad:
                 break
         o.subscribed_topic_names = lst
@@ -25545,6 +26148,7 @@ cdef int _e_ConsumerGroupMemberMetadataValue_0(WBuf* w, object obj) except -1:
         items = as_seq(items)
         w_len(w, len(items), 0)
         for x in items:
+            gil_tick()
             if x is None:
                 null_error("ConsumerGroupMemberMetadataValue", "subscribed_topic_names")
             w_str(w, x, 0)
@@ -25658,6 +26262,7 @@ cdef object _d_ConsumerGroupTargetAssignmentMemberValueTopicPartition_0(Cursor* 
         lst = [None] * n
         for i in range(n):
             lst[i] = rd_int32(c)
+            gil_tick()
             if c.bad:
                 break
         o.partitions = lst
@@ -25692,6 +26297,7 @@ cdef int _e_ConsumerGroupTargetAssignmentMemberValueTopicPartition_0(WBuf* w, ob
         items = as_seq(items)
         w_len(w, len(items), 0)
         for x in items:
+            gil_tick()
             w_int32(w, x)
     if o.unknown_tags:
         w_tagged(w, sorted(o.unknown_tags))
@@ -25716,6 +26322,7 @@ cdef object _d_ConsumerGroupTargetAssignmentMemberValue_0(Cursor* c):
         lst = [None] * n
         for i in range(n):
             lst[i] = _d_ConsumerGroupTargetAssignmentMemberValueTopicPartition_0(c)
+            gil_tick()
             if c.bad:
                 break
         o.topic_partitions = lst
@@ -25747,6 +26354,7 @@ cdef int _e_ConsumerGroupTargetAssignmentMemberValue_0(WBuf* w, object obj) exce
         items = as_seq(items)
         w_len(w, len(items), 0)
         for x in items:
+            gil_tick()
             _e_ConsumerGroupTargetAssignmentMemberValueTopicPartition_0(w, <ConsumerGroupTargetAssignmentMemberValueTopicPartition?>x)
     if o.unknown_tags:
         w_tagged(w, sorted(o.unknown_tags))
@@ -25790,6 +26398,7 @@ cdef object _d_ConsumerGroupCurrentMemberAssignmentValueTopicPartitions_0(Cursor
         lst = [None] * n
         for i in range(n):
             lst[i] = rd_int32(c)
+            gil_tick()
             if c.bad:
                 break
         o.partitions = lst
@@ -25824,6 +26433,7 @@ cdef int _e_ConsumerGroupCurrentMemberAssignmentValueTopicPartitions_0(WBuf* w, 
         items = as_seq(items)
         w_len(w, len(items), 0)
         for x in items:
+            gil_tick()
             w_int32(w, x)
     if o.unknown_tags:
         w_tagged(w, sorted(o.unknown_tags))
@@ -25851,6 +26461,7 @@ cdef object _d_ConsumerGroupCurrentMemberAssignmentValue_0(Cursor* c):
         lst = [None] * n
         for i in range(n):
             lst[i] = _d_ConsumerGroupCurrentMemberAssignmentValueTopicPartitions_0(c)
+            gil_tick()
             if c.bad:
                 break
         o.assigned_partitions = lst
@@ -25861,6 +26472,7 @@ cdef object _d_ConsumerGroupCurrentMemberAssignmentValue_0(Cursor* c):
         lst = [None] * n
         for i in range(n):
             lst[i] = _d_ConsumerGroupCurrentMemberAssignmentValueTopicPartitions_0(c)
+            gil_tick()
             if c.bad:
                 break
         o.partitions_pending_revocation = lst
@@ -25895,6 +26507,7 @@ cdef int _e_ConsumerGroupCurrentMemberAssignmentValue_0(WBuf* w, object obj) exc
         items = as_seq(items)
         w_len(w, len(items), 0)
         for x in items:
+            gil_tick()
             _e_ConsumerGroupCurrentMemberAssignmentValueTopicPartitions_0(w, <ConsumerGroupCurrentMemberAssignmentValueTopicPartitions?>x)
     items = o.partitions_pending_revocation
     if items is None:
@@ -25903,6 +26516,7 @@ cdef int _e_ConsumerGroupCurrentMemberAssignmentValue_0(WBuf* w, object obj) exc
         items = as_seq(items)
         w_len(w, len(items), 0)
         for x in items:
+            gil_tick()
             _e_ConsumerGroupCurrentMemberAssignmentValueTopicPartitions_0(w, <ConsumerGroupCurrentMemberAssignmentValueTopicPartitions?>x)
     if o.unknown_tags:
         w_tagged(w, sorted(o.unknown_tags))
@@ -25978,6 +26592,7 @@ cdef object _d_ConnectGroupHeartbeatRequestConnectorTasks_0(Cursor* c):
         lst = [None] * n
         for i in range(n):
             lst[i] = rd_int32(c)
+            gil_tick()
             if c.bad:
                 break
         o.task_ids = lst
@@ -26012,6 +26627,7 @@ cdef int _e_ConnectGroupHeartbeatRequestConnectorTasks_0(WBuf* w, object obj) ex
         items = as_seq(items)
         w_len(w, len(items), 0)
         for x in items:
+            gil_tick()
             w_int32(w, x)
     if o.unknown_tags:
         w_tagged(w, sorted(o.unknown_tags))
@@ -26036,6 +26652,7 @@ cdef object _d_ConnectGroupHeartbeatRequestConnectorsAndTasks_0(Cursor* c):
         lst = [None] * n
         for i in range(n):
             lst[i] = rd_cstring(c)
+            gil_tick()
             if c.bad:
                 break
         o.connectors = lst
@@ -26046,6 +26663,7 @@ cdef object _d_ConnectGroupHeartbeatRequestConnectorsAndTasks_0(Cursor* c):
         lst = [None] * n
         for i in range(n):
             lst[i] = _d_ConnectGroupHeartbeatRequestConnectorTasks_0(c)
+            gil_tick()
             if c.bad:
                 break
         o.tasks = lst
@@ -26077,6 +26695,7 @@ cdef int _e_ConnectGroupHeartbeatRequestConnectorsAndTasks_0(WBuf* w, object obj
         items = as_seq(items)
         w_len(w, len(items), 0)
         for x in items:
+            gil_tick()
             if x is None:
                 null_error("ConnectGroupHeartbeatRequestConnectorsAndTasks", "connectors")
             w_str(w, x, 0)
@@ -26087,6 +26706,7 @@ cdef int _e_ConnectGroupHeartbeatRequestConnectorsAndTasks_0(WBuf* w, object obj
         items = as_seq(items)
         w_len(w, len(items), 0)
         for x in items:
+            gil_tick()
             _e_ConnectGroupHeartbeatRequestConnectorTasks_0(w, <ConnectGroupHeartbeatRequestConnectorTasks?>x)
     if o.unknown_tags:
         w_tagged(w, sorted(o.unknown_tags))
@@ -26117,6 +26737,7 @@ cdef object _d_ConnectGroupHeartbeatRequest_0(Cursor* c):
         lst = [None] * n
         for i in range(n):
             lst[i] = _d_ConnectGroupHeartbeatRequestAssignor_0(c)
+            gil_tick()
             if c.bad:
                 break
         o.client_assignors = lst
@@ -26162,6 +26783,7 @@ cdef int _e_ConnectGroupHeartbeatRequest_0(WBuf* w, object obj) except -1:
         items = as_seq(items)
         w_len(w, len(items), 0)
         for x in items:
+            gil_tick()
             _e_ConnectGroupHeartbeatRequestAssignor_0(w, <ConnectGroupHeartbeatRequestAssignor?>x)
     if o.connectors_and_tasks is None:
         w_int8(w, -1)
@@ -26192,6 +26814,7 @@ cdef object _d_ConnectGroupHeartbeatResponseConnectorTasks_0(Cursor* c):
         lst = [None] * n
         for i in range(n):
             lst[i] = rd_int32(c)
+            gil_tick()
             if c.bad:
                 break
         o.task_ids = lst
@@ -26226,6 +26849,7 @@ cdef int _e_ConnectGroupHeartbeatResponseConnectorTasks_0(WBuf* w, object obj) e
         items = as_seq(items)
         w_len(w, len(items), 0)
         for x in items:
+            gil_tick()
             w_int32(w, x)
     if o.unknown_tags:
         w_tagged(w, sorted(o.unknown_tags))
@@ -26250,6 +26874,7 @@ cdef object _d_ConnectGroupHeartbeatResponseConnectorsAndTasks_0(Cursor* c):
         lst = [None] * n
         for i in range(n):
             lst[i] = rd_cstring(c)
+            gil_tick()
             if c.bad:
                 break
         o.connectors = lst
@@ -26260,6 +26885,7 @@ cdef object _d_ConnectGroupHeartbeatResponseConnectorsAndTasks_0(Cursor* c):
         lst = [None] * n
         for i in range(n):
             lst[i] = _d_ConnectGroupHeartbeatResponseConnectorTasks_0(c)
+            gil_tick()
             if c.bad:
                 break
         o.tasks = lst
@@ -26291,6 +26917,7 @@ cdef int _e_ConnectGroupHeartbeatResponseConnectorsAndTasks_0(WBuf* w, object ob
         items = as_seq(items)
         w_len(w, len(items), 0)
         for x in items:
+            gil_tick()
             if x is None:
                 null_error("ConnectGroupHeartbeatResponseConnectorsAndTasks", "connectors")
             w_str(w, x, 0)
@@ -26301,6 +26928,7 @@ cdef int _e_ConnectGroupHeartbeatResponseConnectorsAndTasks_0(WBuf* w, object ob
         items = as_seq(items)
         w_len(w, len(items), 0)
         for x in items:
+            gil_tick()
             _e_ConnectGroupHeartbeatResponseConnectorTasks_0(w, <ConnectGroupHeartbeatResponseConnectorTasks?>x)
     if o.unknown_tags:
         w_tagged(w, sorted(o.unknown_tags))
@@ -26476,6 +27104,7 @@ cdef object _d_ConnectGroupPrepareAssignmentResponseConnectorTasks_0(Cursor* c):
         lst = [None] * n
         for i in range(n):
             lst[i] = rd_int32(c)
+            gil_tick()
             if c.bad:
                 break
         o.task_ids = lst
@@ -26510,6 +27139,7 @@ cdef int _e_ConnectGroupPrepareAssignmentResponseConnectorTasks_0(WBuf* w, objec
         items = as_seq(items)
         w_len(w, len(items), 0)
         for x in items:
+            gil_tick()
             w_int32(w, x)
     if o.unknown_tags:
         w_tagged(w, sorted(o.unknown_tags))
@@ -26534,6 +27164,7 @@ cdef object _d_ConnectGroupPrepareAssignmentResponseConnectorsAndTasks_0(Cursor*
         lst = [None] * n
         for i in range(n):
             lst[i] = rd_cstring(c)
+            gil_tick()
             if c.bad:
                 break
         o.connectors = lst
@@ -26544,6 +27175,7 @@ cdef object _d_ConnectGroupPrepareAssignmentResponseConnectorsAndTasks_0(Cursor*
         lst = [None] * n
         for i in range(n):
             lst[i] = _d_ConnectGroupPrepareAssignmentResponseConnectorTasks_0(c)
+            gil_tick()
             if c.bad:
                 break
         o.tasks = lst
@@ -26575,6 +27207,7 @@ cdef int _e_ConnectGroupPrepareAssignmentResponseConnectorsAndTasks_0(WBuf* w, o
         items = as_seq(items)
         w_len(w, len(items), 0)
         for x in items:
+            gil_tick()
             if x is None:
                 null_error("ConnectGroupPrepareAssignmentResponseConnectorsAndTasks", "connectors")
             w_str(w, x, 0)
@@ -26585,6 +27218,7 @@ cdef int _e_ConnectGroupPrepareAssignmentResponseConnectorsAndTasks_0(WBuf* w, o
         items = as_seq(items)
         w_len(w, len(items), 0)
         for x in items:
+            gil_tick()
             _e_ConnectGroupPrepareAssignmentResponseConnectorTasks_0(w, <ConnectGroupPrepareAssignmentResponseConnectorTasks?>x)
     if o.unknown_tags:
         w_tagged(w, sorted(o.unknown_tags))
@@ -26725,6 +27359,7 @@ cdef object _d_ConnectGroupPrepareAssignmentResponse_0(Cursor* c):
         lst = [None] * n
         for i in range(n):
             lst[i] = _d_ConnectGroupPrepareAssignmentResponseMember_0(c)
+            gil_tick()
             if c.bad:
                 break
         o.members = lst
@@ -26735,6 +27370,7 @@ cdef object _d_ConnectGroupPrepareAssignmentResponse_0(Cursor* c):
         lst = [None] * n
         for i in range(n):
             lst[i] = _d_ConnectGroupPrepareAssignmentResponseDepartedMember_0(c)
+            gil_tick()
             if c.bad:
                 break
         o.departed_members = lst
@@ -26776,6 +27412,7 @@ cdef int _e_ConnectGroupPrepareAssignmentResponse_0(WBuf* w, object obj) except 
         items = as_seq(items)
         w_len(w, len(items), 0)
         for x in items:
+            gil_tick()
             _e_ConnectGroupPrepareAssignmentResponseMember_0(w, <ConnectGroupPrepareAssignmentResponseMember?>x)
     items = o.departed_members
     if items is None:
@@ -26784,6 +27421,7 @@ cdef int _e_ConnectGroupPrepareAssignmentResponse_0(WBuf* w, object obj) except 
         items = as_seq(items)
         w_len(w, len(items), 0)
         for x in items:
+            gil_tick()
             _e_ConnectGroupPrepareAssignmentResponseDepartedMember_0(w, <ConnectGroupPrepareAssignmentResponseDepartedMember?>x)
     if o.unknown_tags:
         w_tagged(w, sorted(o.unknown_tags))
@@ -26809,6 +27447,7 @@ cdef object _d_ConnectGroupInstallAssignmentRequestConnectorTasks_0(Cursor* c):
         lst = [None] * n
         for i in range(n):
             lst[i] = rd_int32(c)
+            gil_tick()
             if c.bad:
                 break
         o.task_ids = lst
@@ -26843,6 +27482,7 @@ cdef int _e_ConnectGroupInstallAssignmentRequestConnectorTasks_0(WBuf* w, object
         items = as_seq(items)
         w_len(w, len(items), 0)
         for x in items:
+            gil_tick()
             w_int32(w, x)
     if o.unknown_tags:
         w_tagged(w, sorted(o.unknown_tags))
@@ -26867,6 +27507,7 @@ cdef object _d_ConnectGroupInstallAssignmentRequestConnectorsAndTasks_0(Cursor* 
         lst = [None] * n
         for i in range(n):
             lst[i] = rd_cstring(c)
+            gil_tick()
             if c.bad:
                 break
         o.connectors = lst
@@ -26877,6 +27518,7 @@ cdef object _d_ConnectGroupInstallAssignmentRequestConnectorsAndTasks_0(Cursor* 
         lst = [None] * n
         for i in range(n):
             lst[i] = _d_ConnectGroupInstallAssignmentRequestConnectorTasks_0(c)
+            gil_tick()
             if c.bad:
                 break
         o.tasks = lst
@@ -26908,6 +27550,7 @@ cdef int _e_ConnectGroupInstallAssignmentRequestConnectorsAndTasks_0(WBuf* w, ob
         items = as_seq(items)
         w_len(w, len(items), 0)
         for x in items:
+            gil_tick()
             if x is None:
                 null_error("ConnectGroupInstallAssignmentRequestConnectorsAndTasks", "connectors")
             w_str(w, x, 0)
@@ -26918,6 +27561,7 @@ cdef int _e_ConnectGroupInstallAssignmentRequestConnectorsAndTasks_0(WBuf* w, ob
         items = as_seq(items)
         w_len(w, len(items), 0)
         for x in items:
+            gil_tick()
             _e_ConnectGroupInstallAssignmentRequestConnectorTasks_0(w, <ConnectGroupInstallAssignmentRequestConnectorTasks?>x)
     if o.unknown_tags:
         w_tagged(w, sorted(o.unknown_tags))
@@ -26998,6 +27642,7 @@ cdef object _d_ConnectGroupInstallAssignmentRequest_0(Cursor* c):
         lst = [None] * n
         for i in range(n):
             lst[i] = _d_ConnectGroupInstallAssignmentRequestMember_0(c)
+            gil_tick()
             if c.bad:
                 break
         o.members = lst
@@ -27040,6 +27685,7 @@ cdef int _e_ConnectGroupInstallAssignmentRequest_0(WBuf* w, object obj) except -
         items = as_seq(items)
         w_len(w, len(items), 0)
         for x in items:
+            gil_tick()
             _e_ConnectGroupInstallAssignmentRequestMember_0(w, <ConnectGroupInstallAssignmentRequestMember?>x)
     if o.unknown_tags:
         w_tagged(w, sorted(o.unknown_tags))
@@ -27104,6 +27750,7 @@ cdef object _d_ConnectGroupDescribeRequest_0(Cursor* c):
         lst = [None] * n
         for i in range(n):
             lst[i] = rd_cstring(c)
+            gil_tick()
             if c.bad:
                 break
         o.group_ids = lst
@@ -27136,6 +27783,7 @@ cdef int _e_ConnectGroupDescribeRequest_0(WBuf* w, object obj) except -1:
         items = as_seq(items)
         w_len(w, len(items), 0)
         for x in items:
+            gil_tick()
             if x is None:
                 null_error("ConnectGroupDescribeRequest", "group_ids")
             w_str(w, x, 0)
@@ -27164,6 +27812,7 @@ cdef object _d_ConnectGroupDescribeResponseConnectorTasks_0(Cursor* c):
         lst = [None] * n
         for i in range(n):
             lst[i] = rd_int32(c)
+            gil_tick()
             if c.bad:
                 break
         o.task_ids = lst
@@ -27198,6 +27847,7 @@ cdef int _e_ConnectGroupDescribeResponseConnectorTasks_0(WBuf* w, object obj) ex
         items = as_seq(items)
         w_len(w, len(items), 0)
         for x in items:
+            gil_tick()
             w_int32(w, x)
     if o.unknown_tags:
         w_tagged(w, sorted(o.unknown_tags))
@@ -27222,6 +27872,7 @@ cdef object _d_ConnectGroupDescribeResponseConnectorsAndTasks_0(Cursor* c):
         lst = [None] * n
         for i in range(n):
             lst[i] = rd_cstring(c)
+            gil_tick()
             if c.bad:
                 break
         o.connectors = lst
@@ -27232,6 +27883,7 @@ cdef object _d_ConnectGroupDescribeResponseConnectorsAndTasks_0(Cursor* c):
         lst = [None] * n
         for i in range(n):
             lst[i] = _d_ConnectGroupDescribeResponseConnectorTasks_0(c)
+            gil_tick()
             if c.bad:
                 break
         o.tasks = lst
@@ -27263,6 +27915,7 @@ cdef int _e_ConnectGroupDescribeResponseConnectorsAndTasks_0(WBuf* w, object obj
         items = as_seq(items)
         w_len(w, len(items), 0)
         for x in items:
+            gil_tick()
             if x is None:
                 null_error("ConnectGroupDescribeResponseConnectorsAndTasks", "connectors")
             w_str(w, x, 0)
@@ -27273,6 +27926,7 @@ cdef int _e_ConnectGroupDescribeResponseConnectorsAndTasks_0(WBuf* w, object obj
         items = as_seq(items)
         w_len(w, len(items), 0)
         for x in items:
+            gil_tick()
             _e_ConnectGroupDescribeResponseConnectorTasks_0(w, <ConnectGroupDescribeResponseConnectorTasks?>x)
     if o.unknown_tags:
         w_tagged(w, sorted(o.unknown_tags))
@@ -27423,6 +28077,7 @@ cdef object _d_ConnectGroupDescribeResponseDescribedGroup_0(Cursor* c):
         lst = [None] * n
         for i in range(n):
             lst[i] = _d_ConnectGroupDescribeResponseMember_0(c)
+            gil_tick()
             if c.bad:
                 break
         o.members = lst
@@ -27433,6 +28088,7 @@ cdef object _d_ConnectGroupDescribeResponseDescribedGroup_0(Cursor* c):
         lst = [None] * n
         for i in range(n):
             lst[i] = _d_ConnectGroupDescribeResponseRebalance_0(c)
+            gil_tick()
             if c.bad:
                 break
         o.history = lst
@@ -27480,6 +28136,7 @@ cdef int _e_ConnectGroupDescribeResponseDescribedGroup_0(WBuf* w, object obj) ex
         items = as_seq(items)
         w_len(w, len(items), 0)
         for x in items:
+            gil_tick()
             _e_ConnectGroupDescribeResponseMember_0(w, <ConnectGroupDescribeResponseMember?>x)
     items = o.history
     if items is None:
@@ -27488,6 +28145,7 @@ cdef int _e_ConnectGroupDescribeResponseDescribedGroup_0(WBuf* w, object obj) ex
         items = as_seq(items)
         w_len(w, len(items), 0)
         for x in items:
+            gil_tick()
             _e_ConnectGroupDescribeResponseRebalance_0(w, <ConnectGroupDescribeResponseRebalance?>x)
     w_int32(w, o.authorized_operations)
     if o.unknown_tags:
@@ -27514,6 +28172,7 @@ cdef object _d_ConnectGroupDescribeResponse_0(Cursor* c):
         lst = [None] * n
         for i in range(n):
             lst[i] = _d_ConnectGroupDescribeResponseDescribedGroup_0(c)
+            gil_tick()
             if c.bad:
                 break
         o.groups = lst
@@ -27546,6 +28205,7 @@ cdef int _e_ConnectGroupDescribeResponse_0(WBuf* w, object obj) except -1:
         items = as_seq(items)
         w_len(w, len(items), 0)
         for x in items:
+            gil_tick()
             _e_ConnectGroupDescribeResponseDescribedGroup_0(w, <ConnectGroupDescribeResponseDescribedGroup?>x)
     if o.unknown_tags:
         w_tagged(w, sorted(o.unknown_tags))
@@ -27586,6 +28246,7 @@ cdef object _d_ConnectGroupMetadataValueDepartedMember_0(Cursor* c):
         lst = [None] * n
         for i in range(n):
             lst[i] = rd_int32(c)
+            gil_tick()
             if c.bad:
                 break
         o.units = lst
@@ -27621,6 +28282,7 @@ cdef int _e_ConnectGroupMetadataValueDepartedMember_0(WBuf* w, object obj) excep
         items = as_seq(items)
         w_len(w, len(items), 0)
         for x in items:
+            gil_tick()
             w_int32(w, x)
     if o.unknown_tags:
         w_tagged(w, sorted(o.unknown_tags))
@@ -27648,6 +28310,7 @@ cdef object _d_ConnectGroupMetadataValue_0(Cursor* c):
         lst = [None] * n
         for i in range(n):
             lst[i] = _d_ConnectGroupMetadataValueDepartedMember_0(c)
+            gil_tick()
             if c.bad:
                 break
         o.departed_members = lst
@@ -27682,6 +28345,7 @@ cdef int _e_ConnectGroupMetadataValue_0(WBuf* w, object obj) except -1:
         items = as_seq(items)
         w_len(w, len(items), 0)
         for x in items:
+            gil_tick()
             _e_ConnectGroupMetadataValueDepartedMember_0(w, <ConnectGroupMetadataValueDepartedMember?>x)
     if o.unknown_tags:
         w_tagged(w, sorted(o.unknown_tags))
@@ -27720,6 +28384,7 @@ cdef object _d_ConnectGroupUnitsValue_0(Cursor* c):
         lst = [None] * n
         for i in range(n):
             lst[i] = rd_cstring(c)
+            gil_tick()
             if c.bad:
                 break
         o.connectors = lst
@@ -27730,6 +28395,7 @@ cdef object _d_ConnectGroupUnitsValue_0(Cursor* c):
         lst = [None] * n
         for i in range(n):
             lst[i] = rd_int32(c)
+            gil_tick()
             if c.bad:
                 break
         o.units_connector = lst
@@ -27740,6 +28406,7 @@ cdef object _d_ConnectGroupUnitsValue_0(Cursor* c):
         lst = [None] * n
         for i in range(n):
             lst[i] = rd_int32(c)
+            gil_tick()
             if c.bad:
                 break
         o.units_task = lst
@@ -27771,6 +28438,7 @@ cdef int _e_ConnectGroupUnitsValue_0(WBuf* w, object obj) except -1:
         items = as_seq(items)
         w_len(w, len(items), 0)
         for x in items:
+            gil_tick()
             if x is None:
                 null_error("ConnectGroupUnitsValue", "connectors")
             w_str(w, x, 0)
@@ -27781,6 +28449,7 @@ cdef int _e_ConnectGroupUnitsValue_0(WBuf* w, object obj) except -1:
         items = as_seq(items)
         w_len(w, len(items), 0)
         for x in items:
+            gil_tick()
             w_int32(w, x)
     items = o.units_task
     if items is None:
@@ -27789,6 +28458,7 @@ cdef int _e_ConnectGroupUnitsValue_0(WBuf* w, object obj) except -1:
         items = as_seq(items)
         w_len(w, len(items), 0)
         for x in items:
+            gil_tick()
             w_int32(w, x)
     if o.unknown_tags:
         w_tagged(w, sorted(o.unknown_tags))
@@ -27886,6 +28556,7 @@ cdef object _d_ConnectGroupMemberMetadataValue_0(Cursor* c):
         lst = [None] * n
         for i in range(n):
             lst[i] = _d_ConnectGroupMemberMetadataValueAssignor_0(c)
+            gil_tick()
             if c.bad:
                 break
         o.client_assignors = lst
@@ -27926,6 +28597,7 @@ cdef int _e_ConnectGroupMemberMetadataValue_0(WBuf* w, object obj) except -1:
         items = as_seq(items)
         w_len(w, len(items), 0)
         for x in items:
+            gil_tick()
             _e_ConnectGroupMemberMetadataValueAssignor_0(w, <ConnectGroupMemberMetadataValueAssignor?>x)
     if o.unknown_tags:
         w_tagged(w, sorted(o.unknown_tags))
@@ -28022,6 +28694,7 @@ cdef object _d_ConnectGroupTargetAssignmentMemberValue_0(Cursor* c):
         lst = [None] * n
         for i in range(n):
             lst[i] = rd_int32(c)
+            gil_tick()
             if c.bad:
                 break
         o.units = lst
@@ -28055,6 +28728,7 @@ cdef int _e_ConnectGroupTargetAssignmentMemberValue_0(WBuf* w, object obj) excep
         items = as_seq(items)
         w_len(w, len(items), 0)
         for x in items:
+            gil_tick()
             w_int32(w, x)
     w_int16(w, o.version)
     if o.metadata is None:
@@ -28104,6 +28778,7 @@ cdef object _d_ConnectGroupCurrentMemberAssignmentValue_0(Cursor* c):
         lst = [None] * n
         for i in range(n):
             lst[i] = rd_int32(c)
+            gil_tick()
             if c.bad:
                 break
         o.assigned = lst
@@ -28114,6 +28789,7 @@ cdef object _d_ConnectGroupCurrentMemberAssignmentValue_0(Cursor* c):
         lst = [None] * n
         for i in range(n):
             lst[i] = rd_int32(c)
+            gil_tick()
             if c.bad:
                 break
         o.pending_revocation = lst
@@ -28148,6 +28824,7 @@ cdef int _e_ConnectGroupCurrentMemberAssignmentValue_0(WBuf* w, object obj) exce
         items = as_seq(items)
         w_len(w, len(items), 0)
         for x in items:
+            gil_tick()
             w_int32(w, x)
     items = o.pending_revocation
     if items is None:
@@ -28156,6 +28833,7 @@ cdef int _e_ConnectGroupCurrentMemberAssignmentValue_0(WBuf* w, object obj) exce
         items = as_seq(items)
         w_len(w, len(items), 0)
         for x in items:
+            gil_tick()
             w_int32(w, x)
     if o.unknown_tags:
         w_tagged(w, sorted(o.unknown_tags))
