@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 
 from . import errors as E
 from . import wire
+from .offsets import DEFER_ABOVE
 from .pgstore import (
     GLOBAL,
     WRITES_RETENTION,
@@ -45,7 +46,7 @@ from .pgstore import (
     psycopg,
 )
 from .pgstore import _first_line as first_line
-from .reply import Reply
+from .reply import Deferred, Reply, release
 from .tables import ranges
 from .topics import Topic
 
@@ -496,10 +497,17 @@ NOT = E.NOT_COORDINATOR
 
 
 def _offset_commit(req, version):
-    return wire.OffsetCommitResponse(topics=[wire.OffsetCommitResponseTopic(
-        name=t.name, topic_id=t.topic_id, partitions=[
-            wire.OffsetCommitResponsePartition(partition_index=p.partition_index, error_code=NOT)
-            for p in t.partitions]) for t in req.topics])
+    def answer():
+        return wire.OffsetCommitResponse(topics=[wire.OffsetCommitResponseTopic(
+            name=t.name, topic_id=t.topic_id, partitions=[
+                wire.OffsetCommitResponsePartition(partition_index=p.partition_index, error_code=NOT)
+                for p in t.partitions]) for t in req.topics])
+    # thousands of partitions are answered off the loop (server.OFFLOAD_ABOVE), as Offsets.offset_commit does
+    def dispose():
+        for t in req.topics:
+            parts, t.partitions = t.partitions, []
+            release(parts)
+    return Deferred(answer, dispose) if sum(len(t.partitions) for t in req.topics) > DEFER_ABOVE else answer()
 
 
 def _offset_fetch_v7(req, version):

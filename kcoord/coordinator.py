@@ -33,7 +33,7 @@ from .groups.connect import validate_heartbeat as validate_connect_heartbeat
 from .groups.consumer import ConsumerGroup, compile_regex, validate_heartbeat
 from .groups.migration import downgrade, upgrade, validate_upgrade
 from .offsets import Offsets
-from .reply import Reply
+from .reply import Deferred, Reply
 from .store import GroupStore, NullStore, StoreError
 from .timers import Clock, Timers
 from .topics import Topic, TopicCatalogue
@@ -235,6 +235,8 @@ class Coordinator:
         be sent, and the coordinator (whose memory is now ahead of its store) must be replaced by one loaded
         from the store, as the server does by stopping."""
         response = self.handlers[api_key](body, version, client_id or "", client_host)
+        if type(response) is Deferred:  # the server makes these on its worker; a direct caller gets the response
+            response = response.finish()
         store = self._store
         if store.dirty and self.autocommit:
             store.commit()

@@ -9,12 +9,14 @@ commit is staged as an OffsetCommitKey/Value record before the response that con
 from __future__ import annotations
 
 from collections.abc import Callable, Container, Iterable, Mapping
+from functools import partial
 
 from . import errors as E
 from . import records as R
 from . import wire
 from .config import DEFAULT_MESSAGE_MAX_BYTES
 from .groups.base import Group, RecordSink
+from .reply import Deferred, release
 from .timers import Clock
 from .topics import TopicCatalogue
 
@@ -28,6 +30,40 @@ def java_length(text: str) -> int:
     """Java's String.length(): UTF-16 code units, what Kafka compares with offset.metadata.max.bytes (despite the
     name: "é" counts 1, an emoji outside the BMP 2)."""
     return len(text.encode("utf-16-le", "surrogatepass")) // 2
+
+
+DEFER_ABOVE = 4096  # a refusal of more partitions than this is filled in by a Deferred (off the loop when large)
+
+
+class CommitPlan:
+    """One OffsetCommit as the catalogue sees it (Offsets.plan_commit): the response's topics (the partitions the
+    catalogue refuses already answered), the partitions that reach the group with their response entries, and the
+    records the commit would write with their size."""
+
+    __slots__ = ("topics", "valid", "accepted", "size", "count")
+
+    def __init__(self, topics: list, valid: list, count: int) -> None:
+        self.topics = topics
+        self.valid = valid
+        self.accepted: dict[tuple[str, int], Committed | None] = {}
+        self.size = 0
+        self.count = count  # partitions in the request
+
+    def answer(self, error: int = E.NONE) -> wire.OffsetCommitResponse:
+        """The response; when the group (or the size bound) refuses the commit, every partition that reached the
+        group answers `error`."""
+        if error:
+            for rp, *_ in self.valid:
+                rp.error_code = error
+        return wire.OffsetCommitResponse(topics=self.topics)
+
+    def dispose(self, req: wire.OffsetCommitRequest) -> None:
+        """Empty the request's and the answer's partition lists (Deferred.dispose), once the answer is encoded."""
+        release(self.valid)
+        for t in (*req.topics, *self.topics):
+            parts, t.partitions = t.partitions, []
+            release(parts)
+        self.accepted = {}
 
 
 class Offsets:
@@ -47,6 +83,7 @@ class Offsets:
         self.handlers = {wire.OffsetCommitRequest.API_KEY: self.offset_commit,
                          wire.OffsetFetchRequest.API_KEY: self.offset_fetch,
                          wire.OffsetDeleteRequest.API_KEY: self.offset_delete}
+        self.planned: tuple[wire.OffsetCommitRequest, CommitPlan] | None = None  # made by `prepare` off the loop
         self._replay_group: str | None = None
         self._replay_into: dict[tuple[str, int], Committed] = {}
 
@@ -117,13 +154,15 @@ class Offsets:
 
     # ---- OffsetCommit -------------------------------------------------------------------------------------
 
-    def offset_commit(self, req: wire.OffsetCommitRequest, version: int, client_id: str = "",
-                      client_host: str = "") -> wire.OffsetCommitResponse:
-        generation = req.generation_id_or_member_epoch if version >= 1 else -1
-        # Kafka's API layer first (KafkaApis.handleOffsetCommitRequest): a topic the catalogue does not have, or a
-        # partition the topic does not have, is UNKNOWN_TOPIC_OR_PARTITION (from v10, an unknown topic id is
-        # UNKNOWN_TOPIC_ID), whatever the group would say; only the rest reach the group. A commit never creates a
-        # topic, and one of which nothing reaches the group creates no group either.
+    def plan_commit(self, req: wire.OffsetCommitRequest, version: int) -> CommitPlan:
+        """What the catalogue says of an OffsetCommit before its group is asked (safe beside the loop: it reads the
+        catalogue and the clock only; the server makes it on its worker for a large request, see `prepare`).
+
+        Kafka's API layer first (KafkaApis.handleOffsetCommitRequest): a topic the catalogue does not have, or a
+        partition the topic does not have, is UNKNOWN_TOPIC_OR_PARTITION (from v10, an unknown topic id is
+        UNKNOWN_TOPIC_ID), whatever the group would say; only the rest reach the group. Of those, metadata above
+        offset.metadata.max.bytes is OFFSET_METADATA_TOO_LARGE (unless the group refuses the commit), and the rest
+        are the records the commit would write."""
         topics = []
         valid: list[tuple[wire.OffsetCommitResponsePartition, wire.OffsetCommitRequestPartition, str, int]] = []
         group_bytes = R.OFFSET_RECORD_FIXED + R.utf8_len(req.group_id)
@@ -145,8 +184,42 @@ class Offsets:
                         rp.error_code = E.UNKNOWN_TOPIC_OR_PARTITION
                     parts.append(rp)
             topics.append(wire.OffsetCommitResponseTopic(name=t.name, topic_id=t.topic_id, partitions=parts))
+        plan = CommitPlan(topics, valid, sum(len(t.partitions) for t in topics))
         if not valid:
-            return wire.OffsetCommitResponse(topics=topics)
+            return plan
+        accepted = plan.accepted
+        now = self.clock.wall_ms()  # the commit timestamp Kafka records
+        limit = self.metadata_max_bytes
+        size = 0  # the records' key and value bytes, compared with message.max.bytes
+        for rp, p, name, record_bytes in valid:
+            meta = p.committed_metadata
+            if meta:
+                if java_length(meta) > limit:
+                    rp.error_code = E.OFFSET_METADATA_TOO_LARGE  # unless the group refuses the whole commit
+                    continue
+                record_bytes += R.utf8_len(meta)
+            # a null metadata is kept as "" (Kafka's OffsetAndMetadata.NoMetadata), as the record keeps it
+            accepted[(name, p.partition_index)] = (p.committed_offset, p.committed_leader_epoch, meta or "", now)
+            size += record_bytes
+        plan.size = size
+        return plan
+
+    def prepare(self, req: wire.OffsetCommitRequest, version: int) -> CommitPlan:
+        """The request's plan, made on the server's worker thread; the server hands it back as `planned` (the
+        request and its plan) while it calls `offset_commit` with that request on the loop."""
+        return self.plan_commit(req, version)
+
+    def offset_commit(self, req: wire.OffsetCommitRequest, version: int, client_id: str = "",
+                      client_host: str = "") -> wire.OffsetCommitResponse | Deferred:
+        planned = self.planned
+        plan = planned[1] if planned is not None and planned[0] is req else None
+        if plan is not None and any(self.topics.get(name) is None for name in {k[0] for k in plan.accepted}):
+            plan = None  # a topic went between the plan (off the loop) and now: the catalogue is asked again
+        if plan is None:
+            plan = self.plan_commit(req, version)
+        if not plan.valid:
+            return Deferred(plan.answer, partial(plan.dispose, req)) if plan.count > DEFER_ABOVE else plan.answer()
+        generation = req.generation_id_or_member_epoch if version >= 1 else -1
         g = None
         if not req.group_id:
             error = E.INVALID_GROUP_ID
@@ -159,37 +232,20 @@ class Offsets:
             else:
                 error = g.validate_offset_commit(req.member_id if version >= 1 else "", req.group_instance_id,
                                                  generation, version)
-        if error:
-            for rp, *_ in valid:
-                rp.error_code = error
-            return wire.OffsetCommitResponse(topics=topics)
-        accepted: dict[tuple[str, int], Committed | None] = {}
-        now = self.clock.wall_ms()  # the commit timestamp Kafka records
-        limit = self.metadata_max_bytes
-        size = 0  # the records' key and value bytes, compared with message.max.bytes
-        for rp, p, name, record_bytes in valid:
-            meta = p.committed_metadata
-            if meta:
-                if java_length(meta) > limit:
-                    rp.error_code = E.OFFSET_METADATA_TOO_LARGE
-                    continue
-                record_bytes += R.utf8_len(meta)
-            # a null metadata is kept as "" (Kafka's OffsetAndMetadata.NoMetadata), as the record keeps it
-            accepted[(name, p.partition_index)] = (p.committed_offset, p.committed_leader_epoch, meta or "", now)
-            size += record_bytes
-        if size > self.message_max_bytes:
+        if not error and plan.size > self.message_max_bytes:
             # Kafka's coordinator writes a commit's records as one batch; one above the offsets topic's
             # max.message.bytes fails whole, and Kafka 4's GroupCoordinatorService answers every partition of it
             # UNKNOWN_SERVER_ERROR (CoordinatorOperationExceptionHelper maps RecordTooLargeException so).
-            for rp, *_ in valid:
-                rp.error_code = E.UNKNOWN_SERVER_ERROR
-            return wire.OffsetCommitResponse(topics=topics)
-        if g is None:
-            self.create_group(req.group_id)
-        if accepted:
-            self._write(req.group_id, accepted)
-            self.commit_count += len(accepted)
-        return wire.OffsetCommitResponse(topics=topics)
+            error = E.UNKNOWN_SERVER_ERROR
+        if not error:
+            if g is None:
+                self.create_group(req.group_id)
+            if plan.accepted:
+                self._write(req.group_id, plan.accepted)
+                self.commit_count += len(plan.accepted)
+        if plan.count > DEFER_ABOVE:  # a long answer: made (and the request freed) off the loop
+            return Deferred(partial(plan.answer, error), partial(plan.dispose, req))
+        return plan.answer(error)
 
     # ---- OffsetFetch --------------------------------------------------------------------------------------
 
