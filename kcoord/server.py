@@ -52,8 +52,10 @@ FULL_RETRY_S = 1.0  # while the store is full, how often the pending write is tr
 FULL_LOG_INTERVAL_S = 10.0  # at most one line a direction (full, writable again) this often
 MAX_QUEUED = 1000  # requests awaiting their answer on one connection before the server stops reading it
 OUT_HIGH_WATER = 1 << 20  # answers from one read written out before more frames of it are handled
-# One read's frames are handled for about this long in a turn of the loop; the rest wait for a later turn, so a
-# pipelined burst from one peer (5,000 KIP-848 joins in one write) takes turns with every other connection.
+# The frames read in one turn of the loop are handled for about this long, whichever connections they came from (each
+# read's first four frames are always handled); the rest wait for a later turn, so a pipelined burst from one peer
+# (5,000 KIP-848 joins in one write), or from many (ten connections each pipelining 10,000 commits), takes turns
+# with every other connection.
 TURN_BUDGET_S = 0.005
 # A request frame above this is decoded on the server's worker thread, not on the loop (Kafka's request handler
 # threads); for an OffsetCommit the catalogue's part of the answer is made there too (Offsets.plan_commit), and a
@@ -395,7 +397,11 @@ class KafkaConnection(asyncio.BufferedProtocol):
 
     def _handle(self, frames: list[bytes]) -> None:
         out = self.out
-        deadline = perf_counter() + TURN_BUDGET_S
+        srv = self.server
+        deadline = srv.turn_deadline
+        if not deadline:  # the first frames of this turn of the loop: its budget starts now, for every connection
+            deadline = srv.turn_deadline = perf_counter() + TURN_BUDGET_S
+            srv.loop.call_soon(srv.new_turn)
         for i, frame in enumerate(frames):
             if not self.handle(frame):
                 self._write()
@@ -938,6 +944,7 @@ class Server:
         self.writer: ThreadPoolExecutor | None = None  # the writer thread, once started
         self.worker: ThreadPoolExecutor | None = None  # decodes large requests off the loop (OFFLOAD_ABOVE)
         self.offloaded = 0  # requests decoded on the worker since start
+        self.turn_deadline = 0.0  # when this turn's handling budget runs out (0: no frame handled yet this turn)
         # What the worker may prepare for a handler, by API key (Offsets: an OffsetCommit's plan)
         self.prepared = {wire.OffsetCommitRequest.API_KEY: self.coordinator.offsets}
         self._writing: asyncio.Future | None = None  # the write under way
@@ -1199,6 +1206,10 @@ class Server:
         except Exception:
             log.exception("a coordinator timer failed")
         self.rearm_timer()
+
+    def new_turn(self) -> None:
+        """The loop has gone round: the next frames handled start a new TURN_BUDGET_S (KafkaConnection._handle)."""
+        self.turn_deadline = 0.0
 
     def on_loop(self, fn, *args) -> None:
         """From the worker thread: call fn(*args) on the loop (nothing once the loop has closed)."""

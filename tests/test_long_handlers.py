@@ -231,3 +231,90 @@ def test_a_pipelined_burst_takes_turns_with_other_connections(tmp_path) -> None:
     finally:
         srv.proc.terminate()
         srv.proc.wait(30)
+
+
+class _Transport:
+    """What KafkaConnection asks of its transport, in memory."""
+
+    def __init__(self) -> None:
+        self.written: list[bytes] = []
+        self.paused = False
+
+    def write(self, data: bytes) -> None:
+        self.written.append(data)
+
+    def is_closing(self) -> bool:
+        return False
+
+    def pause_reading(self) -> None:
+        self.paused = True
+
+    def resume_reading(self) -> None:
+        self.paused = False
+
+    def get_extra_info(self, name: str):
+        return ("127.0.0.1", 1) if name == "peername" else None
+
+
+class _Timer:
+    def cancel(self) -> None:
+        pass
+
+
+class _Loop:
+    """A loop turn is what `turn()` runs: the callbacks queued before it."""
+
+    def __init__(self) -> None:
+        self.ready: list = []
+
+    def call_soon(self, fn, *args) -> None:
+        self.ready.append((fn, args))
+
+    def time(self) -> float:
+        return 0.0
+
+    def call_later(self, delay: float, fn, *args):
+        return _Timer()
+
+    def turn(self) -> None:
+        ready, self.ready = self.ready, []
+        for fn, args in ready:
+            fn(*args)
+
+
+def test_one_turn_of_the_loop_has_one_budget_for_every_connection(monkeypatch) -> None:
+    """Ten connections each pipelining commits took 5 ms each a turn (the bystander waited 200 ms): the budget is the
+    turn's, so a connection whose frames come after another has spent it handles only its first four."""
+    import time as clock
+
+    from kcoord import server as S
+
+    handled: dict[str, int] = {}
+
+    class Slow(S.KafkaConnection):
+        def handle(self, frame: bytes) -> bool:
+            clock.sleep(0.0005)  # each request costs half a millisecond
+            handled[self.name] = handled.get(self.name, 0) + 1
+            return super().handle(frame)
+
+    srv = S.Server(S.ServerConfig(topics=["t:1"]))
+    srv.loop = _Loop()
+    srv.handlers = srv.coordinator.handlers
+    conns = {}
+    for name in ("a", "b"):
+        conn = Slow(srv)
+        conn.name = name
+        conn.connection_made(_Transport())
+        conns[name] = conn
+    frames = [wire.encode_request(8, 8, i, "c", commit(f"g{i:03d}"))[4:] for i in range(40)]
+    conns["a"]._handle(list(frames))
+    conns["b"]._handle(list(frames))
+    assert 4 <= handled["a"] < 40  # a spent the turn's budget (5 ms: about 10 of these) and left the rest
+    assert handled["b"] == 4  # b came after it in the same turn: its first four only
+    srv.loop.turn()  # the next turn: a new budget, shared again (a resumes first, then b)
+    assert handled["a"] > 4 and handled["b"] == 8
+    while srv.loop.ready:
+        srv.loop.turn()
+    assert handled == {"a": 40, "b": 40}
+    assert all(len(c.transport.written) >= 1 for c in conns.values())
+    srv.store.close()
