@@ -21,7 +21,7 @@ PACKAGE = ROOT / "kcoord"
 LAYERS: tuple[tuple[str, ...], ...] = (
     ("kcoord",),  # the package face: re-exports, loaded on first use
     ("kcoord.cli",),
-    ("kcoord.plan_cli", "kcoord.admin_cli"),  # `kcoord plan`; `kcoord offsets`, `kcoord delete`
+    ("kcoord.plan_cli", "kcoord.admin_cli", "kcoord.users_cli"),  # `kcoord plan`; `offsets`, `delete`; `users`
     ("kcoord.connect",),  # the connect worker client: a client of the server, above the codec and its assignor
     ("kcoord.server",),
     ("kcoord.metrics",),  # the Prometheus endpoint: reads the server, the coordinator and the store
@@ -29,7 +29,8 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("kcoord.broker",),
     ("kcoord.coordinator",),
     ("kcoord.groups.migration",),  # converts a group of one type into the other: above both
-    ("kcoord.offsets", "kcoord.groups.classic", "kcoord.groups.consumer", "kcoord.groups.connect"),
+    ("kcoord.offsets", "kcoord.groups.classic", "kcoord.groups.consumer", "kcoord.groups.connect",
+     "kcoord.security.credentials"),  # SCRAM credentials and KIP-554's admin APIs, beside the offsets
     ("kcoord.groups", "kcoord.groups.base", "kcoord.groups.modern"),
     ("kcoord.pgstore",),  # the PostgreSQL backend of the store interface, fenced by lease epochs
     ("kcoord.store",),
@@ -37,6 +38,9 @@ LAYERS: tuple[tuple[str, ...], ...] = (
      "kcoord.tables", "kcoord.events", "kcoord.gcpolicy"),
     ("kcoord.kafka_configs",),  # the names of Kafka's broker settings (read by kcoord.config): data, no imports
     ("kcoord.assignors", "kcoord.connect_assignor"),
+    ("kcoord.security.plain",),  # SASL/PLAIN checked against the SCRAM credentials; new_mechanism
+    ("kcoord.security", "kcoord.security.scram"),  # SCRAM credentials and exchange, SaslFailure: no I/O
+    ("kcoord.security.tls",),  # TLS contexts, PEM stores, certificate principals: the standard library only
     ("kcoord.wire", "kcoord.errors", "kcoord.reply"),
     ("kcoord.protocol", "kcoord._core"),  # the message definitions and the compiled core: import nothing above
 )
