@@ -48,7 +48,7 @@ class PlainMechanism:
     is told to the client verbatim, as Kafka's."""
 
     name = "PLAIN"
-    needs_derivation = plain_needs_derivation
+    needs_derivation = offload = plain_needs_derivation
 
     def __init__(self, lookup: Lookup):
         self._lookup = lookup

@@ -81,6 +81,7 @@ class Mechanism(Protocol):
     complete: bool  # True once the exchange has succeeded
     principal_name: str | None  # the authenticated user name once complete
     needs_derivation: bool  # True: `step` runs PBKDF2 (PLAIN), call it off the event loop
+    offload: bool  # the same (the name kcoord.server asks for)
 
     def step(self, token: bytes) -> bytes:
         """The next server token; raises SaslFailure."""
@@ -146,7 +147,7 @@ class ScramMechanism:
     is unescaped before it is compared with the user name; `tokenauth=true` is refused (no delegation tokens); a
     message above MAX_SCRAM_MESSAGE bytes is refused."""
 
-    needs_derivation = False
+    needs_derivation = offload = False
 
     def __init__(self, name: str, lookup: Lookup, nonce: Callable[[], str] | None = None):
         self.name = name
