@@ -237,21 +237,37 @@ _PRIVATE_KEY = _pem_pattern("PRIVATE KEY")
 _LABEL = re.compile(r"-+BEGIN\s*([^-]*?)\s*-+")
 
 
-def _pem_certificates(pem: str, setting: str) -> list[bytes]:
+def _pem(label: str, der: bytes) -> str:
     import base64
 
-    entries = [base64.b64decode(re.sub(r"\s", "", m.group(1))) for m in _CERTIFICATE.finditer(pem + "\n")]
+    body = base64.b64encode(der).decode()
+    lines = "\n".join(body[i : i + 64] for i in range(0, len(body), 64))
+    return f"-----BEGIN {label}-----\n{lines}\n-----END {label}-----\n"
+
+
+def _decode(match: re.Match[str], setting: str) -> bytes:
+    import base64
+    import binascii
+
+    try:
+        return base64.b64decode(re.sub(r"\s", "", match.group(1)), validate=True)
+    except binascii.Error:
+        raise TlsConfigError(f"{setting}: a PEM entry's base64 text is damaged") from None
+
+
+def _pem_certificates(pem: str, setting: str) -> list[bytes]:
+    """The DER of each CERTIFICATE entry, found as Kafka's PemParser finds them: whitespace (line breaks or the
+    spaces a properties file's line continuations leave) may stand anywhere in the base64 text."""
+    entries = [_decode(m, setting) for m in _CERTIFICATE.finditer(pem + "\n")]
     if not entries:
         raise TlsConfigError(f"{setting}: no CERTIFICATE entries in the PEM text")
     return entries
 
 
-def _check_private_key(pem: str, setting: str, password: str | None) -> bool:
+def _private_key(pem: str, setting: str, password: str | None) -> tuple[str, bytes]:
     """Kafka's PemStore.privateKey: exactly one PKCS#8 key (`PRIVATE KEY`, or `ENCRYPTED PRIVATE KEY` with
     ssl.key.password), RSA, DSA or EC. OpenSSL would load a PKCS#1 key too; Kafka does not, nor does kcoord.
-    True if the key is encrypted."""
-    import base64
-
+    Returns its label and DER."""
     keys = list(_PRIVATE_KEY.finditer(pem + "\n"))
     if not keys:
         raise TlsConfigError(f"{setting}: no PRIVATE KEY entry in the PEM text (Kafka: Private key not provided)")
@@ -262,7 +278,7 @@ def _check_private_key(pem: str, setting: str, password: str | None) -> bool:
     if label == "ENCRYPTED PRIVATE KEY":
         if password is None:
             raise TlsConfigError(f"{setting}: the private key is encrypted, but ssl.key.password is not set")
-        return True
+        return label, _decode(keys[0], setting)
     if label != "PRIVATE KEY":
         raise TlsConfigError(
             f"{setting}: the private key is '{label}' (PKCS#1/SEC1); Kafka reads PKCS#8 only "
@@ -270,8 +286,8 @@ def _check_private_key(pem: str, setting: str, password: str | None) -> bool:
         )
     if password is not None:
         raise TlsConfigError("ssl.key.password: is set, but the private key is not encrypted (Kafka refuses this)")
+    der = _decode(keys[0], setting)
     try:
-        der = base64.b64decode(re.sub(r"\s", "", keys[0].group(1)))
         info = _tlv(der, 0, len(der))  # PrivateKeyInfo: version, AlgorithmIdentifier, key
         algorithm_identifier = _children(der, info[2], info[3])[1]
         oid = _oid(der, *_children(der, algorithm_identifier[2], algorithm_identifier[3])[0][1:])
@@ -279,7 +295,7 @@ def _check_private_key(pem: str, setting: str, password: str | None) -> bool:
         raise TlsConfigError(f"{setting}: the private key is not a PKCS#8 PrivateKeyInfo") from None
     if oid not in _KEY_ALGORITHMS:
         raise TlsConfigError(f"{setting}: the private key's algorithm {oid} is not RSA, DSA or EC, as Kafka requires")
-    return False
+    return label, der
 
 
 _KEY_ALGORITHMS = {"1.2.840.113549.1.1.1": "RSA", "1.2.840.10040.4.1": "DSA", "1.2.840.10045.2.1": "EC"}
@@ -317,8 +333,8 @@ def _read(path: str, setting: str) -> str:
 
 @dataclass(frozen=True)
 class _Keystore:
-    chain_pem: str  # where the certificates are
-    key_pem: str  # where the key is (the same text for a location file)
+    chain_pem: str  # the certificates, re-written as plain PEM for OpenSSL
+    key_pem: str  # the key, likewise
     setting: str  # the setting to name in an error
     leaf: bytes  # the DER of the first certificate
     encrypted: bool  # the key is an ENCRYPTED PRIVATE KEY
@@ -327,13 +343,16 @@ class _Keystore:
 def _keystore(s: TlsSettings) -> _Keystore:
     if s.keystore_key is not None and s.keystore_certificate_chain is not None:
         certs = _pem_certificates(s.keystore_certificate_chain, "ssl.keystore.certificate.chain")
-        encrypted = _check_private_key(s.keystore_key, "ssl.keystore.key", s.key_password)
-        return _Keystore(s.keystore_certificate_chain, s.keystore_key, "ssl.keystore.key", certs[0], encrypted)
-    assert s.keystore_location is not None
-    text = _read(s.keystore_location, "ssl.keystore.location")
-    certs = _pem_certificates(text, "ssl.keystore.location")
-    encrypted = _check_private_key(text, "ssl.keystore.location", s.key_password)
-    return _Keystore(text, text, "ssl.keystore.location", certs[0], encrypted)
+        label, key = _private_key(s.keystore_key, "ssl.keystore.key", s.key_password)
+        setting = "ssl.keystore.key"
+    else:
+        assert s.keystore_location is not None
+        setting = "ssl.keystore.location"
+        text = _read(s.keystore_location, setting)
+        certs = _pem_certificates(text, setting)
+        label, key = _private_key(text, setting, s.key_password)
+    chain = "".join(_pem("CERTIFICATE", c) for c in certs)
+    return _Keystore(chain, _pem(label, key), setting, certs[0], label == "ENCRYPTED PRIVATE KEY")
 
 
 def _load_keystore(ctx: ssl.SSLContext, ks: _Keystore, key_password: str | None) -> None:
@@ -354,19 +373,19 @@ def _no_password() -> str:
 
 def _load_truststore(ctx: ssl.SSLContext, s: TlsSettings) -> None:
     if s.truststore_certificates is not None:
-        _pem_certificates(s.truststore_certificates, "ssl.truststore.certificates")
-        try:
-            ctx.load_verify_locations(cadata=s.truststore_certificates)
-        except (ssl.SSLError, ValueError) as e:
-            raise TlsConfigError(f"ssl.truststore.certificates: cannot be loaded ({e})") from None
+        setting = "ssl.truststore.certificates"
+        certs = _pem_certificates(s.truststore_certificates, setting)
     elif s.truststore_location is not None:
-        _pem_certificates(_read(s.truststore_location, "ssl.truststore.location"), "ssl.truststore.location")
-        try:
-            ctx.load_verify_locations(cafile=s.truststore_location)
-        except (ssl.SSLError, ValueError) as e:
-            raise TlsConfigError(f"ssl.truststore.location={s.truststore_location}: cannot be loaded ({e})") from None
-    elif s.client_auth != "none":
-        ctx.load_default_certs(ssl.Purpose.CLIENT_AUTH)  # Java's default trust store (cacerts), as Kafka
+        setting = f"ssl.truststore.location={s.truststore_location}"
+        certs = _pem_certificates(_read(s.truststore_location, "ssl.truststore.location"), "ssl.truststore.location")
+    else:
+        if s.client_auth != "none":
+            ctx.load_default_certs(ssl.Purpose.CLIENT_AUTH)  # Java's default trust store (cacerts), as Kafka
+        return
+    try:
+        ctx.load_verify_locations(cadata=b"".join(certs))
+    except (ssl.SSLError, ValueError) as e:
+        raise TlsConfigError(f"{setting}: the certificates cannot be loaded ({e})") from None
 
 
 # ---------------------------------------------------------------------------------------------------------------
