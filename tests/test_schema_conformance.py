@@ -32,6 +32,7 @@ CLAIMED = {
         "ApiVersions", "Metadata", "FindCoordinator", "JoinGroup", "SyncGroup", "Heartbeat", "LeaveGroup",
         "DescribeGroups", "ListGroups", "DeleteGroups", "OffsetCommit", "OffsetFetch", "OffsetDelete",
         "ListOffsets", "Fetch", "Produce", "CreateTopics", "ConsumerGroupHeartbeat", "ConsumerGroupDescribe",
+        "SaslHandshake", "SaslAuthenticate", "DescribeUserScramCredentials", "AlterUserScramCredentials",
     ) for kind in ("Request", "Response")),
     "ConsumerProtocolSubscription", "ConsumerProtocolAssignment",
     "GroupMetadataKey", "GroupMetadataValue", "OffsetCommitKey", "OffsetCommitValue",

@@ -5,12 +5,12 @@
 
 from __future__ import annotations
 
-from . import broker, connect, consumer, group, headers, records
+from . import broker, connect, consumer, group, headers, records, security
 from .dsl import Field, Message, Struct, Versions
 
 MESSAGES: tuple[Message, ...] = tuple(
     obj
-    for mod in (headers, broker, group, consumer, records, connect)
+    for mod in (headers, broker, group, consumer, records, connect, security)
     for obj in vars(mod).values()
     if isinstance(obj, Message)
 )

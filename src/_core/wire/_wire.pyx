@@ -526,7 +526,7 @@ cdef class FrameReader:
 
     cdef _FrameBuffer buf
     cdef Py_ssize_t start, end, initial_size
-    cdef readonly Py_ssize_t max_frame_size
+    cdef public Py_ssize_t max_frame_size  # may be lowered or raised between frames (SASL: until authenticated)
     cdef readonly bint failed
 
     def __init__(self, Py_ssize_t max_frame_size=DEFAULT_MAX_FRAME_SIZE, Py_ssize_t initial_size=16384):

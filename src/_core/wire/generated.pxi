@@ -7271,6 +7271,564 @@ cdef class ConnectGroupCurrentMemberAssignmentValue:
         encode_into_buffer(buf, self, _enc_ConnectGroupCurrentMemberAssignmentValue(version), version)
 
 
+@cython.final
+@cython.no_gc
+@cython.freelist(32)
+cdef class SaslHandshakeRequest:
+    cdef public object mechanism
+    cdef public object unknown_tags
+    _FIELDS = ("mechanism",)
+    KIND = "request"
+    API_KEY = 17
+    MIN_VERSION = 0
+    MAX_VERSION = 1
+    FIRST_FLEXIBLE_VERSION = -1
+
+    def __init__(self, *, mechanism='', unknown_tags=None):
+        self.mechanism = mechanism
+        self.unknown_tags = unknown_tags
+
+    def __eq__(self, other):
+        return msg_eq(self, other)
+
+    __hash__ = None
+
+    def __repr__(self):
+        return msg_repr(self)
+
+    def to_dict(self):
+        """A plain dict (nested structs as dicts) for JSON output and tests."""
+        return msg_to_dict(self)
+
+    @staticmethod
+    def decode(buf, int version):
+        """Decode a whole buffer holding one SaslHandshakeRequest of the given version."""
+        return decode_whole(buf, _dec_SaslHandshakeRequest(version))
+
+    @staticmethod
+    def decode_from(buf, int version, Py_ssize_t offset=0):
+        """Decode one message starting at offset; returns (message, offset after it)."""
+        return decode_prefix(buf, offset, _dec_SaslHandshakeRequest(version))
+
+    def encode(self, int version):
+        return encode_bytes(self, _enc_SaslHandshakeRequest(version), version)
+
+    def encode_into(self, WriteBuffer buf, int version):
+        encode_into_buffer(buf, self, _enc_SaslHandshakeRequest(version), version)
+
+
+@cython.final
+@cython.no_gc
+@cython.freelist(32)
+cdef class SaslHandshakeResponse:
+    cdef public int16_t error_code
+    cdef public object mechanisms
+    cdef public object unknown_tags
+    _FIELDS = ("error_code", "mechanisms")
+    KIND = "response"
+    API_KEY = 17
+    MIN_VERSION = 0
+    MAX_VERSION = 1
+    FIRST_FLEXIBLE_VERSION = -1
+
+    def __init__(self, *, error_code=0, mechanisms=_DEFAULT, unknown_tags=None):
+        self.error_code = error_code
+        self.mechanisms = [] if mechanisms is _DEFAULT else mechanisms
+        self.unknown_tags = unknown_tags
+
+    def __eq__(self, other):
+        return msg_eq(self, other)
+
+    __hash__ = None
+
+    def __repr__(self):
+        return msg_repr(self)
+
+    def to_dict(self):
+        """A plain dict (nested structs as dicts) for JSON output and tests."""
+        return msg_to_dict(self)
+
+    @staticmethod
+    def decode(buf, int version):
+        """Decode a whole buffer holding one SaslHandshakeResponse of the given version."""
+        return decode_whole(buf, _dec_SaslHandshakeResponse(version))
+
+    @staticmethod
+    def decode_from(buf, int version, Py_ssize_t offset=0):
+        """Decode one message starting at offset; returns (message, offset after it)."""
+        return decode_prefix(buf, offset, _dec_SaslHandshakeResponse(version))
+
+    def encode(self, int version):
+        return encode_bytes(self, _enc_SaslHandshakeResponse(version), version)
+
+    def encode_into(self, WriteBuffer buf, int version):
+        encode_into_buffer(buf, self, _enc_SaslHandshakeResponse(version), version)
+
+
+@cython.final
+@cython.no_gc
+@cython.freelist(32)
+cdef class SaslAuthenticateRequest:
+    cdef public object auth_bytes
+    cdef public object unknown_tags
+    _FIELDS = ("auth_bytes",)
+    KIND = "request"
+    API_KEY = 36
+    MIN_VERSION = 0
+    MAX_VERSION = 2
+    FIRST_FLEXIBLE_VERSION = 2
+
+    def __init__(self, *, auth_bytes=b'', unknown_tags=None):
+        self.auth_bytes = auth_bytes
+        self.unknown_tags = unknown_tags
+
+    def __eq__(self, other):
+        return msg_eq(self, other)
+
+    __hash__ = None
+
+    def __repr__(self):
+        return msg_repr(self)
+
+    def to_dict(self):
+        """A plain dict (nested structs as dicts) for JSON output and tests."""
+        return msg_to_dict(self)
+
+    @staticmethod
+    def decode(buf, int version):
+        """Decode a whole buffer holding one SaslAuthenticateRequest of the given version."""
+        return decode_whole(buf, _dec_SaslAuthenticateRequest(version))
+
+    @staticmethod
+    def decode_from(buf, int version, Py_ssize_t offset=0):
+        """Decode one message starting at offset; returns (message, offset after it)."""
+        return decode_prefix(buf, offset, _dec_SaslAuthenticateRequest(version))
+
+    def encode(self, int version):
+        return encode_bytes(self, _enc_SaslAuthenticateRequest(version), version)
+
+    def encode_into(self, WriteBuffer buf, int version):
+        encode_into_buffer(buf, self, _enc_SaslAuthenticateRequest(version), version)
+
+
+@cython.final
+@cython.no_gc
+@cython.freelist(32)
+cdef class SaslAuthenticateResponse:
+    cdef public int16_t error_code
+    cdef public object error_message
+    cdef public object auth_bytes
+    cdef public int64_t session_lifetime_ms
+    cdef public object unknown_tags
+    _FIELDS = ("error_code", "error_message", "auth_bytes", "session_lifetime_ms")
+    KIND = "response"
+    API_KEY = 36
+    MIN_VERSION = 0
+    MAX_VERSION = 2
+    FIRST_FLEXIBLE_VERSION = 2
+
+    def __init__(self, *, error_code=0, error_message='', auth_bytes=b'', session_lifetime_ms=0, unknown_tags=None):
+        self.error_code = error_code
+        self.error_message = error_message
+        self.auth_bytes = auth_bytes
+        self.session_lifetime_ms = session_lifetime_ms
+        self.unknown_tags = unknown_tags
+
+    def __eq__(self, other):
+        return msg_eq(self, other)
+
+    __hash__ = None
+
+    def __repr__(self):
+        return msg_repr(self)
+
+    def to_dict(self):
+        """A plain dict (nested structs as dicts) for JSON output and tests."""
+        return msg_to_dict(self)
+
+    @staticmethod
+    def decode(buf, int version):
+        """Decode a whole buffer holding one SaslAuthenticateResponse of the given version."""
+        return decode_whole(buf, _dec_SaslAuthenticateResponse(version))
+
+    @staticmethod
+    def decode_from(buf, int version, Py_ssize_t offset=0):
+        """Decode one message starting at offset; returns (message, offset after it)."""
+        return decode_prefix(buf, offset, _dec_SaslAuthenticateResponse(version))
+
+    def encode(self, int version):
+        return encode_bytes(self, _enc_SaslAuthenticateResponse(version), version)
+
+    def encode_into(self, WriteBuffer buf, int version):
+        encode_into_buffer(buf, self, _enc_SaslAuthenticateResponse(version), version)
+
+
+@cython.final
+@cython.no_gc
+@cython.freelist(32)
+cdef class DescribeUserScramCredentialsRequestUserName:
+    cdef public object name
+    cdef public object unknown_tags
+    _FIELDS = ("name",)
+
+    def __init__(self, *, name='', unknown_tags=None):
+        self.name = name
+        self.unknown_tags = unknown_tags
+
+    def __eq__(self, other):
+        return msg_eq(self, other)
+
+    __hash__ = None
+
+    def __repr__(self):
+        return msg_repr(self)
+
+    def to_dict(self):
+        """A plain dict (nested structs as dicts) for JSON output and tests."""
+        return msg_to_dict(self)
+
+
+@cython.final
+@cython.no_gc
+@cython.freelist(32)
+cdef class DescribeUserScramCredentialsRequest:
+    cdef public object users
+    cdef public object unknown_tags
+    _FIELDS = ("users",)
+    KIND = "request"
+    API_KEY = 50
+    MIN_VERSION = 0
+    MAX_VERSION = 0
+    FIRST_FLEXIBLE_VERSION = 0
+
+    def __init__(self, *, users=_DEFAULT, unknown_tags=None):
+        self.users = [] if users is _DEFAULT else users
+        self.unknown_tags = unknown_tags
+
+    def __eq__(self, other):
+        return msg_eq(self, other)
+
+    __hash__ = None
+
+    def __repr__(self):
+        return msg_repr(self)
+
+    def to_dict(self):
+        """A plain dict (nested structs as dicts) for JSON output and tests."""
+        return msg_to_dict(self)
+
+    @staticmethod
+    def decode(buf, int version):
+        """Decode a whole buffer holding one DescribeUserScramCredentialsRequest of the given version."""
+        return decode_whole(buf, _dec_DescribeUserScramCredentialsRequest(version))
+
+    @staticmethod
+    def decode_from(buf, int version, Py_ssize_t offset=0):
+        """Decode one message starting at offset; returns (message, offset after it)."""
+        return decode_prefix(buf, offset, _dec_DescribeUserScramCredentialsRequest(version))
+
+    def encode(self, int version):
+        return encode_bytes(self, _enc_DescribeUserScramCredentialsRequest(version), version)
+
+    def encode_into(self, WriteBuffer buf, int version):
+        encode_into_buffer(buf, self, _enc_DescribeUserScramCredentialsRequest(version), version)
+
+
+@cython.final
+@cython.no_gc
+@cython.freelist(32)
+cdef class DescribeUserScramCredentialsResponseCredentialInfo:
+    cdef public int8_t mechanism
+    cdef public int32_t iterations
+    cdef public object unknown_tags
+    _FIELDS = ("mechanism", "iterations")
+
+    def __init__(self, *, mechanism=0, iterations=0, unknown_tags=None):
+        self.mechanism = mechanism
+        self.iterations = iterations
+        self.unknown_tags = unknown_tags
+
+    def __eq__(self, other):
+        return msg_eq(self, other)
+
+    __hash__ = None
+
+    def __repr__(self):
+        return msg_repr(self)
+
+    def to_dict(self):
+        """A plain dict (nested structs as dicts) for JSON output and tests."""
+        return msg_to_dict(self)
+
+
+@cython.final
+@cython.no_gc
+@cython.freelist(32)
+cdef class DescribeUserScramCredentialsResponseDescribeUserScramCredentialsResult:
+    cdef public object user
+    cdef public int16_t error_code
+    cdef public object error_message
+    cdef public object credential_infos
+    cdef public object unknown_tags
+    _FIELDS = ("user", "error_code", "error_message", "credential_infos")
+
+    def __init__(self, *, user='', error_code=0, error_message='', credential_infos=_DEFAULT, unknown_tags=None):
+        self.user = user
+        self.error_code = error_code
+        self.error_message = error_message
+        self.credential_infos = [] if credential_infos is _DEFAULT else credential_infos
+        self.unknown_tags = unknown_tags
+
+    def __eq__(self, other):
+        return msg_eq(self, other)
+
+    __hash__ = None
+
+    def __repr__(self):
+        return msg_repr(self)
+
+    def to_dict(self):
+        """A plain dict (nested structs as dicts) for JSON output and tests."""
+        return msg_to_dict(self)
+
+
+@cython.final
+@cython.no_gc
+@cython.freelist(32)
+cdef class DescribeUserScramCredentialsResponse:
+    cdef public int32_t throttle_time_ms
+    cdef public int16_t error_code
+    cdef public object error_message
+    cdef public object results
+    cdef public object unknown_tags
+    _FIELDS = ("throttle_time_ms", "error_code", "error_message", "results")
+    KIND = "response"
+    API_KEY = 50
+    MIN_VERSION = 0
+    MAX_VERSION = 0
+    FIRST_FLEXIBLE_VERSION = 0
+
+    def __init__(self, *, throttle_time_ms=0, error_code=0, error_message='', results=_DEFAULT, unknown_tags=None):
+        self.throttle_time_ms = throttle_time_ms
+        self.error_code = error_code
+        self.error_message = error_message
+        self.results = [] if results is _DEFAULT else results
+        self.unknown_tags = unknown_tags
+
+    def __eq__(self, other):
+        return msg_eq(self, other)
+
+    __hash__ = None
+
+    def __repr__(self):
+        return msg_repr(self)
+
+    def to_dict(self):
+        """A plain dict (nested structs as dicts) for JSON output and tests."""
+        return msg_to_dict(self)
+
+    @staticmethod
+    def decode(buf, int version):
+        """Decode a whole buffer holding one DescribeUserScramCredentialsResponse of the given version."""
+        return decode_whole(buf, _dec_DescribeUserScramCredentialsResponse(version))
+
+    @staticmethod
+    def decode_from(buf, int version, Py_ssize_t offset=0):
+        """Decode one message starting at offset; returns (message, offset after it)."""
+        return decode_prefix(buf, offset, _dec_DescribeUserScramCredentialsResponse(version))
+
+    def encode(self, int version):
+        return encode_bytes(self, _enc_DescribeUserScramCredentialsResponse(version), version)
+
+    def encode_into(self, WriteBuffer buf, int version):
+        encode_into_buffer(buf, self, _enc_DescribeUserScramCredentialsResponse(version), version)
+
+
+@cython.final
+@cython.no_gc
+@cython.freelist(32)
+cdef class AlterUserScramCredentialsRequestScramCredentialDeletion:
+    cdef public object name
+    cdef public int8_t mechanism
+    cdef public object unknown_tags
+    _FIELDS = ("name", "mechanism")
+
+    def __init__(self, *, name='', mechanism=0, unknown_tags=None):
+        self.name = name
+        self.mechanism = mechanism
+        self.unknown_tags = unknown_tags
+
+    def __eq__(self, other):
+        return msg_eq(self, other)
+
+    __hash__ = None
+
+    def __repr__(self):
+        return msg_repr(self)
+
+    def to_dict(self):
+        """A plain dict (nested structs as dicts) for JSON output and tests."""
+        return msg_to_dict(self)
+
+
+@cython.final
+@cython.no_gc
+@cython.freelist(32)
+cdef class AlterUserScramCredentialsRequestScramCredentialUpsertion:
+    cdef public object name
+    cdef public int8_t mechanism
+    cdef public int32_t iterations
+    cdef public object salt
+    cdef public object salted_password
+    cdef public object unknown_tags
+    _FIELDS = ("name", "mechanism", "iterations", "salt", "salted_password")
+
+    def __init__(self, *, name='', mechanism=0, iterations=0, salt=b'', salted_password=b'', unknown_tags=None):
+        self.name = name
+        self.mechanism = mechanism
+        self.iterations = iterations
+        self.salt = salt
+        self.salted_password = salted_password
+        self.unknown_tags = unknown_tags
+
+    def __eq__(self, other):
+        return msg_eq(self, other)
+
+    __hash__ = None
+
+    def __repr__(self):
+        return msg_repr(self)
+
+    def to_dict(self):
+        """A plain dict (nested structs as dicts) for JSON output and tests."""
+        return msg_to_dict(self)
+
+
+@cython.final
+@cython.no_gc
+@cython.freelist(32)
+cdef class AlterUserScramCredentialsRequest:
+    cdef public object deletions
+    cdef public object upsertions
+    cdef public object unknown_tags
+    _FIELDS = ("deletions", "upsertions")
+    KIND = "request"
+    API_KEY = 51
+    MIN_VERSION = 0
+    MAX_VERSION = 0
+    FIRST_FLEXIBLE_VERSION = 0
+
+    def __init__(self, *, deletions=_DEFAULT, upsertions=_DEFAULT, unknown_tags=None):
+        self.deletions = [] if deletions is _DEFAULT else deletions
+        self.upsertions = [] if upsertions is _DEFAULT else upsertions
+        self.unknown_tags = unknown_tags
+
+    def __eq__(self, other):
+        return msg_eq(self, other)
+
+    __hash__ = None
+
+    def __repr__(self):
+        return msg_repr(self)
+
+    def to_dict(self):
+        """A plain dict (nested structs as dicts) for JSON output and tests."""
+        return msg_to_dict(self)
+
+    @staticmethod
+    def decode(buf, int version):
+        """Decode a whole buffer holding one AlterUserScramCredentialsRequest of the given version."""
+        return decode_whole(buf, _dec_AlterUserScramCredentialsRequest(version))
+
+    @staticmethod
+    def decode_from(buf, int version, Py_ssize_t offset=0):
+        """Decode one message starting at offset; returns (message, offset after it)."""
+        return decode_prefix(buf, offset, _dec_AlterUserScramCredentialsRequest(version))
+
+    def encode(self, int version):
+        return encode_bytes(self, _enc_AlterUserScramCredentialsRequest(version), version)
+
+    def encode_into(self, WriteBuffer buf, int version):
+        encode_into_buffer(buf, self, _enc_AlterUserScramCredentialsRequest(version), version)
+
+
+@cython.final
+@cython.no_gc
+@cython.freelist(32)
+cdef class AlterUserScramCredentialsResponseAlterUserScramCredentialsResult:
+    cdef public object user
+    cdef public int16_t error_code
+    cdef public object error_message
+    cdef public object unknown_tags
+    _FIELDS = ("user", "error_code", "error_message")
+
+    def __init__(self, *, user='', error_code=0, error_message='', unknown_tags=None):
+        self.user = user
+        self.error_code = error_code
+        self.error_message = error_message
+        self.unknown_tags = unknown_tags
+
+    def __eq__(self, other):
+        return msg_eq(self, other)
+
+    __hash__ = None
+
+    def __repr__(self):
+        return msg_repr(self)
+
+    def to_dict(self):
+        """A plain dict (nested structs as dicts) for JSON output and tests."""
+        return msg_to_dict(self)
+
+
+@cython.final
+@cython.no_gc
+@cython.freelist(32)
+cdef class AlterUserScramCredentialsResponse:
+    cdef public int32_t throttle_time_ms
+    cdef public object results
+    cdef public object unknown_tags
+    _FIELDS = ("throttle_time_ms", "results")
+    KIND = "response"
+    API_KEY = 51
+    MIN_VERSION = 0
+    MAX_VERSION = 0
+    FIRST_FLEXIBLE_VERSION = 0
+
+    def __init__(self, *, throttle_time_ms=0, results=_DEFAULT, unknown_tags=None):
+        self.throttle_time_ms = throttle_time_ms
+        self.results = [] if results is _DEFAULT else results
+        self.unknown_tags = unknown_tags
+
+    def __eq__(self, other):
+        return msg_eq(self, other)
+
+    __hash__ = None
+
+    def __repr__(self):
+        return msg_repr(self)
+
+    def to_dict(self):
+        """A plain dict (nested structs as dicts) for JSON output and tests."""
+        return msg_to_dict(self)
+
+    @staticmethod
+    def decode(buf, int version):
+        """Decode a whole buffer holding one AlterUserScramCredentialsResponse of the given version."""
+        return decode_whole(buf, _dec_AlterUserScramCredentialsResponse(version))
+
+    @staticmethod
+    def decode_from(buf, int version, Py_ssize_t offset=0):
+        """Decode one message starting at offset; returns (message, offset after it)."""
+        return decode_prefix(buf, offset, _dec_AlterUserScramCredentialsResponse(version))
+
+    def encode(self, int version):
+        return encode_bytes(self, _enc_AlterUserScramCredentialsResponse(version), version)
+
+    def encode_into(self, WriteBuffer buf, int version):
+        encode_into_buffer(buf, self, _enc_AlterUserScramCredentialsResponse(version), version)
+
+
 cdef object _d_RequestHeader_0(Cursor* c):
     cdef RequestHeader o = RequestHeader.__new__(RequestHeader)
     o.request_api_key = rd_int16(c)
@@ -28842,6 +29400,720 @@ cdef int _e_ConnectGroupCurrentMemberAssignmentValue_0(WBuf* w, object obj) exce
     return 0
 
 
+cdef object _d_SaslHandshakeRequest_0(Cursor* c):
+    cdef SaslHandshakeRequest o = SaslHandshakeRequest.__new__(SaslHandshakeRequest)
+    o.mechanism = rd_string(c)
+    return o
+
+
+cdef int _e_SaslHandshakeRequest_0(WBuf* w, object obj) except -1:
+    cdef SaslHandshakeRequest o = <SaslHandshakeRequest>obj
+    if o.mechanism is None:
+        null_error("SaslHandshakeRequest", "mechanism")
+    w_str(w, o.mechanism, 2)
+    return 0
+
+
+cdef object _d_SaslHandshakeResponse_0(Cursor* c):
+    cdef SaslHandshakeResponse o = SaslHandshakeResponse.__new__(SaslHandshakeResponse)
+    cdef Py_ssize_t n, i
+    cdef list lst
+    o.error_code = rd_int16(c)
+    n = cap_count(c, not_null(c, rd_len32(c)), 2)
+    if n < 0:
+        o.mechanisms = None
+    else:
+        lst = [None] * n
+        for i in range(n):
+            lst[i] = rd_string(c)
+            gil_tick()
+            if c.bad:
+                break
+        o.mechanisms = lst
+    return o
+
+
+cdef int _e_SaslHandshakeResponse_0(WBuf* w, object obj) except -1:
+    cdef SaslHandshakeResponse o = <SaslHandshakeResponse>obj
+    cdef object items, x
+    w_int16(w, o.error_code)
+    items = o.mechanisms
+    if items is None:
+        null_error("SaslHandshakeResponse", "mechanisms")
+    else:
+        items = as_seq(items)
+        w_len(w, len(items), 4)
+        for x in items:
+            gil_tick()
+            if x is None:
+                null_error("SaslHandshakeResponse", "mechanisms")
+            w_str(w, x, 2)
+    return 0
+
+
+cdef object _d_SaslAuthenticateRequest_0(Cursor* c):
+    cdef SaslAuthenticateRequest o = SaslAuthenticateRequest.__new__(SaslAuthenticateRequest)
+    o.auth_bytes = rd_bytes(c)
+    return o
+
+
+cdef int _e_SaslAuthenticateRequest_0(WBuf* w, object obj) except -1:
+    cdef SaslAuthenticateRequest o = <SaslAuthenticateRequest>obj
+    if o.auth_bytes is None:
+        null_error("SaslAuthenticateRequest", "auth_bytes")
+    w_bytes(w, o.auth_bytes, 4)
+    return 0
+
+
+cdef object _d_SaslAuthenticateRequest_1(Cursor* c):
+    cdef SaslAuthenticateRequest o = SaslAuthenticateRequest.__new__(SaslAuthenticateRequest)
+    cdef Py_ssize_t ntags, size
+    cdef uint32_t tag
+    cdef Cursor sub
+    cdef list unknown = None
+    cdef int64_t prev_tag = -1
+    o.auth_bytes = rd_cbytes(c)
+    ntags = cap_count(c, rd_uvarint(c), 2)
+    for _ in range(ntags):
+        tag = rd_uvarint(c)
+        size = cap_count(c, rd_uvarint(c), 1)
+        if c.bad:
+            break
+        if <int64_t>tag <= prev_tag:  # KIP-482: tags strictly increasing, each once
+            c.bad = 1
+            break
+        prev_tag = tag
+        if unknown is None:
+            unknown = []
+        unknown.append((tag, PyBytes_FromStringAndSize(<const char*>c.p, size)))
+        c.p += size
+    o.unknown_tags = unknown
+    return o
+
+
+cdef int _e_SaslAuthenticateRequest_1(WBuf* w, object obj) except -1:
+    cdef SaslAuthenticateRequest o = <SaslAuthenticateRequest>obj
+    if o.auth_bytes is None:
+        null_error("SaslAuthenticateRequest", "auth_bytes")
+    w_bytes(w, o.auth_bytes, 0)
+    if o.unknown_tags:
+        w_tagged(w, sorted(o.unknown_tags))
+    else:
+        w_uvarint(w, 0)
+    return 0
+
+
+cdef object _d_SaslAuthenticateResponse_0(Cursor* c):
+    cdef SaslAuthenticateResponse o = SaslAuthenticateResponse.__new__(SaslAuthenticateResponse)
+    o.error_code = rd_int16(c)
+    o.error_message = rd_nstring(c)
+    o.auth_bytes = rd_bytes(c)
+    return o
+
+
+cdef int _e_SaslAuthenticateResponse_0(WBuf* w, object obj) except -1:
+    cdef SaslAuthenticateResponse o = <SaslAuthenticateResponse>obj
+    w_int16(w, o.error_code)
+    w_str(w, o.error_message, 2)
+    if o.auth_bytes is None:
+        null_error("SaslAuthenticateResponse", "auth_bytes")
+    w_bytes(w, o.auth_bytes, 4)
+    return 0
+
+
+cdef object _d_SaslAuthenticateResponse_1(Cursor* c):
+    cdef SaslAuthenticateResponse o = SaslAuthenticateResponse.__new__(SaslAuthenticateResponse)
+    o.error_code = rd_int16(c)
+    o.error_message = rd_nstring(c)
+    o.auth_bytes = rd_bytes(c)
+    o.session_lifetime_ms = rd_int64(c)
+    return o
+
+
+cdef int _e_SaslAuthenticateResponse_1(WBuf* w, object obj) except -1:
+    cdef SaslAuthenticateResponse o = <SaslAuthenticateResponse>obj
+    w_int16(w, o.error_code)
+    w_str(w, o.error_message, 2)
+    if o.auth_bytes is None:
+        null_error("SaslAuthenticateResponse", "auth_bytes")
+    w_bytes(w, o.auth_bytes, 4)
+    w_int64(w, o.session_lifetime_ms)
+    return 0
+
+
+cdef object _d_SaslAuthenticateResponse_2(Cursor* c):
+    cdef SaslAuthenticateResponse o = SaslAuthenticateResponse.__new__(SaslAuthenticateResponse)
+    cdef Py_ssize_t ntags, size
+    cdef uint32_t tag
+    cdef Cursor sub
+    cdef list unknown = None
+    cdef int64_t prev_tag = -1
+    o.error_code = rd_int16(c)
+    o.error_message = rd_cnstring(c)
+    o.auth_bytes = rd_cbytes(c)
+    o.session_lifetime_ms = rd_int64(c)
+    ntags = cap_count(c, rd_uvarint(c), 2)
+    for _ in range(ntags):
+        tag = rd_uvarint(c)
+        size = cap_count(c, rd_uvarint(c), 1)
+        if c.bad:
+            break
+        if <int64_t>tag <= prev_tag:  # KIP-482: tags strictly increasing, each once
+            c.bad = 1
+            break
+        prev_tag = tag
+        if unknown is None:
+            unknown = []
+        unknown.append((tag, PyBytes_FromStringAndSize(<const char*>c.p, size)))
+        c.p += size
+    o.unknown_tags = unknown
+    return o
+
+
+cdef int _e_SaslAuthenticateResponse_2(WBuf* w, object obj) except -1:
+    cdef SaslAuthenticateResponse o = <SaslAuthenticateResponse>obj
+    w_int16(w, o.error_code)
+    w_str(w, o.error_message, 0)
+    if o.auth_bytes is None:
+        null_error("SaslAuthenticateResponse", "auth_bytes")
+    w_bytes(w, o.auth_bytes, 0)
+    w_int64(w, o.session_lifetime_ms)
+    if o.unknown_tags:
+        w_tagged(w, sorted(o.unknown_tags))
+    else:
+        w_uvarint(w, 0)
+    return 0
+
+
+cdef object _d_DescribeUserScramCredentialsRequestUserName_0(Cursor* c):
+    cdef DescribeUserScramCredentialsRequestUserName o = DescribeUserScramCredentialsRequestUserName.__new__(DescribeUserScramCredentialsRequestUserName)
+    cdef Py_ssize_t ntags, size
+    cdef uint32_t tag
+    cdef Cursor sub
+    cdef list unknown = None
+    cdef int64_t prev_tag = -1
+    o.name = rd_cstring(c)
+    ntags = cap_count(c, rd_uvarint(c), 2)
+    for _ in range(ntags):
+        tag = rd_uvarint(c)
+        size = cap_count(c, rd_uvarint(c), 1)
+        if c.bad:
+            break
+        if <int64_t>tag <= prev_tag:  # KIP-482: tags strictly increasing, each once
+            c.bad = 1
+            break
+        prev_tag = tag
+        if unknown is None:
+            unknown = []
+        unknown.append((tag, PyBytes_FromStringAndSize(<const char*>c.p, size)))
+        c.p += size
+    o.unknown_tags = unknown
+    return o
+
+
+cdef int _e_DescribeUserScramCredentialsRequestUserName_0(WBuf* w, object obj) except -1:
+    cdef DescribeUserScramCredentialsRequestUserName o = <DescribeUserScramCredentialsRequestUserName>obj
+    if o.name is None:
+        null_error("DescribeUserScramCredentialsRequestUserName", "name")
+    w_str(w, o.name, 0)
+    if o.unknown_tags:
+        w_tagged(w, sorted(o.unknown_tags))
+    else:
+        w_uvarint(w, 0)
+    return 0
+
+
+cdef object _d_DescribeUserScramCredentialsRequest_0(Cursor* c):
+    cdef DescribeUserScramCredentialsRequest o = DescribeUserScramCredentialsRequest.__new__(DescribeUserScramCredentialsRequest)
+    cdef Py_ssize_t n, i
+    cdef list lst
+    cdef Py_ssize_t ntags, size
+    cdef uint32_t tag
+    cdef Cursor sub
+    cdef list unknown = None
+    cdef int64_t prev_tag = -1
+    n = cap_count(c, rd_ulen(c), 2)
+    if n < 0:
+        o.users = None
+    else:
+        lst = [None] * n
+        for i in range(n):
+            lst[i] = _d_DescribeUserScramCredentialsRequestUserName_0(c)
+            gil_tick()
+            if c.bad:
+                break
+        o.users = lst
+    ntags = cap_count(c, rd_uvarint(c), 2)
+    for _ in range(ntags):
+        tag = rd_uvarint(c)
+        size = cap_count(c, rd_uvarint(c), 1)
+        if c.bad:
+            break
+        if <int64_t>tag <= prev_tag:  # KIP-482: tags strictly increasing, each once
+            c.bad = 1
+            break
+        prev_tag = tag
+        if unknown is None:
+            unknown = []
+        unknown.append((tag, PyBytes_FromStringAndSize(<const char*>c.p, size)))
+        c.p += size
+    o.unknown_tags = unknown
+    return o
+
+
+cdef int _e_DescribeUserScramCredentialsRequest_0(WBuf* w, object obj) except -1:
+    cdef DescribeUserScramCredentialsRequest o = <DescribeUserScramCredentialsRequest>obj
+    cdef object items, x
+    items = o.users
+    if items is None:
+        w_len(w, -1, 0)
+    else:
+        items = as_seq(items)
+        w_len(w, len(items), 0)
+        for x in items:
+            gil_tick()
+            _e_DescribeUserScramCredentialsRequestUserName_0(w, <DescribeUserScramCredentialsRequestUserName?>x)
+    if o.unknown_tags:
+        w_tagged(w, sorted(o.unknown_tags))
+    else:
+        w_uvarint(w, 0)
+    return 0
+
+
+cdef object _d_DescribeUserScramCredentialsResponseCredentialInfo_0(Cursor* c):
+    cdef DescribeUserScramCredentialsResponseCredentialInfo o = DescribeUserScramCredentialsResponseCredentialInfo.__new__(DescribeUserScramCredentialsResponseCredentialInfo)
+    cdef Py_ssize_t ntags, size
+    cdef uint32_t tag
+    cdef Cursor sub
+    cdef list unknown = None
+    cdef int64_t prev_tag = -1
+    o.mechanism = rd_int8(c)
+    o.iterations = rd_int32(c)
+    ntags = cap_count(c, rd_uvarint(c), 2)
+    for _ in range(ntags):
+        tag = rd_uvarint(c)
+        size = cap_count(c, rd_uvarint(c), 1)
+        if c.bad:
+            break
+        if <int64_t>tag <= prev_tag:  # KIP-482: tags strictly increasing, each once
+            c.bad = 1
+            break
+        prev_tag = tag
+        if unknown is None:
+            unknown = []
+        unknown.append((tag, PyBytes_FromStringAndSize(<const char*>c.p, size)))
+        c.p += size
+    o.unknown_tags = unknown
+    return o
+
+
+cdef int _e_DescribeUserScramCredentialsResponseCredentialInfo_0(WBuf* w, object obj) except -1:
+    cdef DescribeUserScramCredentialsResponseCredentialInfo o = <DescribeUserScramCredentialsResponseCredentialInfo>obj
+    w_int8(w, o.mechanism)
+    w_int32(w, o.iterations)
+    if o.unknown_tags:
+        w_tagged(w, sorted(o.unknown_tags))
+    else:
+        w_uvarint(w, 0)
+    return 0
+
+
+cdef object _d_DescribeUserScramCredentialsResponseDescribeUserScramCredentialsResult_0(Cursor* c):
+    cdef DescribeUserScramCredentialsResponseDescribeUserScramCredentialsResult o = DescribeUserScramCredentialsResponseDescribeUserScramCredentialsResult.__new__(DescribeUserScramCredentialsResponseDescribeUserScramCredentialsResult)
+    cdef Py_ssize_t n, i
+    cdef list lst
+    cdef Py_ssize_t ntags, size
+    cdef uint32_t tag
+    cdef Cursor sub
+    cdef list unknown = None
+    cdef int64_t prev_tag = -1
+    o.user = rd_cstring(c)
+    o.error_code = rd_int16(c)
+    o.error_message = rd_cnstring(c)
+    n = cap_count(c, not_null(c, rd_ulen(c)), 6)
+    if n < 0:
+        o.credential_infos = None
+    else:
+        lst = [None] * n
+        for i in range(n):
+            lst[i] = _d_DescribeUserScramCredentialsResponseCredentialInfo_0(c)
+            gil_tick()
+            if c.bad:
+                break
+        o.credential_infos = lst
+    ntags = cap_count(c, rd_uvarint(c), 2)
+    for _ in range(ntags):
+        tag = rd_uvarint(c)
+        size = cap_count(c, rd_uvarint(c), 1)
+        if c.bad:
+            break
+        if <int64_t>tag <= prev_tag:  # KIP-482: tags strictly increasing, each once
+            c.bad = 1
+            break
+        prev_tag = tag
+        if unknown is None:
+            unknown = []
+        unknown.append((tag, PyBytes_FromStringAndSize(<const char*>c.p, size)))
+        c.p += size
+    o.unknown_tags = unknown
+    return o
+
+
+cdef int _e_DescribeUserScramCredentialsResponseDescribeUserScramCredentialsResult_0(WBuf* w, object obj) except -1:
+    cdef DescribeUserScramCredentialsResponseDescribeUserScramCredentialsResult o = <DescribeUserScramCredentialsResponseDescribeUserScramCredentialsResult>obj
+    cdef object items, x
+    if o.user is None:
+        null_error("DescribeUserScramCredentialsResponseDescribeUserScramCredentialsResult", "user")
+    w_str(w, o.user, 0)
+    w_int16(w, o.error_code)
+    w_str(w, o.error_message, 0)
+    items = o.credential_infos
+    if items is None:
+        null_error("DescribeUserScramCredentialsResponseDescribeUserScramCredentialsResult", "credential_infos")
+    else:
+        items = as_seq(items)
+        w_len(w, len(items), 0)
+        for x in items:
+            gil_tick()
+            _e_DescribeUserScramCredentialsResponseCredentialInfo_0(w, <DescribeUserScramCredentialsResponseCredentialInfo?>x)
+    if o.unknown_tags:
+        w_tagged(w, sorted(o.unknown_tags))
+    else:
+        w_uvarint(w, 0)
+    return 0
+
+
+cdef object _d_DescribeUserScramCredentialsResponse_0(Cursor* c):
+    cdef DescribeUserScramCredentialsResponse o = DescribeUserScramCredentialsResponse.__new__(DescribeUserScramCredentialsResponse)
+    cdef Py_ssize_t n, i
+    cdef list lst
+    cdef Py_ssize_t ntags, size
+    cdef uint32_t tag
+    cdef Cursor sub
+    cdef list unknown = None
+    cdef int64_t prev_tag = -1
+    o.throttle_time_ms = rd_int32(c)
+    o.error_code = rd_int16(c)
+    o.error_message = rd_cnstring(c)
+    n = cap_count(c, not_null(c, rd_ulen(c)), 6)
+    if n < 0:
+        o.results = None
+    else:
+        lst = [None] * n
+        for i in range(n):
+            lst[i] = _d_DescribeUserScramCredentialsResponseDescribeUserScramCredentialsResult_0(c)
+            gil_tick()
+            if c.bad:
+                break
+        o.results = lst
+    ntags = cap_count(c, rd_uvarint(c), 2)
+    for _ in range(ntags):
+        tag = rd_uvarint(c)
+        size = cap_count(c, rd_uvarint(c), 1)
+        if c.bad:
+            break
+        if <int64_t>tag <= prev_tag:  # KIP-482: tags strictly increasing, each once
+            c.bad = 1
+            break
+        prev_tag = tag
+        if unknown is None:
+            unknown = []
+        unknown.append((tag, PyBytes_FromStringAndSize(<const char*>c.p, size)))
+        c.p += size
+    o.unknown_tags = unknown
+    return o
+
+
+cdef int _e_DescribeUserScramCredentialsResponse_0(WBuf* w, object obj) except -1:
+    cdef DescribeUserScramCredentialsResponse o = <DescribeUserScramCredentialsResponse>obj
+    cdef object items, x
+    w_int32(w, o.throttle_time_ms)
+    w_int16(w, o.error_code)
+    w_str(w, o.error_message, 0)
+    items = o.results
+    if items is None:
+        null_error("DescribeUserScramCredentialsResponse", "results")
+    else:
+        items = as_seq(items)
+        w_len(w, len(items), 0)
+        for x in items:
+            gil_tick()
+            _e_DescribeUserScramCredentialsResponseDescribeUserScramCredentialsResult_0(w, <DescribeUserScramCredentialsResponseDescribeUserScramCredentialsResult?>x)
+    if o.unknown_tags:
+        w_tagged(w, sorted(o.unknown_tags))
+    else:
+        w_uvarint(w, 0)
+    return 0
+
+
+cdef object _d_AlterUserScramCredentialsRequestScramCredentialDeletion_0(Cursor* c):
+    cdef AlterUserScramCredentialsRequestScramCredentialDeletion o = AlterUserScramCredentialsRequestScramCredentialDeletion.__new__(AlterUserScramCredentialsRequestScramCredentialDeletion)
+    cdef Py_ssize_t ntags, size
+    cdef uint32_t tag
+    cdef Cursor sub
+    cdef list unknown = None
+    cdef int64_t prev_tag = -1
+    o.name = rd_cstring(c)
+    o.mechanism = rd_int8(c)
+    ntags = cap_count(c, rd_uvarint(c), 2)
+    for _ in range(ntags):
+        tag = rd_uvarint(c)
+        size = cap_count(c, rd_uvarint(c), 1)
+        if c.bad:
+            break
+        if <int64_t>tag <= prev_tag:  # KIP-482: tags strictly increasing, each once
+            c.bad = 1
+            break
+        prev_tag = tag
+        if unknown is None:
+            unknown = []
+        unknown.append((tag, PyBytes_FromStringAndSize(<const char*>c.p, size)))
+        c.p += size
+    o.unknown_tags = unknown
+    return o
+
+
+cdef int _e_AlterUserScramCredentialsRequestScramCredentialDeletion_0(WBuf* w, object obj) except -1:
+    cdef AlterUserScramCredentialsRequestScramCredentialDeletion o = <AlterUserScramCredentialsRequestScramCredentialDeletion>obj
+    if o.name is None:
+        null_error("AlterUserScramCredentialsRequestScramCredentialDeletion", "name")
+    w_str(w, o.name, 0)
+    w_int8(w, o.mechanism)
+    if o.unknown_tags:
+        w_tagged(w, sorted(o.unknown_tags))
+    else:
+        w_uvarint(w, 0)
+    return 0
+
+
+cdef object _d_AlterUserScramCredentialsRequestScramCredentialUpsertion_0(Cursor* c):
+    cdef AlterUserScramCredentialsRequestScramCredentialUpsertion o = AlterUserScramCredentialsRequestScramCredentialUpsertion.__new__(AlterUserScramCredentialsRequestScramCredentialUpsertion)
+    cdef Py_ssize_t ntags, size
+    cdef uint32_t tag
+    cdef Cursor sub
+    cdef list unknown = None
+    cdef int64_t prev_tag = -1
+    o.name = rd_cstring(c)
+    o.mechanism = rd_int8(c)
+    o.iterations = rd_int32(c)
+    o.salt = rd_cbytes(c)
+    o.salted_password = rd_cbytes(c)
+    ntags = cap_count(c, rd_uvarint(c), 2)
+    for _ in range(ntags):
+        tag = rd_uvarint(c)
+        size = cap_count(c, rd_uvarint(c), 1)
+        if c.bad:
+            break
+        if <int64_t>tag <= prev_tag:  # KIP-482: tags strictly increasing, each once
+            c.bad = 1
+            break
+        prev_tag = tag
+        if unknown is None:
+            unknown = []
+        unknown.append((tag, PyBytes_FromStringAndSize(<const char*>c.p, size)))
+        c.p += size
+    o.unknown_tags = unknown
+    return o
+
+
+cdef int _e_AlterUserScramCredentialsRequestScramCredentialUpsertion_0(WBuf* w, object obj) except -1:
+    cdef AlterUserScramCredentialsRequestScramCredentialUpsertion o = <AlterUserScramCredentialsRequestScramCredentialUpsertion>obj
+    if o.name is None:
+        null_error("AlterUserScramCredentialsRequestScramCredentialUpsertion", "name")
+    w_str(w, o.name, 0)
+    w_int8(w, o.mechanism)
+    w_int32(w, o.iterations)
+    if o.salt is None:
+        null_error("AlterUserScramCredentialsRequestScramCredentialUpsertion", "salt")
+    w_bytes(w, o.salt, 0)
+    if o.salted_password is None:
+        null_error("AlterUserScramCredentialsRequestScramCredentialUpsertion", "salted_password")
+    w_bytes(w, o.salted_password, 0)
+    if o.unknown_tags:
+        w_tagged(w, sorted(o.unknown_tags))
+    else:
+        w_uvarint(w, 0)
+    return 0
+
+
+cdef object _d_AlterUserScramCredentialsRequest_0(Cursor* c):
+    cdef AlterUserScramCredentialsRequest o = AlterUserScramCredentialsRequest.__new__(AlterUserScramCredentialsRequest)
+    cdef Py_ssize_t n, i
+    cdef list lst
+    cdef Py_ssize_t ntags, size
+    cdef uint32_t tag
+    cdef Cursor sub
+    cdef list unknown = None
+    cdef int64_t prev_tag = -1
+    n = cap_count(c, not_null(c, rd_ulen(c)), 3)
+    if n < 0:
+        o.deletions = None
+    else:
+        lst = [None] * n
+        for i in range(n):
+            lst[i] = _d_AlterUserScramCredentialsRequestScramCredentialDeletion_0(c)
+            gil_tick()
+            if c.bad:
+                break
+        o.deletions = lst
+    n = cap_count(c, not_null(c, rd_ulen(c)), 9)
+    if n < 0:
+        o.upsertions = None
+    else:
+        lst = [None] * n
+        for i in range(n):
+            lst[i] = _d_AlterUserScramCredentialsRequestScramCredentialUpsertion_0(c)
+            gil_tick()
+            if c.bad:
+                break
+        o.upsertions = lst
+    ntags = cap_count(c, rd_uvarint(c), 2)
+    for _ in range(ntags):
+        tag = rd_uvarint(c)
+        size = cap_count(c, rd_uvarint(c), 1)
+        if c.bad:
+            break
+        if <int64_t>tag <= prev_tag:  # KIP-482: tags strictly increasing, each once
+            c.bad = 1
+            break
+        prev_tag = tag
+        if unknown is None:
+            unknown = []
+        unknown.append((tag, PyBytes_FromStringAndSize(<const char*>c.p, size)))
+        c.p += size
+    o.unknown_tags = unknown
+    return o
+
+
+cdef int _e_AlterUserScramCredentialsRequest_0(WBuf* w, object obj) except -1:
+    cdef AlterUserScramCredentialsRequest o = <AlterUserScramCredentialsRequest>obj
+    cdef object items, x
+    items = o.deletions
+    if items is None:
+        null_error("AlterUserScramCredentialsRequest", "deletions")
+    else:
+        items = as_seq(items)
+        w_len(w, len(items), 0)
+        for x in items:
+            gil_tick()
+            _e_AlterUserScramCredentialsRequestScramCredentialDeletion_0(w, <AlterUserScramCredentialsRequestScramCredentialDeletion?>x)
+    items = o.upsertions
+    if items is None:
+        null_error("AlterUserScramCredentialsRequest", "upsertions")
+    else:
+        items = as_seq(items)
+        w_len(w, len(items), 0)
+        for x in items:
+            gil_tick()
+            _e_AlterUserScramCredentialsRequestScramCredentialUpsertion_0(w, <AlterUserScramCredentialsRequestScramCredentialUpsertion?>x)
+    if o.unknown_tags:
+        w_tagged(w, sorted(o.unknown_tags))
+    else:
+        w_uvarint(w, 0)
+    return 0
+
+
+cdef object _d_AlterUserScramCredentialsResponseAlterUserScramCredentialsResult_0(Cursor* c):
+    cdef AlterUserScramCredentialsResponseAlterUserScramCredentialsResult o = AlterUserScramCredentialsResponseAlterUserScramCredentialsResult.__new__(AlterUserScramCredentialsResponseAlterUserScramCredentialsResult)
+    cdef Py_ssize_t ntags, size
+    cdef uint32_t tag
+    cdef Cursor sub
+    cdef list unknown = None
+    cdef int64_t prev_tag = -1
+    o.user = rd_cstring(c)
+    o.error_code = rd_int16(c)
+    o.error_message = rd_cnstring(c)
+    ntags = cap_count(c, rd_uvarint(c), 2)
+    for _ in range(ntags):
+        tag = rd_uvarint(c)
+        size = cap_count(c, rd_uvarint(c), 1)
+        if c.bad:
+            break
+        if <int64_t>tag <= prev_tag:  # KIP-482: tags strictly increasing, each once
+            c.bad = 1
+            break
+        prev_tag = tag
+        if unknown is None:
+            unknown = []
+        unknown.append((tag, PyBytes_FromStringAndSize(<const char*>c.p, size)))
+        c.p += size
+    o.unknown_tags = unknown
+    return o
+
+
+cdef int _e_AlterUserScramCredentialsResponseAlterUserScramCredentialsResult_0(WBuf* w, object obj) except -1:
+    cdef AlterUserScramCredentialsResponseAlterUserScramCredentialsResult o = <AlterUserScramCredentialsResponseAlterUserScramCredentialsResult>obj
+    if o.user is None:
+        null_error("AlterUserScramCredentialsResponseAlterUserScramCredentialsResult", "user")
+    w_str(w, o.user, 0)
+    w_int16(w, o.error_code)
+    w_str(w, o.error_message, 0)
+    if o.unknown_tags:
+        w_tagged(w, sorted(o.unknown_tags))
+    else:
+        w_uvarint(w, 0)
+    return 0
+
+
+cdef object _d_AlterUserScramCredentialsResponse_0(Cursor* c):
+    cdef AlterUserScramCredentialsResponse o = AlterUserScramCredentialsResponse.__new__(AlterUserScramCredentialsResponse)
+    cdef Py_ssize_t n, i
+    cdef list lst
+    cdef Py_ssize_t ntags, size
+    cdef uint32_t tag
+    cdef Cursor sub
+    cdef list unknown = None
+    cdef int64_t prev_tag = -1
+    o.throttle_time_ms = rd_int32(c)
+    n = cap_count(c, not_null(c, rd_ulen(c)), 5)
+    if n < 0:
+        o.results = None
+    else:
+        lst = [None] * n
+        for i in range(n):
+            lst[i] = _d_AlterUserScramCredentialsResponseAlterUserScramCredentialsResult_0(c)
+            gil_tick()
+            if c.bad:
+                break
+        o.results = lst
+    ntags = cap_count(c, rd_uvarint(c), 2)
+    for _ in range(ntags):
+        tag = rd_uvarint(c)
+        size = cap_count(c, rd_uvarint(c), 1)
+        if c.bad:
+            break
+        if <int64_t>tag <= prev_tag:  # KIP-482: tags strictly increasing, each once
+            c.bad = 1
+            break
+        prev_tag = tag
+        if unknown is None:
+            unknown = []
+        unknown.append((tag, PyBytes_FromStringAndSize(<const char*>c.p, size)))
+        c.p += size
+    o.unknown_tags = unknown
+    return o
+
+
+cdef int _e_AlterUserScramCredentialsResponse_0(WBuf* w, object obj) except -1:
+    cdef AlterUserScramCredentialsResponse o = <AlterUserScramCredentialsResponse>obj
+    cdef object items, x
+    w_int32(w, o.throttle_time_ms)
+    items = o.results
+    if items is None:
+        null_error("AlterUserScramCredentialsResponse", "results")
+    else:
+        items = as_seq(items)
+        w_len(w, len(items), 0)
+        for x in items:
+            gil_tick()
+            _e_AlterUserScramCredentialsResponseAlterUserScramCredentialsResult_0(w, <AlterUserScramCredentialsResponseAlterUserScramCredentialsResult?>x)
+    if o.unknown_tags:
+        w_tagged(w, sorted(o.unknown_tags))
+    else:
+        w_uvarint(w, 0)
+    return 0
+
+
 cdef dec_fn _DEC_RequestHeader[3]
 cdef enc_fn _ENC_RequestHeader[3]
 _DEC_RequestHeader[0] = _d_RequestHeader_0
@@ -30698,6 +31970,146 @@ cdef inline enc_fn _enc_ConnectGroupCurrentMemberAssignmentValue(int v) except N
     return _ENC_ConnectGroupCurrentMemberAssignmentValue[v]
 
 
+cdef dec_fn _DEC_SaslHandshakeRequest[2]
+cdef enc_fn _ENC_SaslHandshakeRequest[2]
+_DEC_SaslHandshakeRequest[0] = _d_SaslHandshakeRequest_0
+_ENC_SaslHandshakeRequest[0] = _e_SaslHandshakeRequest_0
+_DEC_SaslHandshakeRequest[1] = _d_SaslHandshakeRequest_0
+_ENC_SaslHandshakeRequest[1] = _e_SaslHandshakeRequest_0
+
+cdef inline dec_fn _dec_SaslHandshakeRequest(int v) except NULL:
+    if v < 0 or v > 1:
+        unsupported("SaslHandshakeRequest", v, 0, 1)
+    return _DEC_SaslHandshakeRequest[v]
+
+cdef inline enc_fn _enc_SaslHandshakeRequest(int v) except NULL:
+    if v < 0 or v > 1:
+        unsupported("SaslHandshakeRequest", v, 0, 1)
+    return _ENC_SaslHandshakeRequest[v]
+
+
+cdef dec_fn _DEC_SaslHandshakeResponse[2]
+cdef enc_fn _ENC_SaslHandshakeResponse[2]
+_DEC_SaslHandshakeResponse[0] = _d_SaslHandshakeResponse_0
+_ENC_SaslHandshakeResponse[0] = _e_SaslHandshakeResponse_0
+_DEC_SaslHandshakeResponse[1] = _d_SaslHandshakeResponse_0
+_ENC_SaslHandshakeResponse[1] = _e_SaslHandshakeResponse_0
+
+cdef inline dec_fn _dec_SaslHandshakeResponse(int v) except NULL:
+    if v < 0 or v > 1:
+        unsupported("SaslHandshakeResponse", v, 0, 1)
+    return _DEC_SaslHandshakeResponse[v]
+
+cdef inline enc_fn _enc_SaslHandshakeResponse(int v) except NULL:
+    if v < 0 or v > 1:
+        unsupported("SaslHandshakeResponse", v, 0, 1)
+    return _ENC_SaslHandshakeResponse[v]
+
+
+cdef dec_fn _DEC_SaslAuthenticateRequest[3]
+cdef enc_fn _ENC_SaslAuthenticateRequest[3]
+_DEC_SaslAuthenticateRequest[0] = _d_SaslAuthenticateRequest_0
+_ENC_SaslAuthenticateRequest[0] = _e_SaslAuthenticateRequest_0
+_DEC_SaslAuthenticateRequest[1] = _d_SaslAuthenticateRequest_0
+_ENC_SaslAuthenticateRequest[1] = _e_SaslAuthenticateRequest_0
+_DEC_SaslAuthenticateRequest[2] = _d_SaslAuthenticateRequest_1
+_ENC_SaslAuthenticateRequest[2] = _e_SaslAuthenticateRequest_1
+
+cdef inline dec_fn _dec_SaslAuthenticateRequest(int v) except NULL:
+    if v < 0 or v > 2:
+        unsupported("SaslAuthenticateRequest", v, 0, 2)
+    return _DEC_SaslAuthenticateRequest[v]
+
+cdef inline enc_fn _enc_SaslAuthenticateRequest(int v) except NULL:
+    if v < 0 or v > 2:
+        unsupported("SaslAuthenticateRequest", v, 0, 2)
+    return _ENC_SaslAuthenticateRequest[v]
+
+
+cdef dec_fn _DEC_SaslAuthenticateResponse[3]
+cdef enc_fn _ENC_SaslAuthenticateResponse[3]
+_DEC_SaslAuthenticateResponse[0] = _d_SaslAuthenticateResponse_0
+_ENC_SaslAuthenticateResponse[0] = _e_SaslAuthenticateResponse_0
+_DEC_SaslAuthenticateResponse[1] = _d_SaslAuthenticateResponse_1
+_ENC_SaslAuthenticateResponse[1] = _e_SaslAuthenticateResponse_1
+_DEC_SaslAuthenticateResponse[2] = _d_SaslAuthenticateResponse_2
+_ENC_SaslAuthenticateResponse[2] = _e_SaslAuthenticateResponse_2
+
+cdef inline dec_fn _dec_SaslAuthenticateResponse(int v) except NULL:
+    if v < 0 or v > 2:
+        unsupported("SaslAuthenticateResponse", v, 0, 2)
+    return _DEC_SaslAuthenticateResponse[v]
+
+cdef inline enc_fn _enc_SaslAuthenticateResponse(int v) except NULL:
+    if v < 0 or v > 2:
+        unsupported("SaslAuthenticateResponse", v, 0, 2)
+    return _ENC_SaslAuthenticateResponse[v]
+
+
+cdef dec_fn _DEC_DescribeUserScramCredentialsRequest[1]
+cdef enc_fn _ENC_DescribeUserScramCredentialsRequest[1]
+_DEC_DescribeUserScramCredentialsRequest[0] = _d_DescribeUserScramCredentialsRequest_0
+_ENC_DescribeUserScramCredentialsRequest[0] = _e_DescribeUserScramCredentialsRequest_0
+
+cdef inline dec_fn _dec_DescribeUserScramCredentialsRequest(int v) except NULL:
+    if v < 0 or v > 0:
+        unsupported("DescribeUserScramCredentialsRequest", v, 0, 0)
+    return _DEC_DescribeUserScramCredentialsRequest[v]
+
+cdef inline enc_fn _enc_DescribeUserScramCredentialsRequest(int v) except NULL:
+    if v < 0 or v > 0:
+        unsupported("DescribeUserScramCredentialsRequest", v, 0, 0)
+    return _ENC_DescribeUserScramCredentialsRequest[v]
+
+
+cdef dec_fn _DEC_DescribeUserScramCredentialsResponse[1]
+cdef enc_fn _ENC_DescribeUserScramCredentialsResponse[1]
+_DEC_DescribeUserScramCredentialsResponse[0] = _d_DescribeUserScramCredentialsResponse_0
+_ENC_DescribeUserScramCredentialsResponse[0] = _e_DescribeUserScramCredentialsResponse_0
+
+cdef inline dec_fn _dec_DescribeUserScramCredentialsResponse(int v) except NULL:
+    if v < 0 or v > 0:
+        unsupported("DescribeUserScramCredentialsResponse", v, 0, 0)
+    return _DEC_DescribeUserScramCredentialsResponse[v]
+
+cdef inline enc_fn _enc_DescribeUserScramCredentialsResponse(int v) except NULL:
+    if v < 0 or v > 0:
+        unsupported("DescribeUserScramCredentialsResponse", v, 0, 0)
+    return _ENC_DescribeUserScramCredentialsResponse[v]
+
+
+cdef dec_fn _DEC_AlterUserScramCredentialsRequest[1]
+cdef enc_fn _ENC_AlterUserScramCredentialsRequest[1]
+_DEC_AlterUserScramCredentialsRequest[0] = _d_AlterUserScramCredentialsRequest_0
+_ENC_AlterUserScramCredentialsRequest[0] = _e_AlterUserScramCredentialsRequest_0
+
+cdef inline dec_fn _dec_AlterUserScramCredentialsRequest(int v) except NULL:
+    if v < 0 or v > 0:
+        unsupported("AlterUserScramCredentialsRequest", v, 0, 0)
+    return _DEC_AlterUserScramCredentialsRequest[v]
+
+cdef inline enc_fn _enc_AlterUserScramCredentialsRequest(int v) except NULL:
+    if v < 0 or v > 0:
+        unsupported("AlterUserScramCredentialsRequest", v, 0, 0)
+    return _ENC_AlterUserScramCredentialsRequest[v]
+
+
+cdef dec_fn _DEC_AlterUserScramCredentialsResponse[1]
+cdef enc_fn _ENC_AlterUserScramCredentialsResponse[1]
+_DEC_AlterUserScramCredentialsResponse[0] = _d_AlterUserScramCredentialsResponse_0
+_ENC_AlterUserScramCredentialsResponse[0] = _e_AlterUserScramCredentialsResponse_0
+
+cdef inline dec_fn _dec_AlterUserScramCredentialsResponse(int v) except NULL:
+    if v < 0 or v > 0:
+        unsupported("AlterUserScramCredentialsResponse", v, 0, 0)
+    return _DEC_AlterUserScramCredentialsResponse[v]
+
+cdef inline enc_fn _enc_AlterUserScramCredentialsResponse(int v) except NULL:
+    if v < 0 or v > 0:
+        unsupported("AlterUserScramCredentialsResponse", v, 0, 0)
+    return _ENC_AlterUserScramCredentialsResponse[v]
+
+
 cdef dec_fn _DEC_BY_KEY_REQ(int api_key, int v) except NULL:
     if api_key == 18:
         return _dec_ApiVersionsRequest(v)
@@ -30749,6 +32161,14 @@ cdef dec_fn _DEC_BY_KEY_REQ(int api_key, int v) except NULL:
         return _dec_ConnectGroupInstallAssignmentRequest(v)
     if api_key == 1003:
         return _dec_ConnectGroupDescribeRequest(v)
+    if api_key == 17:
+        return _dec_SaslHandshakeRequest(v)
+    if api_key == 36:
+        return _dec_SaslAuthenticateRequest(v)
+    if api_key == 50:
+        return _dec_DescribeUserScramCredentialsRequest(v)
+    if api_key == 51:
+        return _dec_AlterUserScramCredentialsRequest(v)
     raise UnsupportedVersionError(f"no request for API {api_key}", api_key, v)
 
 cdef enc_fn _ENC_BY_KEY_REQ(int api_key, int v) except NULL:
@@ -30802,6 +32222,14 @@ cdef enc_fn _ENC_BY_KEY_REQ(int api_key, int v) except NULL:
         return _enc_ConnectGroupInstallAssignmentRequest(v)
     if api_key == 1003:
         return _enc_ConnectGroupDescribeRequest(v)
+    if api_key == 17:
+        return _enc_SaslHandshakeRequest(v)
+    if api_key == 36:
+        return _enc_SaslAuthenticateRequest(v)
+    if api_key == 50:
+        return _enc_DescribeUserScramCredentialsRequest(v)
+    if api_key == 51:
+        return _enc_AlterUserScramCredentialsRequest(v)
     raise UnsupportedVersionError(f"no request for API {api_key}", api_key, v)
 
 cdef enc_fn _ENC_BY_KEY_RESP(int api_key, int v) except NULL:
@@ -30855,6 +32283,14 @@ cdef enc_fn _ENC_BY_KEY_RESP(int api_key, int v) except NULL:
         return _enc_ConnectGroupInstallAssignmentResponse(v)
     if api_key == 1003:
         return _enc_ConnectGroupDescribeResponse(v)
+    if api_key == 17:
+        return _enc_SaslHandshakeResponse(v)
+    if api_key == 36:
+        return _enc_SaslAuthenticateResponse(v)
+    if api_key == 50:
+        return _enc_DescribeUserScramCredentialsResponse(v)
+    if api_key == 51:
+        return _enc_AlterUserScramCredentialsResponse(v)
     raise UnsupportedVersionError(f"no response for API {api_key}", api_key, v)
 
 
@@ -30884,6 +32320,10 @@ REQUEST_TYPES = {
     1001: ConnectGroupPrepareAssignmentRequest,
     1002: ConnectGroupInstallAssignmentRequest,
     1003: ConnectGroupDescribeRequest,
+    17: SaslHandshakeRequest,
+    36: SaslAuthenticateRequest,
+    50: DescribeUserScramCredentialsRequest,
+    51: AlterUserScramCredentialsRequest,
 }
 RESPONSE_TYPES = {
     18: ApiVersionsResponse,
@@ -30911,6 +32351,10 @@ RESPONSE_TYPES = {
     1001: ConnectGroupPrepareAssignmentResponse,
     1002: ConnectGroupInstallAssignmentResponse,
     1003: ConnectGroupDescribeResponse,
+    17: SaslHandshakeResponse,
+    36: SaslAuthenticateResponse,
+    50: DescribeUserScramCredentialsResponse,
+    51: AlterUserScramCredentialsResponse,
 }
 MESSAGE_TYPES = {
     "RequestHeader": RequestHeader,
@@ -30995,5 +32439,13 @@ MESSAGE_TYPES = {
     "ConnectGroupTargetAssignmentMemberValue": ConnectGroupTargetAssignmentMemberValue,
     "ConnectGroupCurrentMemberAssignmentKey": ConnectGroupCurrentMemberAssignmentKey,
     "ConnectGroupCurrentMemberAssignmentValue": ConnectGroupCurrentMemberAssignmentValue,
+    "SaslHandshakeRequest": SaslHandshakeRequest,
+    "SaslHandshakeResponse": SaslHandshakeResponse,
+    "SaslAuthenticateRequest": SaslAuthenticateRequest,
+    "SaslAuthenticateResponse": SaslAuthenticateResponse,
+    "DescribeUserScramCredentialsRequest": DescribeUserScramCredentialsRequest,
+    "DescribeUserScramCredentialsResponse": DescribeUserScramCredentialsResponse,
+    "AlterUserScramCredentialsRequest": AlterUserScramCredentialsRequest,
+    "AlterUserScramCredentialsResponse": AlterUserScramCredentialsResponse,
 }
-STRUCT_TYPES = (RequestHeader, ResponseHeader, ApiVersionsRequest, ApiVersionsResponseApiVersion, ApiVersionsResponseSupportedFeatureKey, ApiVersionsResponseFinalizedFeatureKey, ApiVersionsResponse, MetadataRequestTopic, MetadataRequest, MetadataResponseBroker, MetadataResponsePartition, MetadataResponseTopic, MetadataResponse, FindCoordinatorRequest, FindCoordinatorResponseCoordinator, FindCoordinatorResponse, ListOffsetsRequestListOffsetsPartition, ListOffsetsRequestListOffsetsTopic, ListOffsetsRequest, ListOffsetsResponseListOffsetsPartitionResponse, ListOffsetsResponseListOffsetsTopicResponse, ListOffsetsResponse, FetchRequestReplicaState, FetchRequestFetchPartition, FetchRequestFetchTopic, FetchRequestForgottenTopic, FetchRequest, FetchResponseEpochEndOffset, FetchResponseLeaderIdAndEpoch, FetchResponseSnapshotId, FetchResponseAbortedTransaction, FetchResponsePartitionData, FetchResponseFetchableTopicResponse, FetchResponseNodeEndpoint, FetchResponse, ProduceRequestPartitionProduceData, ProduceRequestTopicProduceData, ProduceRequest, ProduceResponseBatchIndexAndErrorMessage, ProduceResponseLeaderIdAndEpoch, ProduceResponsePartitionProduceResponse, ProduceResponseTopicProduceResponse, ProduceResponseNodeEndpoint, ProduceResponse, CreateTopicsRequestCreatableReplicaAssignment, CreateTopicsRequestCreatableTopicConfig, CreateTopicsRequestCreatableTopic, CreateTopicsRequest, CreateTopicsResponseCreatableTopicConfigs, CreateTopicsResponseCreatableTopicResult, CreateTopicsResponse, DeleteTopicsRequestDeleteTopicState, DeleteTopicsRequest, DeleteTopicsResponseDeletableTopicResult, DeleteTopicsResponse, CreatePartitionsRequestCreatePartitionsAssignment, CreatePartitionsRequestCreatePartitionsTopic, CreatePartitionsRequest, CreatePartitionsResponseCreatePartitionsTopicResult, CreatePartitionsResponse, JoinGroupRequestProtocol, JoinGroupRequest, JoinGroupResponseMember, JoinGroupResponse, SyncGroupRequestAssignment, SyncGroupRequest, SyncGroupResponse, HeartbeatRequest, HeartbeatResponse, LeaveGroupRequestMemberIdentity, LeaveGroupRequest, LeaveGroupResponseMemberResponse, LeaveGroupResponse, DescribeGroupsRequest, DescribeGroupsResponseDescribedGroupMember, DescribeGroupsResponseDescribedGroup, DescribeGroupsResponse, ListGroupsRequest, ListGroupsResponseListedGroup, ListGroupsResponse, DeleteGroupsRequest, DeleteGroupsResponseDeletableGroupResult, DeleteGroupsResponse, OffsetCommitRequestPartition, OffsetCommitRequestTopic, OffsetCommitRequest, OffsetCommitResponsePartition, OffsetCommitResponseTopic, OffsetCommitResponse, OffsetFetchRequestTopic, OffsetFetchRequestTopics, OffsetFetchRequestGroup, OffsetFetchRequest, OffsetFetchResponsePartition, OffsetFetchResponseTopic, OffsetFetchResponsePartitions, OffsetFetchResponseTopics, OffsetFetchResponseGroup, OffsetFetchResponse, OffsetDeleteRequestPartition, OffsetDeleteRequestTopic, OffsetDeleteRequest, OffsetDeleteResponsePartition, OffsetDeleteResponseTopic, OffsetDeleteResponse, ConsumerGroupHeartbeatRequestTopicPartitions, ConsumerGroupHeartbeatRequest, ConsumerGroupHeartbeatResponseTopicPartitions, ConsumerGroupHeartbeatResponseAssignment, ConsumerGroupHeartbeatResponse, ConsumerGroupDescribeRequest, ConsumerGroupDescribeResponseTopicPartitions, ConsumerGroupDescribeResponseAssignment, ConsumerGroupDescribeResponseMember, ConsumerGroupDescribeResponseDescribedGroup, ConsumerGroupDescribeResponse, ConsumerProtocolSubscriptionTopicPartition, ConsumerProtocolSubscription, ConsumerProtocolAssignmentTopicPartition, ConsumerProtocolAssignment, GroupMetadataKey, GroupMetadataValueMemberMetadata, GroupMetadataValue, OffsetCommitKey, OffsetCommitValue, ConsumerGroupMetadataKey, ConsumerGroupMetadataValue, ConsumerGroupPartitionMetadataKey, ConsumerGroupPartitionMetadataValuePartitionMetadata, ConsumerGroupPartitionMetadataValueTopicMetadata, ConsumerGroupPartitionMetadataValue, ConsumerGroupMemberMetadataKey, ConsumerGroupMemberMetadataValueClassicProtocol, ConsumerGroupMemberMetadataValueClassicMemberMetadata, ConsumerGroupMemberMetadataValue, ConsumerGroupTargetAssignmentMetadataKey, ConsumerGroupTargetAssignmentMetadataValue, ConsumerGroupTargetAssignmentMemberKey, ConsumerGroupTargetAssignmentMemberValueTopicPartition, ConsumerGroupTargetAssignmentMemberValue, ConsumerGroupCurrentMemberAssignmentKey, ConsumerGroupCurrentMemberAssignmentValueTopicPartitions, ConsumerGroupCurrentMemberAssignmentValue, ConnectGroupHeartbeatRequestAssignor, ConnectGroupHeartbeatRequestConnectorTasks, ConnectGroupHeartbeatRequestConnectorsAndTasks, ConnectGroupHeartbeatRequest, ConnectGroupHeartbeatResponseConnectorTasks, ConnectGroupHeartbeatResponseConnectorsAndTasks, ConnectGroupHeartbeatResponseAssignment, ConnectGroupHeartbeatResponse, ConnectGroupPrepareAssignmentRequest, ConnectGroupPrepareAssignmentResponseConnectorTasks, ConnectGroupPrepareAssignmentResponseConnectorsAndTasks, ConnectGroupPrepareAssignmentResponseMember, ConnectGroupPrepareAssignmentResponseDepartedMember, ConnectGroupPrepareAssignmentResponse, ConnectGroupInstallAssignmentRequestConnectorTasks, ConnectGroupInstallAssignmentRequestConnectorsAndTasks, ConnectGroupInstallAssignmentRequestMember, ConnectGroupInstallAssignmentRequest, ConnectGroupInstallAssignmentResponse, ConnectGroupDescribeRequest, ConnectGroupDescribeResponseConnectorTasks, ConnectGroupDescribeResponseConnectorsAndTasks, ConnectGroupDescribeResponseMember, ConnectGroupDescribeResponseRebalance, ConnectGroupDescribeResponseDescribedGroup, ConnectGroupDescribeResponse, ConnectGroupMetadataKey, ConnectGroupMetadataValueDepartedMember, ConnectGroupMetadataValue, ConnectGroupUnitsKey, ConnectGroupUnitsValue, ConnectGroupMemberMetadataKey, ConnectGroupMemberMetadataValueAssignor, ConnectGroupMemberMetadataValue, ConnectGroupTargetAssignmentMetadataKey, ConnectGroupTargetAssignmentMetadataValue, ConnectGroupTargetAssignmentMemberKey, ConnectGroupTargetAssignmentMemberValue, ConnectGroupCurrentMemberAssignmentKey, ConnectGroupCurrentMemberAssignmentValue,)
+STRUCT_TYPES = (RequestHeader, ResponseHeader, ApiVersionsRequest, ApiVersionsResponseApiVersion, ApiVersionsResponseSupportedFeatureKey, ApiVersionsResponseFinalizedFeatureKey, ApiVersionsResponse, MetadataRequestTopic, MetadataRequest, MetadataResponseBroker, MetadataResponsePartition, MetadataResponseTopic, MetadataResponse, FindCoordinatorRequest, FindCoordinatorResponseCoordinator, FindCoordinatorResponse, ListOffsetsRequestListOffsetsPartition, ListOffsetsRequestListOffsetsTopic, ListOffsetsRequest, ListOffsetsResponseListOffsetsPartitionResponse, ListOffsetsResponseListOffsetsTopicResponse, ListOffsetsResponse, FetchRequestReplicaState, FetchRequestFetchPartition, FetchRequestFetchTopic, FetchRequestForgottenTopic, FetchRequest, FetchResponseEpochEndOffset, FetchResponseLeaderIdAndEpoch, FetchResponseSnapshotId, FetchResponseAbortedTransaction, FetchResponsePartitionData, FetchResponseFetchableTopicResponse, FetchResponseNodeEndpoint, FetchResponse, ProduceRequestPartitionProduceData, ProduceRequestTopicProduceData, ProduceRequest, ProduceResponseBatchIndexAndErrorMessage, ProduceResponseLeaderIdAndEpoch, ProduceResponsePartitionProduceResponse, ProduceResponseTopicProduceResponse, ProduceResponseNodeEndpoint, ProduceResponse, CreateTopicsRequestCreatableReplicaAssignment, CreateTopicsRequestCreatableTopicConfig, CreateTopicsRequestCreatableTopic, CreateTopicsRequest, CreateTopicsResponseCreatableTopicConfigs, CreateTopicsResponseCreatableTopicResult, CreateTopicsResponse, DeleteTopicsRequestDeleteTopicState, DeleteTopicsRequest, DeleteTopicsResponseDeletableTopicResult, DeleteTopicsResponse, CreatePartitionsRequestCreatePartitionsAssignment, CreatePartitionsRequestCreatePartitionsTopic, CreatePartitionsRequest, CreatePartitionsResponseCreatePartitionsTopicResult, CreatePartitionsResponse, JoinGroupRequestProtocol, JoinGroupRequest, JoinGroupResponseMember, JoinGroupResponse, SyncGroupRequestAssignment, SyncGroupRequest, SyncGroupResponse, HeartbeatRequest, HeartbeatResponse, LeaveGroupRequestMemberIdentity, LeaveGroupRequest, LeaveGroupResponseMemberResponse, LeaveGroupResponse, DescribeGroupsRequest, DescribeGroupsResponseDescribedGroupMember, DescribeGroupsResponseDescribedGroup, DescribeGroupsResponse, ListGroupsRequest, ListGroupsResponseListedGroup, ListGroupsResponse, DeleteGroupsRequest, DeleteGroupsResponseDeletableGroupResult, DeleteGroupsResponse, OffsetCommitRequestPartition, OffsetCommitRequestTopic, OffsetCommitRequest, OffsetCommitResponsePartition, OffsetCommitResponseTopic, OffsetCommitResponse, OffsetFetchRequestTopic, OffsetFetchRequestTopics, OffsetFetchRequestGroup, OffsetFetchRequest, OffsetFetchResponsePartition, OffsetFetchResponseTopic, OffsetFetchResponsePartitions, OffsetFetchResponseTopics, OffsetFetchResponseGroup, OffsetFetchResponse, OffsetDeleteRequestPartition, OffsetDeleteRequestTopic, OffsetDeleteRequest, OffsetDeleteResponsePartition, OffsetDeleteResponseTopic, OffsetDeleteResponse, ConsumerGroupHeartbeatRequestTopicPartitions, ConsumerGroupHeartbeatRequest, ConsumerGroupHeartbeatResponseTopicPartitions, ConsumerGroupHeartbeatResponseAssignment, ConsumerGroupHeartbeatResponse, ConsumerGroupDescribeRequest, ConsumerGroupDescribeResponseTopicPartitions, ConsumerGroupDescribeResponseAssignment, ConsumerGroupDescribeResponseMember, ConsumerGroupDescribeResponseDescribedGroup, ConsumerGroupDescribeResponse, ConsumerProtocolSubscriptionTopicPartition, ConsumerProtocolSubscription, ConsumerProtocolAssignmentTopicPartition, ConsumerProtocolAssignment, GroupMetadataKey, GroupMetadataValueMemberMetadata, GroupMetadataValue, OffsetCommitKey, OffsetCommitValue, ConsumerGroupMetadataKey, ConsumerGroupMetadataValue, ConsumerGroupPartitionMetadataKey, ConsumerGroupPartitionMetadataValuePartitionMetadata, ConsumerGroupPartitionMetadataValueTopicMetadata, ConsumerGroupPartitionMetadataValue, ConsumerGroupMemberMetadataKey, ConsumerGroupMemberMetadataValueClassicProtocol, ConsumerGroupMemberMetadataValueClassicMemberMetadata, ConsumerGroupMemberMetadataValue, ConsumerGroupTargetAssignmentMetadataKey, ConsumerGroupTargetAssignmentMetadataValue, ConsumerGroupTargetAssignmentMemberKey, ConsumerGroupTargetAssignmentMemberValueTopicPartition, ConsumerGroupTargetAssignmentMemberValue, ConsumerGroupCurrentMemberAssignmentKey, ConsumerGroupCurrentMemberAssignmentValueTopicPartitions, ConsumerGroupCurrentMemberAssignmentValue, ConnectGroupHeartbeatRequestAssignor, ConnectGroupHeartbeatRequestConnectorTasks, ConnectGroupHeartbeatRequestConnectorsAndTasks, ConnectGroupHeartbeatRequest, ConnectGroupHeartbeatResponseConnectorTasks, ConnectGroupHeartbeatResponseConnectorsAndTasks, ConnectGroupHeartbeatResponseAssignment, ConnectGroupHeartbeatResponse, ConnectGroupPrepareAssignmentRequest, ConnectGroupPrepareAssignmentResponseConnectorTasks, ConnectGroupPrepareAssignmentResponseConnectorsAndTasks, ConnectGroupPrepareAssignmentResponseMember, ConnectGroupPrepareAssignmentResponseDepartedMember, ConnectGroupPrepareAssignmentResponse, ConnectGroupInstallAssignmentRequestConnectorTasks, ConnectGroupInstallAssignmentRequestConnectorsAndTasks, ConnectGroupInstallAssignmentRequestMember, ConnectGroupInstallAssignmentRequest, ConnectGroupInstallAssignmentResponse, ConnectGroupDescribeRequest, ConnectGroupDescribeResponseConnectorTasks, ConnectGroupDescribeResponseConnectorsAndTasks, ConnectGroupDescribeResponseMember, ConnectGroupDescribeResponseRebalance, ConnectGroupDescribeResponseDescribedGroup, ConnectGroupDescribeResponse, ConnectGroupMetadataKey, ConnectGroupMetadataValueDepartedMember, ConnectGroupMetadataValue, ConnectGroupUnitsKey, ConnectGroupUnitsValue, ConnectGroupMemberMetadataKey, ConnectGroupMemberMetadataValueAssignor, ConnectGroupMemberMetadataValue, ConnectGroupTargetAssignmentMetadataKey, ConnectGroupTargetAssignmentMetadataValue, ConnectGroupTargetAssignmentMemberKey, ConnectGroupTargetAssignmentMemberValue, ConnectGroupCurrentMemberAssignmentKey, ConnectGroupCurrentMemberAssignmentValue, SaslHandshakeRequest, SaslHandshakeResponse, SaslAuthenticateRequest, SaslAuthenticateResponse, DescribeUserScramCredentialsRequestUserName, DescribeUserScramCredentialsRequest, DescribeUserScramCredentialsResponseCredentialInfo, DescribeUserScramCredentialsResponseDescribeUserScramCredentialsResult, DescribeUserScramCredentialsResponse, AlterUserScramCredentialsRequestScramCredentialDeletion, AlterUserScramCredentialsRequestScramCredentialUpsertion, AlterUserScramCredentialsRequest, AlterUserScramCredentialsResponseAlterUserScramCredentialsResult, AlterUserScramCredentialsResponse,)
