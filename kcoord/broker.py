@@ -35,6 +35,10 @@ class Broker:
         self.served = served
         self.key_map = key_map  # kcoord.server.PrivateKeys when the connect API keys are moved, else None
         self.cluster = None  # kcoord.cluster.Cluster when nodes share a PostgreSQL store: who coordinates what
+        # The advertised address of each listener by name, and the listener of the request being handled (set by the
+        # connection before each request): Metadata and FindCoordinator answer with that listener's address.
+        self.addresses: dict[str, tuple[str, int]] = {}
+        self.listener: str | None = None
         self.handlers = {wire.ApiVersionsRequest.API_KEY: self.api_versions, wire.MetadataRequest.API_KEY: self.metadata,
                          wire.FindCoordinatorRequest.API_KEY: self.find_coordinator,
                          wire.ListOffsetsRequest.API_KEY: self.list_offsets, wire.FetchRequest.API_KEY: self.fetch,
@@ -64,9 +68,14 @@ class Broker:
                                                leader_epoch=0, replica_nodes=[lead], isr_nodes=[lead], offline_replicas=[])
                 for p in range(n)]
 
+    def address(self) -> tuple[str, int]:
+        """This node's address as the listener of the request in hand advertises it."""
+        return self.addresses.get(self.listener, (self.host, self.port))  # type: ignore[arg-type]
+
     def brokers(self) -> list[wire.MetadataResponseBroker]:
         if self.cluster is None:
-            return [wire.MetadataResponseBroker(node_id=self.node_id, host=self.host, port=self.port)]
+            host, port = self.address()
+            return [wire.MetadataResponseBroker(node_id=self.node_id, host=host, port=port)]
         return [wire.MetadataResponseBroker(node_id=n.node_id, host=n.host, port=n.port) for n in self.cluster.brokers()]
 
     def metadata(self, req: wire.MetadataRequest, version, client_id="", client_host=""):
@@ -107,7 +116,7 @@ class Broker:
             if key_type != 0:
                 return E.COORDINATOR_NOT_AVAILABLE, "kcoord coordinates groups only", -1, "", -1
             if self.cluster is None:
-                return E.NONE, None, self.node_id, self.host, self.port
+                return E.NONE, None, self.node_id, *self.address()
             node = self.cluster.coordinator(key)
             if node is None:
                 return E.COORDINATOR_NOT_AVAILABLE, "The coordinator is not available.", -1, "", -1

@@ -175,6 +175,10 @@ SERVER_BOUNDS: dict[str, tuple[tuple[int, int], int | None, int | None]] = {
     # Kafka's KRaft broker lease and heartbeat: INTs without a validator; kcoord refuses what no lease could use.
     "broker.session.timeout.ms": (INT, 1, None),
     "broker.heartbeat.interval.ms": (INT, 1, None),
+    # Authentication (kcoord.security): Kafka's BrokerSecurityConfigs validators
+    "connection.failed.authentication.delay.ms": (INT, 0, None),  # Kafka: atLeast(0)
+    "connections.max.reauth.ms": (LONG, 0, None),  # Kafka: a LONG, 0 for no re-authentication
+    "sasl.server.max.receive.size": (INT, 1, None),
 }
 
 

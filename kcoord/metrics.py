@@ -154,6 +154,11 @@ class ServerCollector:
         for limit, n in sorted(srv.limits.refused.items()):
             refused.add_metric([limit], n)
         yield refused
+        auth = CounterMetricFamily("kcoord_authentications", "SASL authentications on each listener, by mechanism "
+                                   "and result (success, failure)", labels=["listener", "mechanism", "result"])
+        for (listener, mechanism, result), n in sorted(srv.auth_results.items()):
+            auth.add_metric([listener, mechanism, result], n)
+        yield auth
         yield GaugeMetricFamily("kcoord_queued_request_bytes", "Bytes held by requests not yet whole, on all "
                                 "connections (bounded by queued.max.request.bytes)", value=srv.frame_bytes)
         yield GaugeMetricFamily("kcoord_queued_request_bytes_peak", "The most bytes requests not yet whole held at "

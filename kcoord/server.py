@@ -19,8 +19,9 @@ import resource
 import select
 import signal
 import socket
+import struct
 from bisect import bisect_right
-from collections import deque
+from collections import Counter, deque
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from time import perf_counter
@@ -34,7 +35,10 @@ from .config import SERVER_BOUNDS, GroupConfig, check_bounds, kafka_settings, sp
 from .config import SETTINGS as GROUP_SETTINGS
 from .coordinator import Coordinator, LoadStats
 from .events import LATENCY_BUCKETS, Histogram
+from .listeners import DEFAULT_PROTOCOL_MAP, Listener, parse_listeners
 from .reply import Deferred, Reply
+from .security.sasl import AUTHENTICATE, COMPLETE, FAILED, HANDSHAKE, INITIAL, RAW, SaslSession
+from .security.scram import SaslFailure
 from .store import FSYNC_POLICIES, PG_SCHEMES, GroupStore, NullStore, Records, SqliteRecords, StoreError, StoreFullError
 from .timers import Clock
 from .topics import TopicCatalogue, parse_topic_spec
@@ -42,6 +46,7 @@ from .topics import TopicCatalogue, parse_topic_spec
 log = logging.getLogger("kcoord.server")
 
 API_VERSIONS_KEY = wire.ApiVersionsRequest.API_KEY
+ANONYMOUS = "User:ANONYMOUS"  # Kafka's principal of a connection that did not authenticate
 FETCH_KEY = wire.FetchRequest.API_KEY
 # While the store cannot write for want of space, what would write is refused with this code. Kafka's group
 # coordinator answers a failed append COORDINATOR_NOT_AVAILABLE when the coordinator stays where it is and may
@@ -97,6 +102,18 @@ class ServerConfig:
     store_fsync: str = "always"  # store.fsync: "always" (fsync every commit) or "off" (leave it to the OS)
     metrics_port: int | None = None  # the Prometheus endpoint (kcoord.metrics); None: none
     metrics_host: str | None = None  # where it listens (default: host)
+    # Listeners (kcoord.listeners): "" serves one PLAINTEXT listener on host:port (--host, --port)
+    listeners: str = ""  # listeners: NAME://host:port,...
+    advertised_listeners: str = ""  # advertised.listeners: NAME://host:port,... ("" for a listener: its own)
+    listener_security_protocol_map: str = DEFAULT_PROTOCOL_MAP  # listener.security.protocol.map
+    # Authentication (kcoord.security). Kafka's default mechanism list is GSSAPI, which kcoord does not serve: a
+    # SASL listener needs sasl.enabled.mechanisms set to some of PLAIN, SCRAM-SHA-256, SCRAM-SHA-512.
+    sasl_enabled_mechanisms: str = "GSSAPI"  # sasl.enabled.mechanisms
+    failed_authentication_delay_ms: int = 100  # connection.failed.authentication.delay.ms
+    connections_max_reauth_ms: int = 0  # connections.max.reauth.ms (0: sessions never expire)
+    sasl_server_max_receive_size: int = 524288  # sasl.server.max.receive.size: the largest frame until authenticated
+    # The TLS settings (ssl.*) and per-listener overrides (listener.name.<listener>.<setting>) by their Kafka names
+    security: dict[str, str] = field(default_factory=dict)
     group: GroupConfig = field(default_factory=GroupConfig)
 
     def __post_init__(self) -> None:
@@ -133,6 +150,22 @@ class ServerConfig:
                                  "can connect to; give the host name or address clients should use")
             raise ValueError(f"--host {self.host or repr(self.host)} is no address clients can connect to: give "
                              "--advertised-host with the host name or address they should use")
+        listeners = self.listener_list()  # ListenerError (a ValueError) names the setting
+        if self.listeners:
+            for x in listeners:
+                if _meta_address(x.advertised_host or x.host):
+                    raise ValueError(f"listeners: {x.name}://{x.host}:{x.port} binds every address: name the "
+                                     f"address clients should use in advertised.listeners ({x.name}://HOST:PORT)")
+        if any(x.sasl for x in listeners):
+            mechanisms = self.enabled_mechanisms()
+            served = [m for m in mechanisms if m in SASL_MECHANISMS]
+            if not served:
+                raise ValueError(f"sasl.enabled.mechanisms: {self.sasl_enabled_mechanisms!r} has none of "
+                                 f"{', '.join(SASL_MECHANISMS)}, which a SASL listener needs (GSSAPI, Kafka's "
+                                 f"default, is not served by kcoord)")
+            if len(served) < len(mechanisms):
+                raise ValueError(f"sasl.enabled.mechanisms: kcoord serves {', '.join(SASL_MECHANISMS)}, not "
+                                 f"{', '.join(m for m in mechanisms if m not in SASL_MECHANISMS)}")
         if self.num_partitions > self.topic_max_partitions:
             raise ValueError(f"num.partitions ({self.num_partitions}) must not be above topic.max.partitions "
                              f"({self.topic_max_partitions})")
@@ -169,10 +202,23 @@ class ServerConfig:
         `group.initial.rebalance.delay.ms`, ...) plus the given fields; an unknown or malformed setting is a
         ValueError naming it. Kafka's broker settings that kcoord does not use (broker.id, log.dirs, ...) are left
         out with one warning naming them (kcoord.config.split_settings)."""
-        settings = split_settings(settings, {**SETTINGS, **GROUP_SETTINGS})
+        security = {k: str(v) for k, v in settings.items() if is_security_setting(k)}
+        settings = split_settings({k: v for k, v in settings.items() if not is_security_setting(k)},
+                                  {**SETTINGS, **GROUP_SETTINGS})
         server = kafka_settings(cls, SETTINGS, {k: v for k, v in settings.items() if k in SETTINGS})
         group = GroupConfig.from_kafka({k: v for k, v in settings.items() if k not in SETTINGS})
-        return cls(group=group, **server, **kwargs)
+        return cls(group=group, security=security, **server, **kwargs)
+
+    def listener_list(self) -> list[Listener]:
+        """The listeners to serve: `listeners` when given, else one PLAINTEXT listener on host:port advertised as
+        --advertised-host/--advertised-port say (kcoord's command line, as before listeners existed)."""
+        if not self.listeners:
+            return [Listener("PLAINTEXT", self.host, self.port, "PLAINTEXT", self.advertised_host,
+                             self.advertised_port)]
+        return parse_listeners(self.listeners, self.advertised_listeners, self.listener_security_protocol_map)
+
+    def enabled_mechanisms(self) -> list[str]:
+        return [m.strip().upper() for m in self.sasl_enabled_mechanisms.split(",") if m.strip()]
 
 
 def _meta_address(host: str | None) -> bool:
@@ -219,13 +265,34 @@ SETTINGS = {
     "broker.session.timeout.ms": "lease_ms",
     "broker.heartbeat.interval.ms": "lease_renew_ms",
     "store.fsync": "store_fsync",
+    "listeners": "listeners",
+    "advertised.listeners": "advertised_listeners",
+    "listener.security.protocol.map": "listener_security_protocol_map",
+    "sasl.enabled.mechanisms": "sasl_enabled_mechanisms",
+    "connection.failed.authentication.delay.ms": "failed_authentication_delay_ms",
+    "connections.max.reauth.ms": "connections_max_reauth_ms",
+    "sasl.server.max.receive.size": "sasl_server_max_receive_size",
 }
+SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")  # what kcoord serves of sasl.enabled.mechanisms
+
+
+def is_security_setting(name: str) -> bool:
+    """A TLS setting or a per-listener override, kept by name in ServerConfig.security for kcoord.security.tls."""
+    return name.startswith(("ssl.", "listener.name."))
 
 
 class KafkaConnection(asyncio.BufferedProtocol):
-    def __init__(self, server: Server) -> None:
+    def __init__(self, server: Server, listener: Listener | None = None) -> None:
         self.server = server
         self.reader = wire.FrameReader(server.config.max_frame_size)
+        self.listener = listener  # the listener it came in on (None: an in-process caller's)
+        self.principal = ANONYMOUS  # who it authenticated as (a certificate's subject, a SASL user)
+        self.sasl: SaslSession | None = None  # on a SASL listener: the exchange, then the session
+        if listener is not None and listener.sasl:
+            cfg = server.config
+            self.sasl = SaslSession(listener.name, cfg.enabled_mechanisms(), server.credential,
+                                    cfg.connections_max_reauth_ms)
+            self.reader.max_frame_size = min(cfg.sasl_server_max_receive_size, cfg.max_frame_size)
         self.transport: asyncio.Transport | None = None
         self.queue: deque = deque()  # [reply, api_key, version, correlation id] awaiting their turn
         self.out: list[bytes] = []  # responses of the frames in hand, written together
@@ -258,6 +325,16 @@ class KafkaConnection(asyncio.BufferedProtocol):
             transport.abort()
             return
         self.ip = ip
+        if self.listener is not None and self.listener.protocol == "SSL":
+            from .security.tls import peer_principal
+
+            try:
+                self.principal = peer_principal(transport.get_extra_info("ssl_object"),
+                                                srv.principal_mappers.get(self.listener.name))
+            except Exception as e:  # Kafka: no rule maps the subject -> the connection fails
+                log.warning("closing %s on listener %s: %s", ip, self.listener.name, e)
+                transport.abort()
+                return
         srv.connections.add(self)
         srv.connections_accepted += 1
         self.host = f"/{ip}" if peer else ""
@@ -288,7 +365,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
 
     def _update_reading(self) -> None:
         pause = self.writing_paused or len(self.queue) >= MAX_QUEUED or bool(self.backlog) or self.muted or \
-            self.offloading
+            self.offloading or (self.sasl is not None and self.sasl.state == FAILED)
         t = self.transport
         if pause != self.reading_paused and t is not None and not t.is_closing():
             self.reading_paused = pause
@@ -461,6 +538,13 @@ class KafkaConnection(asyncio.BufferedProtocol):
         """Answer (or park) one request; False closes the connection."""
         t0 = self.read_at
         srv = self.server
+        sasl = self.sasl
+        if sasl is not None and (sasl.state != COMPLETE or sasl.expires_at is not None):
+            verdict = self._sasl_gate(frame, t0)
+            if verdict is not None:
+                return verdict
+        if self.listener is not None:
+            srv.broker.listener = self.listener.name
         if srv.key_map is not None:
             frame = srv.key_map.to_codec(frame)
         if len(frame) > OFFLOAD_ABOVE and srv.worker is not None and self._offload(frame, t0):
@@ -490,6 +574,162 @@ class KafkaConnection(asyncio.BufferedProtocol):
             log.exception("closing %s: API %d v%d failed", self.host, key, version)
             return False
         return True
+
+    # ---- authentication (SASL listeners) --------------------------------------------------------------
+
+    def _sasl_gate(self, frame, t0: float) -> bool | None:
+        """A frame on a SASL listener before (or while re-doing) authentication, or once its session may have
+        expired: True or False as `handle` returns, or None to handle it as any request (kafka-security.md §3)."""
+        s = self.sasl
+        srv = self.server
+        if s.state == FAILED:
+            return True  # closing after connection.failed.authentication.delay.ms: nothing more is handled
+        if s.state == RAW:  # after a v0 handshake the frame is the mechanism's token itself
+            self._sasl_token(bytes(frame), None, t0)
+            return True
+        try:
+            key, version, correlation_id = wire.peek_request(frame)
+        except wire.DecodeError:
+            log.info("closing %s: a frame that is no request before authentication", self.host)
+            return False
+        now = srv.loop.time()
+        if s.state == COMPLETE:
+            if key == SASL_HANDSHAKE_KEY:
+                req = self._decode_sasl(frame)
+                if req is None:
+                    return False
+                if s.begin_reauthentication(req.mechanism, now):
+                    self.respond(wire.SaslHandshakeResponse(error_code=E.NONE, mechanisms=s.enabled),
+                                 key, version, correlation_id, t0)
+                    return True
+                return None  # answered ILLEGAL_SASL_STATE by SASL_REFUSALS
+            if s.expired(now):  # Kafka closes such a connection without an answer (expired-connections-killed)
+                log.info("closing %s: its session on listener %s expired (connections.max.reauth.ms) and was not "
+                         "renewed", self.host, s.listener)
+                return False
+            return None
+        if key == API_VERSIONS_KEY and s.state == INITIAL:
+            s.state = HANDSHAKE
+            return None
+        if key == SASL_HANDSHAKE_KEY and s.state in (INITIAL, HANDSHAKE):
+            req = self._decode_sasl(frame)
+            if req is None:
+                return False
+            if req.mechanism not in s.enabled:
+                self._sasl_failed(wire.encode_response(key, version, correlation_id, wire.SaslHandshakeResponse(
+                    error_code=E.UNSUPPORTED_SASL_MECHANISM, mechanisms=s.enabled)),
+                    f"mechanism {req.mechanism!r} is not enabled", req.mechanism)
+                return True
+            s.begin(req.mechanism, version)
+            self.respond(wire.SaslHandshakeResponse(error_code=E.NONE, mechanisms=s.enabled), key, version,
+                         correlation_id, t0)
+            return True
+        if key == SASL_AUTHENTICATE_KEY and s.state == AUTHENTICATE:
+            req = self._decode_sasl(frame)
+            if req is None:
+                return False
+            self._sasl_token(req.auth_bytes, (version, correlation_id), t0)
+            return True
+        log.info("closing %s: API %d before authentication on listener %s", self.host, key, s.listener)
+        return False
+
+    def _decode_sasl(self, frame):
+        try:
+            return wire.decode_request(frame)[1]
+        except (wire.DecodeError, wire.UnsupportedVersionError) as e:
+            log.info("closing %s: %s", self.host, e)
+            return None
+
+    def _sasl_token(self, token: bytes, ctx: tuple[int, int] | None, t0: float) -> None:
+        """Give the mechanism the client's token; `ctx` (version, correlation id) of its SaslAuthenticate, None for
+        a raw token. A mechanism that derives keys (PLAIN: PBKDF2) runs on the auth threads, not the loop."""
+        s = self.sasl
+        mech = s.mechanism
+        if mech is None:  # a re-authentication asked for another mechanism (Kafka answers the handshake NONE)
+            self._sasl_result(ctx, t0, None, SaslFailure(
+                f"SASL mechanism '{s.requested}' requested by client is not supported for re-authentication of "
+                f"mechanism '{s.mechanism_name}'", True))
+            return
+        if getattr(mech, "offload", False):
+            srv = self.server
+            self.offloading = True
+            self._update_reading()
+            job = srv.auth_pool.submit(_sasl_step, mech, token)
+            job.add_done_callback(lambda f: srv.on_loop(self._sasl_stepped, f, ctx, t0))
+            return
+        self._sasl_result(ctx, t0, *_sasl_step(mech, token))
+
+    def _sasl_stepped(self, job, ctx: tuple[int, int] | None, t0: float) -> None:
+        self.offloading = False
+        if self.transport is None or self.transport.is_closing():
+            return
+        self._sasl_result(ctx, t0, *job.result())
+        if self.backlog:
+            self._resume()
+        self._update_reading()
+
+    def _sasl_result(self, ctx: tuple[int, int] | None, t0: float, out: bytes | None, exc) -> None:
+        s = self.sasl
+        srv = self.server
+        mech = s.mechanism
+        if exc is None and mech.complete:
+            refused = s.finish(mech.principal_name, srv.loop.time())
+            if refused is not None:
+                exc = SaslFailure(refused, True)
+            else:
+                self.principal = s.principal
+                self.reader.max_frame_size = srv.config.max_frame_size
+                srv.auth_results[(s.listener, s.mechanism_name, "success")] += 1
+                log.info("%s authenticated as %s on listener %s with %s", self.host, s.principal, s.listener,
+                         s.mechanism_name, extra={"kcoord": {"event": "authenticated", "principal": s.principal,
+                                                             "client": self.host, "listener": s.listener,
+                                                             "mechanism": s.mechanism_name}})
+        if exc is not None:
+            message = exc.message if exc.client_visible else (
+                f"Authentication failed during {'re-' if s.reauthenticating else ''}authentication due to invalid "
+                f"credentials with SASL mechanism {s.mechanism_name}")
+            data = None
+            if ctx is not None:
+                version, correlation_id = ctx
+                data = wire.encode_response(SASL_AUTHENTICATE_KEY, version, correlation_id,
+                                            wire.SaslAuthenticateResponse(error_code=E.SASL_AUTHENTICATION_FAILED,
+                                                                          error_message=message, auth_bytes=b""))
+            self._sasl_failed(data, message, s.mechanism_name)
+            return
+        if ctx is None:  # a raw token after a v0 handshake: answered in a raw frame, even an empty one
+            self._out_raw(struct.pack(">i", len(out)) + out)
+        else:
+            version, correlation_id = ctx
+            self.respond(wire.SaslAuthenticateResponse(
+                error_code=E.NONE, error_message=None, auth_bytes=out,
+                session_lifetime_ms=s.lifetime_ms if s.state == COMPLETE else 0), SASL_AUTHENTICATE_KEY, version,
+                correlation_id, t0)
+        self._write()
+
+    def _out_raw(self, data: bytes) -> None:
+        self.out.append(data)
+        self.out_size += len(data)
+
+    def _sasl_failed(self, data: bytes | None, why: str, mechanism: str | None) -> None:
+        """Authentication failed: nothing more is read or answered, and after connection.failed.authentication.delay.ms
+        the failure's answer (if any) is written and the connection closed, as Kafka does."""
+        s = self.sasl
+        srv = self.server
+        s.state = FAILED
+        self._update_reading()
+        srv.auth_results[(s.listener, mechanism or "", "failure")] += 1
+        srv.refusals.warning("authentication of %s failed on listener %s with %s: %s", self.host, s.listener,
+                             mechanism, why)
+        srv.loop.call_later(srv.config.failed_authentication_delay_ms / 1000, self._close_failed, data)
+
+    def _close_failed(self, data: bytes | None) -> None:
+        t = self.transport
+        if t is None or t.is_closing():
+            return
+        self._write()
+        if data is not None:
+            t.write(data)
+        t.close()
 
     # ---- a large request, on the server's worker ------------------------------------------------------
 
@@ -679,6 +919,30 @@ def _finish_off_loop(deferred: Deferred, key: int, version: int, correlation_id:
     cls = type(response)
     outcome = cls(error_code=response.error_code) if hasattr(cls, "error_code") else cls()
     return Encoded(data, outcome)
+
+
+def _sasl_step(mechanism, token: bytes) -> tuple[bytes | None, SaslFailure | None]:
+    """One step of a SASL mechanism: (its token, None) or (None, the failure); on the auth threads for PLAIN."""
+    try:
+        return mechanism.step(token), None
+    except SaslFailure as e:
+        return None, e
+    except Exception:  # a defect in a mechanism fails the authentication, never the server
+        log.exception("a SASL %s step failed", getattr(mechanism, "name", "?"))
+        return None, SaslFailure("Authentication failed", True)
+
+
+SASL_HANDSHAKE_KEY = 17  # SaslHandshake (wire.SaslHandshakeRequest.API_KEY)
+SASL_AUTHENTICATE_KEY = 36  # SaslAuthenticate
+# Kafka's KafkaApis answers for the SASL APIs outside an exchange (a connection already authenticated, or a
+# listener without SASL): ILLEGAL_SASL_STATE.
+SASL_REFUSALS = {
+    SASL_HANDSHAKE_KEY: lambda req, version, client_id="", client_host="": wire.SaslHandshakeResponse(
+        error_code=E.ILLEGAL_SASL_STATE, mechanisms=[]),
+    SASL_AUTHENTICATE_KEY: lambda req, version, client_id="", client_host="": wire.SaslAuthenticateResponse(
+        error_code=E.ILLEGAL_SASL_STATE, error_message="SaslAuthenticate request received after successful "
+        "authentication", auth_bytes=b""),
+}
 
 
 class DurableConnection(KafkaConnection):
@@ -968,7 +1232,13 @@ class Server:
         self.handlers: dict = {}
         self.connections: set[KafkaConnection] = set()
         self.loop: asyncio.AbstractEventLoop | None = None
-        self._server: asyncio.AbstractServer | None = None
+        self._server: asyncio.AbstractServer | None = None  # the first listener's
+        self._servers: list[asyncio.AbstractServer] = []  # one per listener
+        self.listeners: list[Listener] = []
+        self.auth_pool: ThreadPoolExecutor | None = None  # PLAIN's key derivation, off the loop
+        self.auth_results: Counter = Counter()  # (listener, mechanism, "success" | "failure") -> count
+        self._tls_contexts: dict[str, object] = {}  # by listener name, for reload_tls
+        self.principal_mappers: dict[str, object] = {}  # by listener name: ssl.principal.mapping.rules
         self._timer: asyncio.TimerHandle | None = None
         self._timer_at: int | None = None
         self._reaper: asyncio.Task | None = None
@@ -1013,16 +1283,29 @@ class Server:
             self.writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="kcoord-store")
         self.worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="kcoord-worker")
         conn_type = DurableConnection if self.writer is not None else KafkaConnection
-        self._server = await self.loop.create_server(lambda: conn_type(self), cfg.host, cfg.port,
-                                                     reuse_address=True, backlog=1024, start_serving=False)
-        if cfg.port == 0:
-            cfg.port = self._server.sockets[0].getsockname()[1]
+        self.listeners = cfg.listener_list()
+        if any(x.sasl for x in self.listeners):
+            self.auth_pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="kcoord-auth")
+        for x in self.listeners:
+            ctx = self._tls_context(x) if x.tls else None
+            server = await self.loop.create_server(lambda x=x: conn_type(self, x), x.host or None, x.port, ssl=ctx,
+                                                   reuse_address=True, backlog=1024, start_serving=False)
+            if x.port == 0:
+                x.port = server.sockets[0].getsockname()[1]
+            self._servers.append(server)
+        self._server = self._servers[0]
+        if cfg.port == 0 or cfg.listeners:
+            first = self.listeners[0]
+            cfg.port = first.port
+            if cfg.listeners:
+                cfg.host = first.host or cfg.host
         self.broker = Broker(self.coordinator, self.topics, node_id=cfg.node_id,
                              host=cfg.advertised_host or cfg.host, port=cfg.advertised_port or cfg.port,
                              cluster_id=cfg.cluster_id, later=self.loop.call_later,
                              served=lambda: set(self.handlers) - self.coordinator.hidden_apis,
                              key_map=self.key_map)
-        self.handlers = {**self.broker.handlers, **self.coordinator.handlers}
+        self.broker.addresses = {x.name: x.address() for x in self.listeners}
+        self.handlers = {**self.broker.handlers, **self.coordinator.handlers, **SASL_REFUSALS}
         if self.cluster is not None:
             self.broker.cluster = self.cluster
             self.handlers = self.cluster.wrap(self.handlers)
@@ -1037,7 +1320,8 @@ class Server:
         # What start-up made lives as long as the server, and so will what survives each full collection from now
         # on: frozen, out of every later collection, so a collection's pause does not grow with the state
         gcpolicy.install(self)
-        await self._server.start_serving()
+        for server in self._servers:
+            await server.start_serving()
 
     # ---- the store ---------------------------------------------------------------------------------
 
@@ -1178,8 +1462,8 @@ class Server:
         for conn in list(self.connections):
             conn.out.clear()
             conn.transport.abort()
-        if self._server is not None:
-            self._server.close()
+        for server in self._servers:
+            server.close()
         if self._stop is not None:
             self._stop.set()
 
@@ -1206,6 +1490,35 @@ class Server:
         except Exception:
             log.exception("a coordinator timer failed")
         self.rearm_timer()
+
+    def _tls_context(self, listener: Listener):
+        from .security.tls import PrincipalMapper, TlsSettings, server_context
+
+        settings = TlsSettings.from_kafka(self.config.security, listener=listener.name,
+                                          security_protocol=listener.protocol)
+        ctx = server_context(settings)
+        self._tls_contexts[listener.name] = ctx
+        self.principal_mappers[listener.name] = PrincipalMapper(settings.principal_mapping_rules)
+        return ctx
+
+    def reload_tls(self) -> list[str]:
+        """Load the renewed keys and certificates of every TLS listener into its context (new connections use
+        them; established ones keep their sessions); the listeners reloaded. A TlsConfigError names what is wrong
+        and leaves that listener as it was."""
+        from .security.tls import TlsSettings, reload
+
+        done = []
+        for x in self.listeners:
+            ctx = self._tls_contexts.get(x.name)
+            if ctx is not None:
+                reload(ctx, TlsSettings.from_kafka(self.config.security, listener=x.name, security_protocol=x.protocol))
+                done.append(x.name)
+        return done
+
+    def credential(self, user: str, mechanism: int):
+        """The stored SCRAM credential of `user` for a mechanism type (1: SHA-256, 2: SHA-512), or None."""
+        table = getattr(self.coordinator, "credentials", None)
+        return table.lookup(user, mechanism) if table is not None else None
 
     def new_turn(self) -> None:
         """The loop has gone round: the next frames handled start a new TURN_BUDGET_S (KafkaConnection._handle)."""
@@ -1306,7 +1619,8 @@ class Server:
         """Stop accepting, answer parked requests (NOT_COORDINATOR, so clients look again), flush, close."""
         if self._server is None:
             return
-        self._server.close()
+        for server in self._servers:
+            server.close()
         self._closing = True
         if self.failed is None:
             if self.writer is not None:
@@ -1340,8 +1654,12 @@ class Server:
                     response.resolve(wire.FetchResponse(error_code=E.NONE))
             conn._flush()
             conn.transport.close()
-        await self._server.wait_closed()
+        for server in self._servers:
+            await server.wait_closed()
+        self._servers = []
         self._server = None
+        if self.auth_pool is not None:
+            self.auth_pool.shutdown(wait=False, cancel_futures=True)
         if self.metrics is not None:
             await self.metrics.close()
         if self.writer is not None:
@@ -1366,9 +1684,14 @@ class Server:
             log.warning("no --data-dir: groups and committed offsets are kept in memory only")
         metrics = f", metrics on http://{cfg.metrics_host or cfg.host}:{self.metrics.port}/metrics" \
             if self.metrics is not None else ""
-        log.info("kcoord listening on %s:%d (node %d, %d topics%s)", cfg.host, cfg.port, cfg.node_id,
-                 len(self.topics.by_name), metrics,
+        more = "".join(f", {x.name} ({x.protocol}) on {x.host or '*'}:{x.port}" for x in self.listeners[1:])
+        first = self.listeners[0]
+        named = f" ({first.name}, {first.protocol})" if cfg.listeners else ""
+        log.info("kcoord listening on %s:%d%s%s (node %d, %d topics%s)", cfg.host, cfg.port, named, more,
+                 cfg.node_id, len(self.topics.by_name), metrics,
                  extra={"kcoord": {"event": "started", "host": cfg.host, "port": cfg.port, "node": cfg.node_id,
+                                   "listeners": [{"name": x.name, "protocol": x.protocol, "host": x.host,
+                                                  "port": x.port} for x in self.listeners],
                                    "topics": len(self.topics.by_name),
                                    "metrics_port": self.metrics.port if self.metrics is not None else None}})
         await stop.wait()

@@ -39,8 +39,9 @@ class Member:
     def __init__(self, bootstrap: str, group: str, topic: str, *, client_id: str, instance_id: str | None = None,
                  strategy: str | None = None, track_positions: bool = False,
                  on_change: Callable[["Member"], None] | None = None,
-                 session_timeout_ms: int = SESSION_TIMEOUT_MS) -> None:
+                 session_timeout_ms: int = SESSION_TIMEOUT_MS, client_config: dict[str, Any] | None = None) -> None:
         self.bootstrap = bootstrap
+        self.client_config = client_config or {}  # more of the client's own settings (security: SASL, TLS)
         self.group = group
         self.topic = topic
         self.client_id = client_id
@@ -181,6 +182,7 @@ class ConfluentMember(Member):
             conf["statistics.interval.ms"] = 200
             conf["stats_cb"] = self._on_stats
         self._fetch_positions: dict[int, int] = {}
+        conf.update(self.client_config)
         c = Consumer(conf)
         try:
             # With no assign call inside the callbacks, confluent-kafka assigns (eager) or incrementally
@@ -247,7 +249,7 @@ class KafkaPythonMember(Member):
         c = KafkaConsumer(bootstrap_servers=self.bootstrap, group_id=self.group, client_id=self.client_id,
                           group_instance_id=self.instance_id, session_timeout_ms=self.session_timeout_ms,
                           heartbeat_interval_ms=HEARTBEAT_INTERVAL_MS, enable_auto_commit=False,
-                          auto_offset_reset="earliest", request_timeout_ms=10_000)
+                          auto_offset_reset="earliest", request_timeout_ms=10_000, **self.client_config)
         try:
             c.subscribe([self.topic], listener=Listener())
             self._await_metadata(c)
@@ -316,7 +318,7 @@ class AiokafkaMember(Member):
         c = AIOKafkaConsumer(bootstrap_servers=self.bootstrap, group_id=self.group, client_id=self.client_id,
                              group_instance_id=self.instance_id, session_timeout_ms=self.session_timeout_ms,
                              heartbeat_interval_ms=HEARTBEAT_INTERVAL_MS, enable_auto_commit=False,
-                             auto_offset_reset="earliest", request_timeout_ms=10_000)
+                             auto_offset_reset="earliest", request_timeout_ms=10_000, **self.client_config)
         c.subscribe([self.topic], listener=Listener())
         await c.start()
         try:

@@ -7,6 +7,8 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -81,3 +83,43 @@ def serve(port: int, log: Path, *args: str, timeout: float = 30.0, preexec_fn=No
             proc.kill()
             pytest.fail(f"kcoord serve did not listen on {port}:\n{srv.log_tail()}")
         time.sleep(0.02)
+
+
+@contextmanager
+def in_process(config) -> Iterator:
+    """The real server (kcoord.server.Server for `config`), in this process on its own thread and event loop, so
+    a test can read its counters; stopped on exit."""
+    import asyncio
+    import threading
+
+    from kcoord.server import Server as KcoordServer
+
+    srv = KcoordServer(config)
+    started = threading.Event()
+    box: dict = {}
+
+    def run() -> None:
+        async def main() -> None:
+            box["stop"] = asyncio.Event()
+            box["loop"] = asyncio.get_running_loop()
+            try:
+                await srv.start()
+            except BaseException as e:
+                box["error"] = e
+                started.set()
+                return
+            started.set()
+            await box["stop"].wait()
+            await srv.close()
+        asyncio.run(main())
+
+    th = threading.Thread(target=run, daemon=True)
+    th.start()
+    assert started.wait(30), "the server did not start"
+    if "error" in box:
+        raise box["error"]
+    try:
+        yield srv
+    finally:
+        box["loop"].call_soon_threadsafe(box["stop"].set)
+        th.join(30)

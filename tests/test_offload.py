@@ -6,13 +6,9 @@ benches/bench_hostile.py; these tests show that the answers, their order and the
 
 from __future__ import annotations
 
-import asyncio
 import socket
 import struct
-import threading
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 
 import pytest
 
@@ -21,39 +17,16 @@ from kcoord import wire
 from kcoord.client import Client
 from kcoord.offsets import DEFER_ABOVE
 from kcoord.reply import Deferred
-from kcoord.server import OFFLOAD_ABOVE, Server, ServerConfig
+from kcoord.server import OFFLOAD_ABOVE, ServerConfig
 
 from .classic_harness import Harness
-from .servers import recv_exact
+from .servers import in_process, recv_exact
 
 UNKNOWN = 40_000  # partitions of a topic that does not exist: about 560 KB of request, above OFFLOAD_ABOVE
 
 
-@contextmanager
-def running(**settings) -> Iterator[Server]:
-    """The real server, in this process on its own thread and event loop (so its counters can be read)."""
-    srv = Server(ServerConfig(host="127.0.0.1", port=0, topics=["t:3"], **settings))
-    started = threading.Event()
-    box: dict = {}
-
-    def run() -> None:
-        async def main() -> None:
-            box["stop"] = asyncio.Event()
-            box["loop"] = asyncio.get_running_loop()
-            await srv.start()
-            started.set()
-            await box["stop"].wait()
-            await srv.close()
-        asyncio.run(main())
-
-    th = threading.Thread(target=run, daemon=True)
-    th.start()
-    assert started.wait(30), "the server did not start"
-    try:
-        yield srv
-    finally:
-        box["loop"].call_soon_threadsafe(box["stop"].set)
-        th.join(30)
+def running(**settings):
+    return in_process(ServerConfig(host="127.0.0.1", port=0, topics=["t:3"], **settings))
 
 
 def wait_for(cond, timeout: float = 30.0) -> None:

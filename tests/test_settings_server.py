@@ -47,6 +47,17 @@ COVERED: dict[str, str] = {
     "offsets.topic.num.partitions": f"{HERE}::test_cluster_settings_shape_the_leases",
     "broker.session.timeout.ms": f"{HERE}::test_cluster_settings_shape_the_leases",
     "broker.heartbeat.interval.ms": f"{HERE}::test_cluster_settings_shape_the_leases",
+    "listeners": "tests/test_listeners.py::test_each_listener_answers_with_its_own_advertised_address",
+    "advertised.listeners": "tests/test_listeners.py::test_each_listener_answers_with_its_own_advertised_address",
+    "listener.security.protocol.map": "tests/test_sasl_interop.py::test_a_classic_group_forms_and_commits_over_sasl",
+    "sasl.enabled.mechanisms":
+        "tests/test_listeners.py::test_a_mechanism_not_enabled_is_answered_with_the_enabled_ones_then_closed_after_the_delay",
+    "connection.failed.authentication.delay.ms":
+        "tests/test_listeners.py::test_a_mechanism_not_enabled_is_answered_with_the_enabled_ones_then_closed_after_the_delay",
+    "connections.max.reauth.ms":
+        "tests/test_listeners.py::test_connections_max_reauth_ms_is_the_session_lifetime_and_an_expired_session_is_closed",
+    "sasl.server.max.receive.size":
+        "tests/test_listeners.py::test_a_frame_above_sasl_server_max_receive_size_before_authentication_closes",
 }
 
 MAX_FRAME = 4096  # socket.request.max.bytes
