@@ -35,9 +35,10 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("kcoord.pgstore",),  # the PostgreSQL backend of the store interface, fenced by lease epochs
     ("kcoord.store",),
     ("kcoord.records", "kcoord.topics", "kcoord.timers", "kcoord.config", "kcoord.client", "kcoord.spark",
-     "kcoord.tables", "kcoord.events", "kcoord.gcpolicy"),
+     "kcoord.tables", "kcoord.events", "kcoord.gcpolicy", "kcoord.listeners"),
     ("kcoord.kafka_configs",),  # the names of Kafka's broker settings (read by kcoord.config): data, no imports
     ("kcoord.assignors", "kcoord.connect_assignor"),
+    ("kcoord.security.sasl",),  # one connection's SASL state (the server does the I/O)
     ("kcoord.security.plain",),  # SASL/PLAIN checked against the SCRAM credentials; new_mechanism
     ("kcoord.security", "kcoord.security.scram"),  # SCRAM credentials and exchange, SaslFailure: no I/O
     ("kcoord.security.tls",),  # TLS contexts, PEM stores, certificate principals: the standard library only
