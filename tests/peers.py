@@ -45,7 +45,7 @@ from .values import ValueMaker, random_message
 with warnings.catch_warnings():
     # kafka-python 3.0.12 loads its JSON schemas at import time through deprecated importlib.resources calls.
     warnings.filterwarnings("ignore", r"(read|open)_text is deprecated", DeprecationWarning)
-    from kafka.protocol import admin, consumer, metadata, producer
+    from kafka.protocol import admin, consumer, metadata, producer, sasl
     from kafka.protocol.api_message import ApiMessage
     from kafka.protocol.schemas.fields.base import BaseField
     from kafka.protocol.schemas.fields.codecs import BitField
@@ -85,7 +85,7 @@ def _at_default(fld: Field, value: Any) -> bool:
 
 # ---------------------------------------------------------------------------------------------- kafka-python
 
-KP_MODULES = (metadata, consumer, admin, producer)
+KP_MODULES = (metadata, consumer, admin, producer, sasl)
 # kafka-python patches some schemas (`json_patch`): a few int32 bitfields are renamed and hold a set of bits.
 KP_RENAMED = {"cluster_authorized_operations": "authorized_operations",
               "topic_authorized_operations": "authorized_operations"}

@@ -1,4 +1,5 @@
-"""Golden bytes: kcoord against kafka-python 3 and kio, every version of every Kafka API kcoord serves.
+"""Golden bytes: kcoord against kafka-python 3 and kio, every version of every Kafka API kcoord serves (the SASL and
+SCRAM credential APIs of issue 31 included).
 
 kcoord's own Connect group APIs (keys 1000+) have no peer and are not here.
 
@@ -26,7 +27,8 @@ from .peers import KAFKA_PYTHON, KIO, PEERS, KafkaPython, Kio, Peer
 APIS = ("JoinGroup", "SyncGroup", "Heartbeat", "LeaveGroup", "OffsetCommit", "OffsetFetch", "FindCoordinator",
         "ApiVersions", "Metadata", "ConsumerGroupHeartbeat", "ListOffsets", "Fetch", "Produce", "CreateTopics",
         "CreatePartitions", "DeleteTopics", "DescribeGroups", "ListGroups", "DeleteGroups", "OffsetDelete",
-        "ConsumerGroupDescribe")
+        "ConsumerGroupDescribe", "SaslHandshake", "SaslAuthenticate", "DescribeUserScramCredentials",
+        "AlterUserScramCredentials")
 CASES = [(BY_NAME[api + kind], v) for api in APIS for kind in ("Request", "Response")
          for v in BY_NAME[api + kind].versions]
 VALUES_PER_CASE = 25
