@@ -45,6 +45,7 @@ import asyncio
 import inspect
 import logging
 import random
+import ssl
 import struct
 import time
 import uuid
@@ -53,7 +54,7 @@ from typing import Any, NamedTuple
 
 from . import errors as E
 from . import wire
-from .client import encode_request_at
+from .client import PLAINTEXT, AuthenticationFailed, ClientSecurity, SaslExchange, encode_request_at
 from .connect_assignor import (
     AssignmentInput,
     AssignmentMetadata,
@@ -149,20 +150,22 @@ class _Connection:
             self.closed = True
             self.writer.close()
 
-    async def call(self, body, timeout: float):
+    async def call(self, body, timeout: float, version: int = 0):
+        """A connect group request (at the server's moved API key), or with `version` a Kafka one (SASL)."""
         async with self.lock:
             if self.closed:
                 raise ConnectionLost("the connection is closed")
             self.correlation_id += 1
             corr, key = self.correlation_id, type(body).API_KEY
-            frame = encode_request_at(key + self.key_shift, 0, corr, self.client_id, body)
+            shift = self.key_shift if key >= DEFAULT_API_KEY_BASE else 0
+            frame = encode_request_at(key + shift, version, corr, self.client_id, body)
             try:
                 async with asyncio.timeout(timeout):
                     self.writer.write(frame)
                     await self.writer.drain()
                     (size,) = struct.unpack(">i", await self.reader.readexactly(4))
                     data = await self.reader.readexactly(size)
-                got, response = wire.decode_response(key, 0, data)
+                got, response = wire.decode_response(key, version, data)
             except BaseException:
                 self.close()  # a half-read frame leaves the stream unusable
                 raise
@@ -197,6 +200,11 @@ class Worker:
         whose config offset is behind another's makes the computation fail with CONFIG_MISMATCH.
     assignor: default `IncrementalCooperativeAssignor()`.
     api_key_base: the server's `group.connect.api.key.base`.
+    security: how the worker authenticates (`kcoord.client.ClientSecurity`: Kafka's client settings
+        security.protocol, sasl.mechanism, sasl.username, sasl.password, ssl.ca.location, ssl.certificate.location,
+        ssl.key.location, ...). A refused authentication or an untrusted server certificate stops the worker
+        (`error` is an AuthenticationFailed or ssl.SSLCertVerificationError), as Kafka's clients stop on an
+        AuthenticationException; a session with a lifetime (KIP-368) is renewed by reconnecting before it ends.
     """
 
     def __init__(self, bootstrap: str, group_id: str, *, units: Mapping[str, int] | Callable[[], Mapping[str, int]],
@@ -204,7 +212,8 @@ class Worker:
                  on_lost: Callback | None = None, member_id: str | None = None, instance_id: str | None = None,
                  url: str = "", config_offset: int | Callable[[], int] = 0, assignor: Any = None,
                  rebalance_timeout_ms: int = 60_000, request_timeout_ms: int = 30_000,
-                 client_id: str = "kcoord-connect", api_key_base: int = DEFAULT_API_KEY_BASE) -> None:
+                 client_id: str = "kcoord-connect", api_key_base: int = DEFAULT_API_KEY_BASE,
+                 security: ClientSecurity = PLAINTEXT) -> None:
         host, _, port = bootstrap.rpartition(":")
         if not port.isdigit():
             raise ValueError(f"bootstrap {bootstrap!r} is not HOST:PORT")
@@ -220,6 +229,9 @@ class Worker:
         self.request_timeout = request_timeout_ms / 1000
         self.client_id = client_id
         self.api_key_base = api_key_base
+        self.security = security
+        self._ssl = security.ssl_context()
+        self._session_ends: float | None = None  # loop time when the connection's SASL session ends
         self._units = units
         self._config_offset = config_offset
         self._on_assigned, self._on_revoked = on_assigned, on_revoked
@@ -404,7 +416,7 @@ class Worker:
                                 resp.error_message, delay)
                     self._drop_connection()
                     await self._sleep(delay)
-        except ConnectGroupError as e:
+        except (ConnectGroupError, AuthenticationFailed, ssl.SSLCertVerificationError) as e:
             log.error("%s: the coordinator refused the worker: %s", self.member_id, e)
             self.error = e
             await self._abandon()
@@ -595,18 +607,46 @@ class Worker:
 
     async def _connection(self) -> _Connection:
         async with self._connect_lock:
+            loop = asyncio.get_running_loop()
+            if self._conn is not None and self._session_ends is not None and loop.time() >= self._session_ends:
+                log.debug("%s: the SASL session is ending: reconnecting", self.member_id)
+                self._drop_connection()
             if self._conn is None or self._conn.closed:
                 async with asyncio.timeout(self.request_timeout):
-                    reader, writer = await asyncio.open_connection(self.host, self.port)
-                self._conn = _Connection(reader, writer, self.client_id, self.api_key_base)
+                    reader, writer = await asyncio.open_connection(self.host, self.port, ssl=self._ssl)
+                conn = _Connection(reader, writer, self.client_id, self.api_key_base)
+                try:
+                    lifetime_ms = await self._authenticate(conn) if self.security.sasl else 0
+                except BaseException:
+                    conn.close()
+                    raise
+                # renewed at 85% of its lifetime, before the server closes it (Kafka's clients: 85-95%)
+                self._session_ends = loop.time() + lifetime_ms * 0.85 / 1000 if lifetime_ms else None
+                self._conn = conn
                 log.debug("%s: connected to %s:%d", self.member_id, self.host, self.port)
             return self._conn
+
+    async def _authenticate(self, conn: _Connection) -> int:
+        """SaslHandshake and SaslAuthenticate on a new connection; the session lifetime in ms (0: none)."""
+        exchange = SaslExchange(self.security).requests()
+        body, version = next(exchange)
+        while True:
+            resp = await conn.call(body, self.request_timeout, version)
+            try:
+                body, version = exchange.send(resp)
+            except StopIteration as done:
+                log.debug("%s: authenticated as %s with %s", self.member_id, self.security.sasl_username,
+                          self.security.sasl_mechanism)
+                return done.value or 0
 
     async def _call(self, body):
         """Send one request and return its response; ConnectionLost when the connection fails."""
         try:
             conn = await self._connection()
             return await conn.call(body, self.request_timeout)
+        except ssl.SSLCertVerificationError:  # an untrusted server: no retry mends it (Kafka: SslAuthenticationException)
+            self._drop_connection()
+            raise
         except (OSError, EOFError, TimeoutError, wire.DecodeError) as e:
             self._drop_connection()
             raise ConnectionLost(repr(e)) from e

@@ -335,6 +335,11 @@ class KafkaConnection(asyncio.BufferedProtocol):
                 log.warning("closing %s on listener %s: %s", ip, self.listener.name, e)
                 transport.abort()
                 return
+            if self.principal != ANONYMOUS:  # a client certificate: logged as a SASL login is
+                log.info("/%s authenticated as %s on listener %s with a certificate", ip, self.principal,
+                         self.listener.name, extra={"kcoord": {"event": "authenticated", "principal": self.principal,
+                                                               "client": f"/{ip}", "listener": self.listener.name,
+                                                               "mechanism": "SSL"}})
         srv.connections.add(self)
         srv.connections_accepted += 1
         self.host = f"/{ip}" if peer else ""
@@ -1515,6 +1520,28 @@ class Server:
                 done.append(x.name)
         return done
 
+    def reload_tls_on_signal(self) -> None:
+        """SIGHUP: each TLS listener's key and certificates read again (reload_tls), one log line per listener; a
+        refused reload (TlsConfigError: a changed DN, an unreadable file, ...) is one line and that listener keeps
+        serving its current certificate."""
+        import ssl
+
+        from .security.tls import TlsConfigError, TlsSettings, reload
+
+        tls = [x for x in self.listeners if x.name in self._tls_contexts]
+        if not tls:
+            log.info("SIGHUP: no TLS listener to reload")
+        for x in tls:
+            try:
+                reload(self._tls_contexts[x.name],
+                       TlsSettings.from_kafka(self.config.security, listener=x.name, security_protocol=x.protocol))
+            except (TlsConfigError, OSError, ssl.SSLError) as e:
+                log.error("SIGHUP: the TLS reload of listener %s was refused, it keeps its certificate: %s", x.name,
+                          e, extra={"kcoord": {"event": "tls_reload_refused", "listener": x.name, "error": str(e)}})
+            else:
+                log.info("SIGHUP: listener %s reloaded its TLS key and certificates", x.name,
+                         extra={"kcoord": {"event": "tls_reloaded", "listener": x.name}})
+
     def credential(self, user: str, mechanism: int):
         """The stored SCRAM credential of `user` for a mechanism type (1: SHA-256, 2: SHA-512), or None."""
         table = getattr(self.coordinator, "credentials", None)
@@ -1680,6 +1707,7 @@ class Server:
         stop = self._stop = asyncio.Event()
         for sig in (signal.SIGINT, signal.SIGTERM):
             self.loop.add_signal_handler(sig, stop.set)
+        self.loop.add_signal_handler(signal.SIGHUP, self.reload_tls_on_signal)
         if cfg.data_dir is None and cfg.store_url is None:
             log.warning("no --data-dir: groups and committed offsets are kept in memory only")
         metrics = f", metrics on http://{cfg.metrics_host or cfg.host}:{self.metrics.port}/metrics" \
