@@ -148,7 +148,9 @@ class _Connection:
     def close(self) -> None:
         if not self.closed:
             self.closed = True
-            self.writer.close()
+            # abort, not close: nothing is left to send (each call waits for its answer), and a TLS transport's
+            # close waits for the peer's close_notify, which a loop about to end would leave unfinished
+            self.writer.transport.abort()
 
     async def call(self, body, timeout: float, version: int = 0):
         """A connect group request (at the server's moved API key), or with `version` a Kafka one (SASL)."""
