@@ -34,10 +34,12 @@ class ServerProcess:
     the server once 64 KiB of log waited in it)."""
 
     def __init__(self, *settings: str, topics: tuple[str, ...] = ("orders:12",), data_dir: str | None = None,
-                 pythonpath: str | None = None, args: tuple[str, ...] = (), log_path: str | None = None) -> None:
+                 pythonpath: str | None = None, args: tuple[str, ...] = (), log_path: str | None = None,
+                 port: int | None = None) -> None:
         """`pythonpath`: run the kcoord found there (another build, e.g. a baseline commit's) instead of this one.
-        `args`: more `kcoord serve` options. `log_path`: where its log goes (default: a temporary file)."""
-        self.port = free_port()
+        `args`: more `kcoord serve` options. `log_path`: where its log goes (default: a temporary file). `port`:
+        the one to wait for (default: a free one, given as --port; with `listeners=` set, one of theirs)."""
+        self.port = port or free_port()
         args = [sys.executable, "-m", "kcoord.cli", "serve", "--port", str(self.port), *args]
         if data_dir is not None:
             args += ["--data-dir", data_dir]
@@ -92,8 +94,10 @@ class Conn:
         self.corr = 0
 
     @classmethod
-    async def open(cls, port: int, host: str = "127.0.0.1") -> Conn:
-        r, w = await asyncio.open_connection(host, port)
+    async def open(cls, port: int, host: str = "127.0.0.1", ssl=None, server_hostname: str | None = None) -> Conn:
+        """`ssl`: a client SSLContext for a TLS listener (`server_hostname`: the name its certificate is checked
+        against)."""
+        r, w = await asyncio.open_connection(host, port, ssl=ssl, server_hostname=server_hostname if ssl else None)
         return cls(r, w)
 
     def frame(self, api_key: int, version: int, body) -> bytes:
@@ -182,21 +186,22 @@ class Load:
 
 
 async def heartbeat_load(port: int, group: Group, connections: int, seconds: float,
-                         rate: float | None = None) -> Load:
+                         rate: float | None = None, connect=None) -> Load:
     """Every member heartbeats: each connection sends one heartbeat for each of its members in one write,
     waits for all the answers, and repeats for `seconds`; as fast as the server answers, or paced so that
     all connections together send `rate` heartbeats a second (then latency is not queueing behind itself)."""
     gid = group.instance_ids[0].rsplit("-instance-", 1)[0]
     return await request_load(port, [(12, 4, wire.HeartbeatRequest(
         group_id=gid, generation_id=group.generation, member_id=mid, group_instance_id=iid))
-        for mid, iid in zip(group.member_ids, group.instance_ids)], connections, seconds, rate)
+        for mid, iid in zip(group.member_ids, group.instance_ids)], connections, seconds, rate, connect)
 
 
 async def request_load(port: int, requests: list[tuple[int, int, object]], connections: int, seconds: float,
-                       rate: float | None = None) -> Load:
+                       rate: float | None = None, connect=None) -> Load:
     """The same requests over and over: request i goes on connection i % connections, each connection writes all
-    of its requests at once and waits for their answers, for `seconds` (or paced at `rate` requests a second)."""
-    conns = [await Conn.open(port) for _ in range(connections)]
+    of its requests at once and waits for their answers, for `seconds` (or paced at `rate` requests a second).
+    `connect(port)`: how a connection is opened (default Conn.open; e.g. TLS and a SASL login first)."""
+    conns = [await (connect or Conn.open)(port) for _ in range(connections)]
     n = len(requests)
     batches = [b"".join(c.frame(*requests[i]) for i in range(ci, n, connections)) for ci, c in enumerate(conns)]
     sizes = [len(range(ci, n, connections)) for ci in range(connections)]
