@@ -13,6 +13,9 @@
     kcoord offsets GROUP [--reset (--to N | --to-earliest | --to-latest | --shift-by N) [--topic T[:P,...]]
                    [--dry-run]] [--json]
     kcoord delete GROUP [GROUP...] [--json]
+    kcoord users add NAME [--mechanism M] [--iterations N] [--password-file F] [--data-dir DIR] [--json]
+    kcoord users list [--json]
+    kcoord users delete NAME [--mechanism M] [--json]
     kcoord --version
 
 The group commands talk to a running server over the Kafka protocol (--bootstrap, default 127.0.0.1:9092).
@@ -52,6 +55,7 @@ from .server import ServerConfig, run
 from .store import PG_SCHEMES, STORE_FILE, StoreError, accept_store, check_store, compact_store
 from .tables import printable, ranges, table
 from .topics import TopicError, parse_topic_spec, validate_name
+from .users_cli import add_users_parser  # `kcoord users`
 
 
 class CliError(Exception):
@@ -303,6 +307,7 @@ def _named_partitions(assignment) -> dict[str, list[int]]:
     return {tp.topic_name: sorted(tp.partitions) for tp in assignment.topic_partitions}
 
 
+ANONYMOUS = "User:ANONYMOUS"  # the principal of a member that did not authenticate (Kafka's name)
 MEMBER_TYPES = {0: "classic", 1: "consumer"}  # ConsumerGroupDescribe v1 MemberType (-1: unknown)
 
 
@@ -325,7 +330,8 @@ def describe_consumer_group(client: Client, group: str) -> dict | None:
                         "subscribed_topics": list(m.subscribed_topic_names),
                         "assignment": _named_partitions(m.assignment),
                         "target_assignment": _named_partitions(m.target_assignment),
-                        "pending_revocation": more.get("pending_revocation", {})})
+                        "pending_revocation": more.get("pending_revocation", {}),
+                        "principal": more.get("principal", ANONYMOUS)})
     return {"group": g.group_id, "type": "consumer", "state": g.group_state, "group_epoch": g.group_epoch,
             "assignment_epoch": g.assignment_epoch, "assignor": g.assignor_name, "members": members}
 
@@ -352,10 +358,13 @@ def describe_connect_group(client: Client, group: str) -> dict | None:
         return None
     if g.error_code:
         raise KafkaError(f"ConnectGroupDescribe {group}: {E.name(g.error_code)}")
+    extra = dict(g.unknown_tags or ())
+    principals = json.loads(extra[KCOORD_DESCRIBE_TAG]).get("principals", {}) if KCOORD_DESCRIBE_TAG in extra else {}
     members = [{"member_id": m.member_id, "group_instance_id": m.instance_id, "client_id": m.client_id,
                 "host": m.client_host, "versions": [m.minimum_version, m.maximum_version],
                 "member_epoch": m.member_epoch, "state": m.state, "assignment": _units(m.assignment),
-                "target_assignment": _units(m.target_assignment), "pending_revocation": _units(m.pending_revocation)}
+                "target_assignment": _units(m.target_assignment), "pending_revocation": _units(m.pending_revocation),
+                "principal": principals.get(m.member_id, ANONYMOUS)}
                for m in g.members]
     return {"group": g.group_id, "type": "connect", "state": g.group_state, "group_epoch": g.group_epoch,
             "assignment_epoch": g.assignment_epoch, "assignor": g.assignor_name, "assignor_version": g.assignor_version,
@@ -385,7 +394,8 @@ def describe_group(client: Client, group: str) -> dict:
         assigned = consumer_assignment(m.member_assignment) if g.protocol_type == "consumer" else None
         members.append({"member_id": m.member_id, "group_instance_id": m.group_instance_id,
                         "client_id": m.client_id, "host": m.client_host,
-                        "assignment": assigned if assigned is not None else m.member_assignment.hex()})
+                        "assignment": assigned if assigned is not None else m.member_assignment.hex(),
+                        "principal": ext.get("principals", {}).get(m.member_id, ANONYMOUS)})
     return {"group": g.group_id, "type": "classic", "state": g.group_state, "protocol_type": g.protocol_type,
             "protocol": ext.get("protocol") or g.protocol_data or None, "generation": ext.get("generation"),
             "leader": ext.get("leader"), "members": members, "history": ext.get("history", [])}
@@ -704,6 +714,7 @@ def build_parser() -> argparse.ArgumentParser:
     tp.add_argument("--delete", action="append", metavar="NAME",
                     help="delete a topic and every group's committed offsets of it (DeleteTopics)")
     add_admin_parsers(sub, group_cmd, error=CliError, connect=connect, describe_group=describe_group)
+    add_users_parser(sub, error=CliError, connect=connect, bootstrap_type=bootstrap_address)
     sa = sub.add_parser("apis", help="list the APIs and versions the codec implements")
     sa.add_argument("--json", action="store_true")
     sa.set_defaults(func=_apis)
@@ -751,7 +762,8 @@ def _stdout_closed() -> int:
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args, extra = parser.parse_known_args(argv)
-    where = "kcoord " + " ".join(x for x in (args.command, getattr(args, "store_command", None)) if x)
+    where = "kcoord " + " ".join(x for x in (args.command, getattr(args, "store_command", None),
+                                             getattr(args, "users_command", None)) if x)
     if extra:  # argparse would name no command ("kcoord: unrecognized arguments"); the contract names it
         parser.exit(2, f"{where}: unrecognized arguments: {' '.join(extra)}\n")
     try:

@@ -60,6 +60,31 @@ class Node:
     node_id: int
     host: str
     port: int
+    # its advertised address on each listener (listener name -> (host, port)); empty for a node that registered
+    # none (it is then reached at host:port whatever the listener)
+    listeners: dict[str, tuple[str, int]] = field(default_factory=dict)
+
+    def address(self, listener: str | None) -> tuple[str, int] | None:
+        """Where a client of `listener` reaches this node; None when the node has no such listener (Kafka leaves it
+        out of Metadata and answers FindCoordinator COORDINATOR_NOT_AVAILABLE)."""
+        if not self.listeners or listener is None:
+            return self.host, self.port
+        return self.listeners.get(listener)
+
+
+def listeners_text(listeners: dict[str, tuple[str, int]]) -> str:
+    """A node's listeners as kcoord_nodes keeps them: NAME=host:port,..."""
+    return ",".join(f"{name}={host}:{port}" for name, (host, port) in listeners.items())
+
+
+def parse_listeners_text(text: str) -> dict[str, tuple[str, int]]:
+    out = {}
+    for item in text.split(","):
+        name, sep, address = item.partition("=")
+        host, _, port = address.rpartition(":")
+        if sep and port.isdigit():
+            out[name] = (host, int(port))
+    return out
 
 
 @dataclass
@@ -122,6 +147,7 @@ class Cluster:
         self.interval_s = cfg.lease_renew_ms / 1000
         self.host = cfg.advertised_host or cfg.host
         self.port = cfg.advertised_port or cfg.port
+        self.listeners: dict[str, tuple[str, int]] = {}  # this node's advertised address per listener (set at start)
         self.incarnation = os.urandom(8).hex()
         self.partitioner = Partitioner(self.partitions)
         # a node stopped inside a transaction holds lease rows no longer than its lease would have
@@ -182,11 +208,13 @@ class Cluster:
     def _register(self, conn) -> bool:
         lease = f"{self.lease_s} seconds"
         row = conn.execute(
-            "INSERT INTO kcoord_nodes AS n VALUES (%s, %s, %s, %s, clock_timestamp(), clock_timestamp() + %s::interval)"
+            "INSERT INTO kcoord_nodes AS n (node_id, host, port, incarnation, started_at, expires_at, listeners) "
+            "VALUES (%s, %s, %s, %s, clock_timestamp(), clock_timestamp() + %s::interval, %s)"
             " ON CONFLICT (node_id) DO UPDATE SET host = excluded.host, port = excluded.port,"
-            " incarnation = excluded.incarnation, started_at = excluded.started_at, expires_at = excluded.expires_at"
+            " incarnation = excluded.incarnation, started_at = excluded.started_at, expires_at = excluded.expires_at,"
+            " listeners = excluded.listeners"
             " WHERE n.expires_at < clock_timestamp() OR n.incarnation = excluded.incarnation RETURNING node_id",
-            (self.node_id, self.host, self.port, self.incarnation, lease)).fetchone()
+            (self.node_id, self.host, self.port, self.incarnation, lease, listeners_text(self.listeners))).fetchone()
         return row is not None
 
     async def start(self, loop: asyncio.AbstractEventLoop) -> None:
@@ -282,9 +310,10 @@ class Cluster:
         started = time.monotonic()
         lease = f"{self.lease_s} seconds"
         registered = conn.execute(
-            "UPDATE kcoord_nodes SET expires_at = clock_timestamp() + %s::interval, host = %s, port = %s "
-            "WHERE node_id = %s AND incarnation = %s RETURNING node_id",
-            (lease, self.host, self.port, self.node_id, self.incarnation)).fetchone() is not None \
+            "UPDATE kcoord_nodes SET expires_at = clock_timestamp() + %s::interval, host = %s, port = %s, "
+            "listeners = %s WHERE node_id = %s AND incarnation = %s RETURNING node_id",
+            (lease, self.host, self.port, listeners_text(self.listeners), self.node_id,
+             self.incarnation)).fetchone() is not None \
             or self._register(conn)
         renewed: set[int] = set()
         if held and registered:
@@ -295,9 +324,10 @@ class Cluster:
                 "WHERE l.partition = m.p AND l.epoch = m.e AND l.node_id = %s RETURNING l.partition",
                 (lease, parts, [held[p] for p in parts], self.node_id))}
         view = View()
-        for node_id, host, port in conn.execute(
-                "SELECT node_id, host, port FROM kcoord_nodes WHERE expires_at > clock_timestamp()").fetchall():
-            view.nodes[node_id] = Node(node_id, host, port)
+        for node_id, host, port, listeners in conn.execute(
+                "SELECT node_id, host, port, listeners FROM kcoord_nodes WHERE expires_at > clock_timestamp()"
+        ).fetchall():
+            view.nodes[node_id] = Node(node_id, host, port, parse_listeners_text(listeners))
         read_at = time.monotonic()
         for p, node_id, left in conn.execute(
                 "SELECT partition, node_id, CASE WHEN expires_at > clock_timestamp() "
@@ -419,14 +449,19 @@ class Cluster:
         self.step_down([p for p in parts if p in self.epochs], "a write for it failed")
 
     def refresh_topics(self, rows: list) -> None:
-        """Adopt the catalogue as the database has it (another node created, grew or deleted a topic)."""
+        """Adopt the catalogue as the database has it (another node created, grew or deleted a topic), and the SCRAM
+        credentials (the other records every node reads)."""
         from . import records as R
         from .pgstore import checked
         cat = self.server.topics
         stored = {}
         for key, value in checked(rows):
-            t = R.decode(key, value).value
+            rec = R.decode(key, value)
+            if rec.type != R.KCOORD_TOPIC:
+                continue
+            t = rec.value
             stored[t.name] = Topic(t.name, t.topic_id, t.partitions)
+        self.server.coordinator.credentials.refresh(checked(rows))
         on_change, on_delete = cat.on_change, cat.on_delete
         cat.on_change = cat.on_delete = None  # what the database already holds is not written back
         try:
@@ -450,7 +485,7 @@ class Cluster:
         """The live node that holds the group's partition, by the last round (this node when it serves it)."""
         p = self.partitioner(group_id)
         if p in self.epochs:
-            return Node(self.node_id, self.host, self.port)
+            return Node(self.node_id, self.host, self.port, self.listeners)
         owner = self.view.owner(p)
         if owner is None or owner == self.node_id:
             return None
@@ -458,7 +493,7 @@ class Cluster:
 
     def brokers(self) -> list[Node]:
         nodes = dict(self.view.nodes)
-        nodes[self.node_id] = Node(self.node_id, self.host, self.port)
+        nodes[self.node_id] = Node(self.node_id, self.host, self.port, self.listeners)
         return [nodes[n] for n in sorted(nodes)]
 
     def wrap(self, handlers: dict) -> dict:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import ctypes
 import ctypes.util
+import json
 import logging
 import sys
 import time
@@ -26,7 +27,7 @@ from . import records as R
 from . import wire
 from .config import GroupConfig
 from .events import GroupEvents
-from .groups.base import Group
+from .groups.base import KCOORD_DESCRIBE_TAG, Group
 from .groups.classic import ClassicGroup
 from .groups.connect import ConnectGroup
 from .groups.connect import validate_heartbeat as validate_connect_heartbeat
@@ -34,6 +35,7 @@ from .groups.consumer import ConsumerGroup, compile_regex, validate_heartbeat
 from .groups.migration import downgrade, upgrade, validate_upgrade
 from .offsets import Offsets
 from .reply import Deferred, Reply
+from .security.credentials import Credentials
 from .store import GroupStore, NullStore, StoreError
 from .timers import Clock, Timers
 from .topics import Topic, TopicCatalogue
@@ -120,6 +122,7 @@ class Coordinator:
         self.topics = topics if topics is not None else TopicCatalogue()
         self.offsets = Offsets(self.groups, self.classic_group, self._store, self.topics, self.clock,
                                self.config.offset_metadata_max_bytes, self.config.message_max_bytes)
+        self.credentials = Credentials(self._store)  # SCRAM credentials and their admin APIs (KIP-554)
         self.handlers: dict[int, Callable[..., Reply | wire.Message]] = {
             wire.JoinGroupRequest.API_KEY: self.join_group,
             wire.SyncGroupRequest.API_KEY: self.sync_group,
@@ -135,6 +138,7 @@ class Coordinator:
             wire.ConnectGroupInstallAssignmentRequest.API_KEY: self.connect_group_install,
             wire.ConnectGroupDescribeRequest.API_KEY: self.connect_group_describe,
             **self.offsets.handlers,
+            **self.credentials.handlers,
         }
         # Offset retention: a check every offsets.retention.check.interval.ms (from now, as Kafka schedules it when
         # the coordinator is loaded), each in slices (`expire_slice`).
@@ -176,7 +180,7 @@ class Coordinator:
     @store.setter
     def store(self, store: GroupStore | NullStore) -> None:
         """Where groups created from now on, and the offsets, stage their records."""
-        self._store = self.offsets.store = store
+        self._store = self.offsets.store = self.credentials.store = store
 
     def write_refusals(self, error: int) -> dict[int, Callable[..., wire.Message]]:
         """Handlers for the APIs that write, answering `error` without touching any group: what the server serves
@@ -338,6 +342,8 @@ class Coordinator:
                     t = rec.value
                     self.topics.restore(Topic(t.name, t.topic_id, t.partitions))
                     stats.topics += 1
+                elif rtype == R.KCOORD_SCRAM_CREDENTIAL:
+                    self.credentials.replay(rec)
         except R.RecordError as e:
             raise StoreError(str(e)) from None
         finally:
@@ -587,6 +593,48 @@ class Coordinator:
             del self.groups[req.group_id]  # the join failed: the group never came to be (Kafka writes nothing)
         return response
 
+    # ---- who the members are (authenticated principals) ---------------------------------------------------
+
+    def note_principal(self, group_id: str, member_id: str, principal: str) -> None:
+        """The member `member_id` of `group_id` sent a request as `principal` (a listener that authenticates):
+        `describe` shows it. Kept on the group, pruned to its members as it grows, gone with the group."""
+        g = self.groups.get(group_id)
+        if g is None or not member_id:
+            return
+        seen = g.__dict__.get("principals")
+        if seen is None:
+            seen = g.principals = {}
+        seen[member_id] = principal
+        if len(seen) > 2 * len(g.members) + 16:
+            g.principals = {m: p for m, p in seen.items() if m in g.members}
+
+    @staticmethod
+    def principals(g) -> dict[str, str]:
+        """The principal of each member of `g` that authenticated."""
+        seen = g.__dict__.get("principals") or {}
+        return {m: p for m, p in seen.items() if m in g.members}
+
+    def _with_principals(self, described, g, per_member: bool):
+        """`described` (a group's describe answer) with its members' principals in kcoord's extension."""
+        seen = self.principals(g)
+        tags = described.unknown_tags
+        if not seen or not tags:
+            return described
+        out = []
+        for tag, raw in tags:
+            if tag == KCOORD_DESCRIBE_TAG:
+                doc = json.loads(raw)
+                if per_member:
+                    for mid, p in seen.items():
+                        if isinstance(doc.get(mid), dict):
+                            doc[mid]["principal"] = p
+                else:
+                    doc["principals"] = seen
+                raw = json.dumps(doc, separators=(",", ":")).encode()
+            out.append((tag, raw))
+        described.unknown_tags = out
+        return described
+
     def consumer_group_describe(self, req: wire.ConsumerGroupDescribeRequest, version: int, client_id: str = "",
                                 client_host: str = "") -> wire.ConsumerGroupDescribeResponse:
         out = []
@@ -596,7 +644,7 @@ class Coordinator:
                 out.append(wire.ConsumerGroupDescribeResponseDescribedGroup(
                     error_code=E.UNSUPPORTED_VERSION, group_id=gid))
             elif isinstance(g, ConsumerGroup) and not g.is_dead:
-                out.append(g.consumer_described())
+                out.append(self._with_principals(g.consumer_described(), g, True))
             else:
                 msg = f"Group {gid} is not a consumer group." if g is not None and not g.is_dead else \
                     f"Group {gid} not found."
@@ -665,7 +713,7 @@ class Coordinator:
         for gid in dict.fromkeys(req.group_ids):  # each once: a repeated id cannot multiply the answer
             g = self.groups.get(gid)
             if isinstance(g, ConnectGroup) and not g.is_dead and self.connect_protocol:
-                out.append(g.connect_described())
+                out.append(self._with_principals(g.connect_described(), g, False))
             else:
                 msg = f"Group {gid} is not a connect group." if g is not None and not g.is_dead else \
                     f"Group {gid} not found."
@@ -684,7 +732,7 @@ class Coordinator:
                 out.append(wire.DescribeGroupsResponseDescribedGroup(
                     error_code=E.NONE, group_id=gid, group_state="Dead"))
             else:
-                out.append(g.described(version))
+                out.append(self._with_principals(g.described(version), g, isinstance(g, ConsumerGroup)))
         return wire.DescribeGroupsResponse(groups=out)
 
     def list_groups(self, req: wire.ListGroupsRequest, version: int, client_id: str = "",

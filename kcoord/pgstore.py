@@ -50,6 +50,7 @@ CREATE TABLE IF NOT EXISTS kcoord_meta (name text PRIMARY KEY, value text NOT NU
 CREATE TABLE IF NOT EXISTS kcoord_nodes (
     node_id int PRIMARY KEY, host text NOT NULL, port int NOT NULL, incarnation text NOT NULL,
     started_at timestamptz NOT NULL, expires_at timestamptz NOT NULL);
+ALTER TABLE kcoord_nodes ADD COLUMN IF NOT EXISTS listeners text NOT NULL DEFAULT '';
 CREATE TABLE IF NOT EXISTS kcoord_leases (
     partition int PRIMARY KEY, node_id int, epoch bigint NOT NULL DEFAULT 0,
     expires_at timestamptz NOT NULL DEFAULT '-infinity', seq bigint NOT NULL DEFAULT 0);
@@ -128,8 +129,8 @@ class Partitioner:
 
     def of_key(self, key: bytes) -> int:
         """The partition a record belongs to: its group's, read from the key (every group and offset key starts
-        with the record type and the group id as a Kafka string); topic records are GLOBAL."""
-        if len(key) < 4 or R.record_type(key) == R.KCOORD_TOPIC:
+        with the record type and the group id as a Kafka string); topic and SCRAM credential records are GLOBAL."""
+        if len(key) < 4 or R.record_type(key) in (R.KCOORD_TOPIC, R.KCOORD_SCRAM_CREDENTIAL):
             return GLOBAL
         n = key[2] << 8 | key[3]
         return self(key[4:4 + n].decode("utf-8", "surrogateescape"))

@@ -35,12 +35,18 @@ CONNECT_GROUP_TARGET_ASSIGNMENT_METADATA = 1003
 CONNECT_GROUP_TARGET_ASSIGNMENT_MEMBER = 1004
 CONNECT_GROUP_CURRENT_MEMBER_ASSIGNMENT = 1005
 CONNECT_GROUP_UNITS = 1006
+# Authentication (issue 31): a SCRAM credential, the KRaft UserScramCredentialRecord's fields (a Kafka cluster keeps
+# them in its metadata log); a block of its own after the connect group's.
+KCOORD_SCRAM_CREDENTIAL = 1100
 
 GROUP_METADATA_VALUE_VERSION = 3  # what Kafka writes for classic groups
 OFFSET_COMMIT_VALUE_VERSION = 3  # leader epoch, no expire timestamp (KIP-211)
 
 _I16 = struct.Struct(">h")
 _TOPIC_VALUE = struct.Struct(">h16si")
+_SCRAM_KEY_NAME = struct.Struct(">hH")  # record type, user name length
+_SCRAM_VALUE = struct.Struct(">hIHHi")  # version, salt, stored key and server key lengths, iterations
+SCRAM_MECHANISM_TYPES = (1, 2)  # SCRAM-SHA-256, SCRAM-SHA-512 (kcoord.security.scram.MECHANISMS)
 
 
 class RecordError(ValueError):
@@ -291,6 +297,51 @@ class TopicRecord:
     partitions: int
 
 
+# ---- SCRAM credentials: key = type, user name (uint16 length, UTF-8), mechanism (int8); value = version 0, the
+# lengths of salt (uint32), StoredKey and ServerKey (uint16), iterations (int32), then the three byte strings -----
+
+def scram_credential_key(user: str, mechanism: int) -> bytes:
+    name = user.encode()
+    return _SCRAM_KEY_NAME.pack(KCOORD_SCRAM_CREDENTIAL, len(name)) + name + struct.pack(">b", mechanism)
+
+
+def scram_credential_value(salt: bytes, stored_key: bytes, server_key: bytes, iterations: int) -> bytes:
+    return (_SCRAM_VALUE.pack(0, len(salt), len(stored_key), len(server_key), iterations) + salt + stored_key
+            + server_key)
+
+
+@dataclass(frozen=True)
+class ScramCredentialRecord:
+    user: str
+    mechanism: int
+    salt: bytes
+    stored_key: bytes
+    server_key: bytes
+    iterations: int
+
+    def __repr__(self) -> str:  # never the salt or the keys, in a log or a message (Kafka: "[hidden]")
+        return f"ScramCredentialRecord(user={self.user!r}, mechanism={self.mechanism}, salt=[hidden], " \
+               f"stored_key=[hidden], server_key=[hidden], iterations={self.iterations})"
+
+
+def _scram_credential(key: bytes, value: bytes) -> ScramCredentialRecord:
+    _, n = _SCRAM_KEY_NAME.unpack_from(key)
+    if len(key) != _SCRAM_KEY_NAME.size + n + 1:
+        raise ValueError(f"bad SCRAM credential key ({len(key)} bytes for a {n}-byte name)")
+    user = key[_SCRAM_KEY_NAME.size:_SCRAM_KEY_NAME.size + n].decode()
+    mechanism = struct.unpack_from(">b", key, len(key) - 1)[0]
+    version, ls, lk, lv, iterations = _SCRAM_VALUE.unpack_from(value)
+    if version != 0:
+        raise ValueError(f"unknown SCRAM credential value version {version}")
+    if len(value) != _SCRAM_VALUE.size + ls + lk + lv:
+        raise ValueError(f"bad SCRAM credential value ({len(value)} bytes)")
+    if not user or mechanism not in SCRAM_MECHANISM_TYPES or not lk or not lv:
+        raise ValueError(f"bad SCRAM credential (user {user!r}, mechanism {mechanism})")
+    at = _SCRAM_VALUE.size
+    return ScramCredentialRecord(user, mechanism, value[at:at + ls], value[at + ls:at + ls + lk],
+                                 value[at + ls + lk:], iterations)
+
+
 # ---- decoding -------------------------------------------------------------------------------------------------
 
 @dataclass
@@ -304,7 +355,7 @@ class Record:
 
     @property
     def kind(self) -> str:
-        """"group", "offset" or "topic"."""
+        """"group", "offset", "topic", "scram", ... (KINDS)."""
         return KINDS[self.type]
 
 
@@ -314,7 +365,7 @@ KINDS = {OFFSET_COMMIT_V0: "offset", OFFSET_COMMIT: "offset", GROUP_METADATA: "g
          CONSUMER_GROUP_TARGET_ASSIGNMENT_MEMBER: "consumer", CONSUMER_GROUP_CURRENT_MEMBER_ASSIGNMENT: "consumer",
          CONNECT_GROUP_METADATA: "group", CONNECT_GROUP_MEMBER_METADATA: "member", CONNECT_GROUP_UNITS: "connect",
          CONNECT_GROUP_TARGET_ASSIGNMENT_METADATA: "connect", CONNECT_GROUP_TARGET_ASSIGNMENT_MEMBER: "connect",
-         CONNECT_GROUP_CURRENT_MEMBER_ASSIGNMENT: "connect"}
+         CONNECT_GROUP_CURRENT_MEMBER_ASSIGNMENT: "connect", KCOORD_SCRAM_CREDENTIAL: "scram"}
 
 
 def tally(rec: Record) -> tuple[int, int]:
@@ -356,6 +407,9 @@ def decode(key: bytes, value: bytes) -> Record:
             if version != 0 or partitions < 1 or not name:
                 raise ValueError(f"bad topic value (version {version}, {partitions} partitions)")
             return Record(rtype, None, name, TopicRecord(name, topic_id, partitions))
+        if rtype == KCOORD_SCRAM_CREDENTIAL:
+            cred = _scram_credential(key, value)
+            return Record(rtype, None, (cred.user, cred.mechanism), cred)
         raise ValueError(f"unknown record type {rtype}")
     except (wire.DecodeError, ValueError, struct.error, UnicodeDecodeError) as e:
         raise RecordError(f"record with key {key[:64].hex()} cannot be read: {e}") from None
