@@ -95,7 +95,11 @@ class SecureServer(ServerProcess):
                          log_path=os.path.join(tmp, "server.log"))
         self.client_ssl = ssl.create_default_context()
         self.ca.configure_trust(self.client_ssl)
-        self.users = [self._add_user(name, secrets.token_urlsafe(12)) for name in USERS]
+        try:
+            self.users = [self._add_user(name, secrets.token_urlsafe(12)) for name in USERS]
+        except BaseException:
+            self.stop()
+            raise
 
     def _add_user(self, name: str, password: str) -> User:
         mech = MECHANISMS["SCRAM-SHA-512"]
