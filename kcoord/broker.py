@@ -76,7 +76,12 @@ class Broker:
         if self.cluster is None:
             host, port = self.address()
             return [wire.MetadataResponseBroker(node_id=self.node_id, host=host, port=port)]
-        return [wire.MetadataResponseBroker(node_id=n.node_id, host=n.host, port=n.port) for n in self.cluster.brokers()]
+        out = []
+        for n in self.cluster.brokers():  # each node at its address on this request's listener (none: left out)
+            address = n.address(self.listener)
+            if address is not None:
+                out.append(wire.MetadataResponseBroker(node_id=n.node_id, host=address[0], port=address[1]))
+        return out
 
     def metadata(self, req: wire.MetadataRequest, version, client_id="", client_host=""):
         cat = self.topics
@@ -118,9 +123,10 @@ class Broker:
             if self.cluster is None:
                 return E.NONE, None, self.node_id, *self.address()
             node = self.cluster.coordinator(key)
-            if node is None:
+            address = node.address(self.listener) if node is not None else None
+            if address is None:
                 return E.COORDINATOR_NOT_AVAILABLE, "The coordinator is not available.", -1, "", -1
-            return E.NONE, None, node.node_id, node.host, node.port
+            return E.NONE, None, node.node_id, *address
 
         if version <= 3:
             err, msg, node_id, host, port = answer(req.key_type, req.key)

@@ -58,6 +58,11 @@ class Histogram:
         return out
 
 
+# The principal of the request being handled (set by the server around each request on an authenticating
+# listener, None otherwise): the group events a request causes name who sent it.
+REQUEST_PRINCIPAL: list[str | None] = [None]
+
+
 class GroupEvents:
     """Counters of group events by group type, and their log lines. One per coordinator."""
 
@@ -72,6 +77,8 @@ class GroupEvents:
     @staticmethod
     def _log(message: str, **fields) -> None:
         if log.isEnabledFor(logging.INFO):
+            if REQUEST_PRINCIPAL[0] is not None:
+                fields["principal"] = REQUEST_PRINCIPAL[0]
             log.info(message + " " + " ".join(f"{k}={v!r}" if isinstance(v, str) else f"{k}={v}"
                                               for k, v in fields.items() if v is not None),
                      extra={"kcoord": fields})

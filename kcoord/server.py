@@ -34,7 +34,7 @@ from .broker import Broker
 from .config import SERVER_BOUNDS, GroupConfig, check_bounds, kafka_settings, split_settings
 from .config import SETTINGS as GROUP_SETTINGS
 from .coordinator import Coordinator, LoadStats
-from .events import LATENCY_BUCKETS, Histogram
+from .events import LATENCY_BUCKETS, REQUEST_PRINCIPAL, Histogram
 from .listeners import DEFAULT_PROTOCOL_MAP, Listener, parse_listeners
 from .reply import Deferred, Reply
 from .security.sasl import AUTHENTICATE, COMPLETE, FAILED, HANDSHAKE, INITIAL, RAW, SaslSession
@@ -47,6 +47,9 @@ log = logging.getLogger("kcoord.server")
 
 API_VERSIONS_KEY = wire.ApiVersionsRequest.API_KEY
 ANONYMOUS = "User:ANONYMOUS"  # Kafka's principal of a connection that did not authenticate
+# The requests by which a member makes itself known to its group (group_id, member_id): JoinGroup, SyncGroup,
+# Heartbeat, ConsumerGroupHeartbeat, ConnectGroupHeartbeat
+MEMBER_KEYS = frozenset((11, 14, 12, wire.ConsumerGroupHeartbeatRequest.API_KEY, wire.ConnectGroupHeartbeatRequest.API_KEY))
 FETCH_KEY = wire.FetchRequest.API_KEY
 # While the store cannot write for want of space, what would write is refused with this code. Kafka's group
 # coordinator answers a failed append COORDINATOR_NOT_AVAILABLE when the coordinator stays where it is and may
@@ -571,8 +574,18 @@ class KafkaConnection(asyncio.BufferedProtocol):
             log.info("closing %s: API %d is not served", self.host, key)
             return False
         version = header.request_api_version
+        principal = self.principal
         try:
-            response = handler(body, version, header.client_id or "", self.host)
+            if principal is ANONYMOUS:
+                response = handler(body, version, header.client_id or "", self.host)
+            else:  # the events it causes name the principal, and a member is known by who it authenticated as
+                REQUEST_PRINCIPAL[0] = principal
+                try:
+                    response = handler(body, version, header.client_id or "", self.host)
+                finally:
+                    REQUEST_PRINCIPAL[0] = None
+                if key in MEMBER_KEYS:
+                    srv.coordinator.note_principal(body.group_id, body.member_id, principal)
             if response is not None:  # None: Produce with acks=0 is never answered
                 self.respond(response, key, version, header.correlation_id, t0)
         except Exception:
@@ -1321,6 +1334,9 @@ class Server:
             await self.metrics.start(cfg.metrics_host or cfg.host, cfg.metrics_port)
         if self.cluster is not None:
             self.cluster.port = cfg.advertised_port or cfg.port  # known now, with --port 0
+            if cfg.listeners:  # every listener is registered; the first is the node's address for older nodes
+                self.cluster.host, self.cluster.port = self.listeners[0].address()
+                self.cluster.listeners = {x.name: x.address() for x in self.listeners}
             await self.cluster.start(self.loop)  # the first lease round: partitions are taken before serving
         # What start-up made lives as long as the server, and so will what survives each full collection from now
         # on: frozen, out of every later collection, so a collection's pause does not grow with the state

@@ -91,6 +91,8 @@ def test_a_classic_group_forms_and_commits_over_sasl(server, kind, mechanism, us
         wait_until(lambda: (m.assigned == frozenset(range(4)), m.assigned), 30, "never assigned")
         m.commit({0: 11, 3: 7})
         assert committed(server, group) == {0: 11, 3: 7}
+        # describe (over the PLAINTEXT listener) names the principal the member authenticated as
+        assert [x["principal"] for x in server.describe(group)["members"]] == [f"User:{user}"]
     finally:
         m.close()
 
@@ -103,6 +105,8 @@ def test_a_kip848_group_forms_over_sasl(server) -> None:
         wait_until(lambda: (m.partitions == frozenset(range(4)), m.partitions), 30, "never assigned")
         m.commit({1: 5})
         assert committed(server, "g-848") == {1: 5}
+        assert [x["principal"] for x in server.describe("g-848")["members"]] == ["User:alice"]
+        assert "principal='User:alice'" in server.log.read_text()  # the group events it caused name it
     finally:
         m.stop()
 

@@ -21,7 +21,8 @@ from .servers import free_port, recv_exact, serve
 
 # Exactly what is implemented: the broker surface consumers need, and the classic group and offset APIs.
 # Not advertised: ConsumerGroupHeartbeat/Describe (KIP-848 comes later), GetTelemetrySubscriptions.
-SERVED = {0, 1, 2, 3, 8, 9, 10, 11, 12, 13, 14, 15, 16, 18, 19, 20, 37, 42, 47, 68, 69}  # 20: DeleteTopics; 68, 69: KIP-848
+SERVED = {0, 1, 2, 3, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 36, 37, 42, 47, 50, 51, 68, 69}
+# 20: DeleteTopics; 68, 69: KIP-848; 17, 36: SASL (ILLEGAL_SASL_STATE outside a SASL listener); 50, 51: SCRAM users
 
 
 @pytest.fixture(scope="module")
