@@ -228,6 +228,8 @@ class Coordinator:
                 wire.ConnectGroupPrepareAssignmentResponse(error_code=error, error_message=message),
             wire.ConnectGroupInstallAssignmentRequest.API_KEY: lambda req, v, *_:
                 wire.ConnectGroupInstallAssignmentResponse(error_code=error, error_message=message),
+            wire.AlterUserScramCredentialsRequest.API_KEY: lambda req, v, *_: self.credentials.refuse(req, error,
+                                                                                                     message),
         }
 
     def handle(self, api_key: int, version: int, body, client_id: str = "", client_host: str = ""):

@@ -246,7 +246,8 @@ def add_users_parser(sub: Any, *, error: type[Exception], connect: Callable[[str
     cmds = UsersCommands(error, connect)
     us = sub.add_parser("users", help="SCRAM users: add, list, delete (KIP-554's admin APIs; add also offline "
                                       "into a stopped server's --data-dir)").add_subparsers(dest="users_command",
-                                                                                           required=True)
+                                                                                           required=True,
+                                                                                           metavar="{add,list,delete}")
 
     def cmd(name: str, help: str, func) -> argparse.ArgumentParser:
         p = us.add_parser(name, help=help)
@@ -261,7 +262,7 @@ def add_users_parser(sub: Any, *, error: type[Exception], connect: Callable[[str
                     "or stdin; never the command line)", cmds.add)
     ad.add_argument("name", type=user_name, metavar="NAME")
     ad.add_argument("--mechanism", type=mechanism_name, default=DEFAULT_MECHANISM,
-                    help=f"{' or '.join(MECHANISMS)}")
+                    help=f"{' or '.join(MECHANISMS)} (default: {DEFAULT_MECHANISM})")
     ad.add_argument("--iterations", type=iterations, default=DEFAULT_ITERATIONS,
                     help=f"{MIN_ITERATIONS}..{MAX_ITERATIONS}")
     ad.add_argument("--password-file", metavar="FILE", help="read the password from the first line of FILE")

@@ -9,6 +9,8 @@ the interop peer."""
 from __future__ import annotations
 
 import base64
+import contextlib
+import io
 import json
 import os
 import pty
@@ -43,11 +45,14 @@ SECRETS: list[bytes] = []  # every password and SaltedPassword the tests send, l
 
 
 def remember(password: str, *salted: bytes) -> None:
-    if password:
-        SECRETS.append(password.encode())
+    """Look for `password` and each SaltedPassword as they would show: raw, in a JSON log line (escaped), as hex,
+    base64 or a Python repr."""
+    forms = [password] if password else []
     for s in salted:
         if s:
-            SECRETS.extend([s, s.hex().encode(), base64.b64encode(s), repr(s).encode()])
+            forms += [s.hex(), base64.b64encode(s).decode(), repr(s), s.decode("latin-1")]
+    for text in forms:
+        SECRETS.extend({text.encode("utf-8", "surrogateescape"), json.dumps(text)[1:-1].encode()})
 
 
 # ---- a server and its clients -------------------------------------------------------------------------------
@@ -258,6 +263,15 @@ def test_a_refused_authorization_is_answered_as_kafka_does() -> None:
     assert len(coord.credentials) == 0
 
 
+def test_while_the_store_cannot_write_an_alteration_is_refused_and_changes_nothing() -> None:
+    coord = Coordinator()
+    refuse = coord.write_refusals(E.COORDINATOR_NOT_AVAILABLE)[51]
+    r = refuse(wire.AlterUserScramCredentialsRequest(deletions=[deletion("b")], upsertions=[upsertion("a")]), 0)
+    assert [(x.user, x.error_code) for x in r.results] == [("a", E.COORDINATOR_NOT_AVAILABLE),
+                                                           ("b", E.COORDINATOR_NOT_AVAILABLE)]
+    assert len(coord.credentials) == 0
+
+
 # ---- records: the server derives Kafka's keys, and they survive a restart, check and compact ----------------
 
 def stored_credentials(data_dir: Path) -> dict[tuple[str, int], R.ScramCredentialRecord]:
@@ -427,36 +441,59 @@ def test_users_add_prompts_twice_on_a_terminal_without_echo(server) -> None:
     assert code == 2 and "the two passwords typed differ" in shown, shown
 
 
-def test_users_mistakes_are_one_line_and_non_zero(server, tmp_path) -> None:
+def users_in_process(monkeypatch, *args: str, stdin: bytes = b"") -> subprocess.CompletedProcess:
+    """`kcoord users ARGS` run by the CLI's own main in this process (a subprocess start each would take most of a
+    second), stdin a pipe holding `stdin`; its exit status, stdout and stderr."""
+    from kcoord.cli import main
+
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(stdin)))
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            code = main(["users", *args])
+        except SystemExit as e:  # argparse's own mistakes
+            code = e.code
+    assert_no_secrets((out.getvalue() + err.getvalue()).encode(), f"`kcoord users {' '.join(args)}`")
+    return subprocess.CompletedProcess(args, code, out.getvalue(), err.getvalue())
+
+
+def test_users_mistakes_are_one_line_and_non_zero(server, tmp_path, monkeypatch) -> None:
     pw = password_file(tmp_path, PASSWORD)
     b = ["--bootstrap", server.bootstrap]
     cases = [
-        (users("add", "x", "--iterations", "100", "--password-file", pw, *b), 2, ["--iterations", "100"]),
-        (users("add", "x", "--iterations", "lots", "--password-file", pw, *b), 2, ["--iterations", "lots"]),
-        (users("add", "x", "--mechanism", "SCRAM-SHA-1", "--password-file", pw, *b), 2, ["SCRAM-SHA-1"]),
-        (users("add", "", "--password-file", pw, *b), 2, ["empty"]),
-        (users("add", "x", "--password", "hunter2", *b), 2, ["--password"]),  # never from argv
-        (users("add", "x", "--password-file", str(tmp_path / "none"), *b), 2, ["--password-file", "none"]),
-        (users("add", "x", "--password-file", password_file(tmp_path, ""), *b), 2, ["empty"]),
-        (users("add", "x", "--password-file", password_file(tmp_path, "a\nb\n"), *b), 2, ["one line"]),
-        (users("add", "x", *b, stdin=""), 2, ["stdin", "empty"]),
-        (users("add", "x", "--password-file", pw, "--data-dir", str(tmp_path / "d"), *b), 2,
+        (("add", "x", "--iterations", "100", "--password-file", pw, *b), 2, ["--iterations", "100"]),
+        (("add", "x", "--iterations", "lots", "--password-file", pw, *b), 2, ["--iterations", "lots"]),
+        (("add", "x", "--iterations", "16385", "--password-file", pw, *b), 2, ["--iterations", "16385"]),
+        (("add", "x", "--mechanism", "SCRAM-SHA-1", "--password-file", pw, *b), 2, ["SCRAM-SHA-1"]),
+        (("add", "", "--password-file", pw, *b), 2, ["empty"]),
+        (("add", "x" * 40_000, "--password-file", pw, *b), 2, ["40000 bytes"]),
+        (("add", "x", "--password-file", str(tmp_path / "none"), *b), 2, ["--password-file", "none"]),
+        (("add", "x", "--password-file", password_file(tmp_path, ""), *b), 2, ["empty"]),
+        (("add", "x", "--password-file", password_file(tmp_path, "a\nb\n"), *b), 2, ["one line"]),
+        (("add", "x", "--password-file", str(tmp_path)), 2, ["--password-file", str(tmp_path)]),  # a directory
+        (("add", "x", *b), 2, ["stdin", "empty"]),
+        (("add", "x", "--password-file", pw, "--data-dir", str(tmp_path / "d"), *b), 2,
          ["--data-dir", "--bootstrap"]),
-        (users("add", "x", "--password-file", pw, "--data-dir", pw), 2, ["--data-dir", "not a directory"]),
-        (users("add", "x", "--password-file", pw, "--bootstrap", "nowhere"), 2, ["nowhere"]),
-        (users("add", "x", "--password-file", pw, "--bootstrap", f"127.0.0.1:{free_port()}"), 1,
-         ["cannot connect"]),
-        (users("list", "--bootstrap", f"127.0.0.1:{free_port()}"), 1, ["cannot connect"]),
-        (users("delete", "nobody-here", *b), 1, ["nobody-here", "RESOURCE_NOT_FOUND"]),
-        (users("delete", "nobody-here", "--mechanism", "SCRAM-SHA-256", *b), 1,
+        (("add", "x", "--password-file", pw, "--data-dir", pw), 2, ["--data-dir", "not a directory"]),
+        (("add", "x", "--password-file", pw, "--data-dir", "postgresql://u@h/db"), 2, ["--data-dir", "PostgreSQL"]),
+        (("add", "x", "--password-file", pw, "--bootstrap", "nowhere"), 2, ["nowhere"]),
+        (("add", "x", "--password-file", pw, "--bootstrap", f"127.0.0.1:{free_port()}"), 1, ["cannot connect"]),
+        (("list", "--bootstrap", f"127.0.0.1:{free_port()}"), 1, ["cannot connect"]),
+        (("delete", "nobody-here", *b), 1, ["nobody-here", "RESOURCE_NOT_FOUND"]),
+        (("delete", "nobody-here", "--mechanism", "SCRAM-SHA-256", *b), 1,
          ["nobody-here", "RESOURCE_NOT_FOUND", "does not exist"]),
-        (users("frobnicate"), 2, ["frobnicate"]),
-        (users(), 2, ["kcoord users"]),
+        (("delete", "x", "--mechanism", "MD5", *b), 2, ["MD5"]),
+        (("frobnicate",), 2, ["frobnicate"]),
+        ((), 2, ["kcoord users"]),
     ]
-    for r, code, names in cases:
+    for args, code, names in cases:
+        r = users_in_process(monkeypatch, *args)
         line = one_line(r, code, *names)
         assert line.startswith("kcoord users"), line
         assert r.stdout == "", r.stdout
+    assert not (tmp_path / "d").exists()
+    # and as the real process: a password on the command line is not an option
+    one_line(users("add", "x", "--password", "hunter2", *b), 2, "--password")
 
 
 # ---- the first administrator, offline -------------------------------------------------------------------------

@@ -141,10 +141,7 @@ class Credentials:
 
     def alter(self, req, version: int, client_id: str = "", client_host: str = ""):
         if not self.authorize("ALTER", client_id, client_host):
-            # Kafka's getErrorResponse: every user named, sorted, with CLUSTER_AUTHORIZATION_FAILED
-            names = sorted({d.name for d in req.deletions} | {u.name for u in req.upsertions})
-            return wire.AlterUserScramCredentialsResponse(results=[
-                self._alter_result(n, E.CLUSTER_AUTHORIZATION_FAILED, None) for n in names])
+            return self.refuse(req, E.CLUSTER_AUTHORIZATION_FAILED, None)  # as Kafka's getErrorResponse
         deletions: dict[str, object] = {}
         upsertions: dict[str, object] = {}
         errors: dict[str, Error] = {}
@@ -200,6 +197,12 @@ class Credentials:
         results = [self._alter_result(n, E.NONE, None) for n in done]
         results += [self._alter_result(n, code, message) for n, (code, message) in errors.items()]
         return wire.AlterUserScramCredentialsResponse(results=results)
+
+    def refuse(self, req, error: int, message: str | None):
+        """An AlterUserScramCredentials answered `error` for every user it names, changing nothing (sorted, as
+        Kafka's getErrorResponse): while the store cannot write."""
+        names = sorted({d.name for d in req.deletions} | {u.name for u in req.upsertions})
+        return wire.AlterUserScramCredentialsResponse(results=[self._alter_result(n, error, message) for n in names])
 
     @staticmethod
     def _check_name_and_mechanism(name: str, mechanism: int) -> Error | None:
