@@ -615,3 +615,31 @@ def test_credentials_set_at_one_node_are_served_by_the_others_and_kept(pg_dsn, t
         cl.node(2).stop()
         cl.node(2).start()
         assert describe(two) == {u: {SHA256: 4096} for u in users_[1:]}
+
+
+def test_the_first_administrator_added_offline_logs_in_over_sasl(tmp_path) -> None:
+    """`kcoord users add --data-dir` before the first start, then a server whose client listener authenticates:
+    confluent-kafka's AdminClient logs in as that user (SCRAM-SHA-512, and PLAIN against the same credential) and
+    describes the users."""
+    from confluent_kafka.admin import AdminClient
+
+    data = tmp_path / "data"
+    remember("first-admin-password")
+    ok(users("add", "admin", "--data-dir", str(data), stdin="first-admin-password\n"))
+    internal, external = free_port(), free_port()
+    srv = serve(internal, tmp_path / "server.log", "--data-dir", str(data), "--log-level", "DEBUG",
+                "--set", f"listeners=INTERNAL://127.0.0.1:{internal},EXTERNAL://127.0.0.1:{external}",
+                "--set", "listener.security.protocol.map=INTERNAL:PLAINTEXT,EXTERNAL:SASL_PLAINTEXT",
+                "--set", "sasl.enabled.mechanisms=PLAIN,SCRAM-SHA-512")
+    try:
+        for mechanism in ("SCRAM-SHA-512", "PLAIN"):
+            admin = AdminClient({"bootstrap.servers": f"127.0.0.1:{external}", "security.protocol": "SASL_PLAINTEXT",
+                                 "sasl.mechanism": mechanism, "sasl.username": "admin",
+                                 "sasl.password": "first-admin-password"})
+            infos = admin.describe_user_scram_credentials(["admin"])["admin"].result(timeout=30)
+            assert [(i.mechanism.name, i.iterations) for i in infos.scram_credential_infos] == [("SCRAM_SHA_512", 4096)]
+    finally:
+        stop(srv)
+    log = (tmp_path / "server.log").read_text()
+    assert all(f"User:admin on listener EXTERNAL with {m}" in log for m in ("SCRAM-SHA-512", "PLAIN")), log
+    assert_no_secrets(log.encode(), "the server log")

@@ -20,7 +20,7 @@ from collections.abc import Callable, Iterable
 from .. import errors as E
 from .. import records as R
 from .. import wire
-from .scram import MAX_ITERATIONS, MECHANISM_NAMES, MIN_ITERATIONS, ScramCredential, credential_from_salted
+from .scram import MAX_ITERATIONS, MECHANISM_NAMES, MECHANISMS, MIN_ITERATIONS, ScramCredential, credential_from_salted
 
 log = logging.getLogger("kcoord.security")
 
@@ -57,10 +57,10 @@ class Credentials:
         self.handlers = {DESCRIBE_USER_SCRAM_CREDENTIALS: self.describe,
                          ALTER_USER_SCRAM_CREDENTIALS: self.alter}
 
-    def lookup(self, user: str, mechanism: int) -> ScramCredential | None:
+    def lookup(self, user: str, mechanism: int | str) -> ScramCredential | None:
         """The credential `user` has for `mechanism` (a type, or a name such as "SCRAM-SHA-512"), or None."""
         if isinstance(mechanism, str):
-            mechanism = {v: k for k, v in MECHANISM_NAMES.items()}.get(mechanism, 0)
+            mechanism = MECHANISMS.get(mechanism, 0)
         mine = self.by_user.get(user)
         return None if mine is None else mine.get(mechanism)
 
