@@ -289,7 +289,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self.server = server
         self.reader = wire.FrameReader(server.config.max_frame_size)
         self.listener = listener  # the listener it came in on (None: an in-process caller's)
-        self.principal = ANONYMOUS  # who it authenticated as (a certificate's subject, a SASL user)
+        self.principal = ANONYMOUS  # who it authenticated as (a certificate's subject, a SASL user); `is`-compared
+        self.noted_group = self.noted_member = ""  # the member whose principal was last noted (Coordinator.note_principal)
         self.sasl: SaslSession | None = None  # on a SASL listener: the exchange, then the session
         if listener is not None and listener.sasl:
             cfg = server.config
@@ -338,7 +339,9 @@ class KafkaConnection(asyncio.BufferedProtocol):
                 log.warning("closing %s on listener %s: %s", ip, self.listener.name, e)
                 transport.abort()
                 return
-            if self.principal != ANONYMOUS:  # a client certificate: logged as a SASL login is
+            if self.principal == ANONYMOUS:
+                self.principal = ANONYMOUS  # this module's object: the request path compares it with `is`
+            else:  # a client certificate: logged as a SASL login is
                 log.info("/%s authenticated as %s on listener %s with a certificate", ip, self.principal,
                          self.listener.name, extra={"kcoord": {"event": "authenticated", "principal": self.principal,
                                                                "client": f"/{ip}", "listener": self.listener.name,
@@ -584,7 +587,9 @@ class KafkaConnection(asyncio.BufferedProtocol):
                     response = handler(body, version, header.client_id or "", self.host)
                 finally:
                     REQUEST_PRINCIPAL[0] = None
-                if key in MEMBER_KEYS:
+                # noted once for each member a connection speaks for (not at every heartbeat: a quarter of its cost)
+                if key in MEMBER_KEYS and (body.member_id != self.noted_member or body.group_id != self.noted_group):
+                    self.noted_group, self.noted_member = body.group_id, body.member_id
                     srv.coordinator.note_principal(body.group_id, body.member_id, principal)
             if response is not None:  # None: Produce with acks=0 is never answered
                 self.respond(response, key, version, header.correlation_id, t0)
