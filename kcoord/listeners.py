@@ -73,13 +73,22 @@ def _entries(setting: str, text: str) -> list[tuple[str, str, int]]:
     return out
 
 
-def parse_listeners(listeners: str, advertised: str = "", protocol_map: str = DEFAULT_PROTOCOL_MAP) -> list[Listener]:
+def listener_names(listeners: str) -> set[str]:
+    """The names in a `listeners` value (ListenerError for one that is malformed)."""
+    return {name for name, _, _ in _entries("listeners", listeners)}
+
+
+def parse_listeners(listeners: str, advertised: str = "", protocol_map: str = DEFAULT_PROTOCOL_MAP,
+                    skip: frozenset[str] = frozenset()) -> list[Listener]:
     """The listeners, with Kafka's rules: names and ports unique, every name in the protocol map, advertised
     addresses only for listeners that exist (their names and ports may repeat: one listener may advertise
-    another's address), none of them a non-routable meta-address."""
+    another's address), none of them a non-routable meta-address. Those named in `skip` (a KRaft controller's
+    listeners, controller.listener.names) are left out, in both lists."""
     protocols = parse_protocol_map(protocol_map)
     out: list[Listener] = []
     for name, host, port in _entries("listeners", listeners):
+        if name in skip:
+            continue
         if name not in protocols:
             raise ListenerError(f"listeners: listener {name} has no security protocol: name it in "
                                 f"listener.security.protocol.map (e.g. {name}:SASL_SSL)")
@@ -93,6 +102,8 @@ def parse_listeners(listeners: str, advertised: str = "", protocol_map: str = DE
     by_name = {x.name: x for x in out}
     seen = set()
     for name, host, port in _entries("advertised.listeners", advertised):
+        if name in skip:
+            continue
         if name not in by_name:
             raise ListenerError(f"advertised.listeners: {name} is not one of the listeners "
                                 f"({', '.join(by_name)})")

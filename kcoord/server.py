@@ -35,7 +35,7 @@ from .config import SERVER_BOUNDS, GroupConfig, check_bounds, kafka_settings, sp
 from .config import SETTINGS as GROUP_SETTINGS
 from .coordinator import Coordinator, LoadStats
 from .events import LATENCY_BUCKETS, REQUEST_PRINCIPAL, Histogram
-from .listeners import DEFAULT_PROTOCOL_MAP, Listener, parse_listeners
+from .listeners import DEFAULT_PROTOCOL_MAP, Listener, listener_names, parse_listeners
 from .reply import Deferred, Reply
 from .security.sasl import AUTHENTICATE, COMPLETE, FAILED, HANDSHAKE, INITIAL, RAW, SaslSession
 from .security.scram import SaslFailure
@@ -109,6 +109,8 @@ class ServerConfig:
     listeners: str = ""  # listeners: NAME://host:port,...
     advertised_listeners: str = ""  # advertised.listeners: NAME://host:port,... ("" for a listener: its own)
     listener_security_protocol_map: str = DEFAULT_PROTOCOL_MAP  # listener.security.protocol.map
+    # controller.listener.names: a KRaft controller's listeners, which kcoord (no controller) does not serve
+    controller_listener_names: str = ""
     # Authentication (kcoord.security). Kafka's default mechanism list is GSSAPI, which kcoord does not serve: a
     # SASL listener needs sasl.enabled.mechanisms set to some of PLAIN, SCRAM-SHA-256, SCRAM-SHA-512.
     sasl_enabled_mechanisms: str = "GSSAPI"  # sasl.enabled.mechanisms
@@ -218,7 +220,11 @@ class ServerConfig:
         if not self.listeners:
             return [Listener("PLAINTEXT", self.host, self.port, "PLAINTEXT", self.advertised_host,
                              self.advertised_port)]
-        return parse_listeners(self.listeners, self.advertised_listeners, self.listener_security_protocol_map)
+        return parse_listeners(self.listeners, self.advertised_listeners, self.listener_security_protocol_map,
+                               self.controller_listeners())
+
+    def controller_listeners(self) -> frozenset[str]:
+        return frozenset(n.strip().upper() for n in self.controller_listener_names.split(",") if n.strip())
 
     def enabled_mechanisms(self) -> list[str]:
         return [m.strip().upper() for m in self.sasl_enabled_mechanisms.split(",") if m.strip()]
@@ -271,6 +277,7 @@ SETTINGS = {
     "listeners": "listeners",
     "advertised.listeners": "advertised_listeners",
     "listener.security.protocol.map": "listener_security_protocol_map",
+    "controller.listener.names": "controller_listener_names",
     "sasl.enabled.mechanisms": "sasl_enabled_mechanisms",
     "connection.failed.authentication.delay.ms": "failed_authentication_delay_ms",
     "connections.max.reauth.ms": "connections_max_reauth_ms",
@@ -1733,6 +1740,10 @@ class Server:
             log.warning("no --data-dir: groups and committed offsets are kept in memory only")
         metrics = f", metrics on http://{cfg.metrics_host or cfg.host}:{self.metrics.port}/metrics" \
             if self.metrics is not None else ""
+        skipped = sorted(cfg.controller_listeners() & listener_names(cfg.listeners))
+        if skipped:
+            log.warning("not serving listener %s: controller.listener.names names a KRaft controller's listeners, "
+                        "and kcoord has no controller", ", ".join(skipped))
         more = "".join(f", {x.name} ({x.protocol}) on {x.host or '*'}:{x.port}" for x in self.listeners[1:])
         first = self.listeners[0]
         named = f" ({first.name}, {first.protocol})" if cfg.listeners else ""

@@ -74,8 +74,7 @@ log.retention.hours=168
 log.segment.bytes=1073741824
 log.retention.check.interval.ms=300000
 """
-KRAFT_IGNORED = ["process.roles", "controller.quorum.voters", "listeners", "inter.broker.listener.name",
-                 "advertised.listeners", "controller.listener.names", "listener.security.protocol.map",
+KRAFT_IGNORED = ["process.roles", "controller.quorum.voters", "inter.broker.listener.name",
                  "num.network.threads", "num.io.threads", "socket.send.buffer.bytes", "socket.receive.buffer.bytes",
                  "log.dirs", "num.recovery.threads.per.data.dir", "offsets.topic.replication.factor",
                  "transaction.state.log.replication.factor", "transaction.state.log.min.isr", "log.retention.hours",
@@ -289,12 +288,15 @@ def test_kafkas_kraft_server_properties_starts_kcoord(tmp_path: Path) -> None:
     props.write_text(KRAFT_PROPERTIES)
     log = tmp_path / "server.log"
     port = free_port()
-    srv = serve(port, log, "--config", str(props), "--log-format", "json")
+    # The file's listeners are read (PLAINTEXT on :9092, advertised localhost:9092; CONTROLLER, a KRaft
+    # controller's, not served); --set moves PLAINTEXT to a free loopback port, as it wins over the file.
+    srv = serve(port, log, "--config", str(props), "--log-format", "json", "--set",
+                f"listeners=PLAINTEXT://127.0.0.1:{port},CONTROLLER://:9093")
     try:
         with Client(f"127.0.0.1:{port}") as c:
             meta = c.request(wire.MetadataRequest(topics=[wire.MetadataRequestTopic(name="orders")],
                                                   allow_auto_topic_creation=True), 9)
-        assert [b.node_id for b in meta.brokers] == [1]  # node.id from the file
+        assert [(b.node_id, b.host, b.port) for b in meta.brokers] == [(1, "localhost", 9092)]  # node.id, advertised
         assert len(meta.topics[0].partitions) == 3  # num.partitions from the file
     finally:
         srv.proc.terminate()
@@ -304,6 +306,8 @@ def test_kafkas_kraft_server_properties_starts_kcoord(tmp_path: Path) -> None:
     assert len(ignored) == 1, log.read_text()  # one line, once
     assert ignored[0]["settings"] == KRAFT_IGNORED
     assert ignored[0]["level"] == "WARNING" and "log.dirs" in ignored[0]["message"]
+    assert any(e.get("level") == "WARNING" and "not serving listener CONTROLLER" in e.get("message", "")
+               for e in events)
 
 
 # ---- the store: a new one is announced; --require-store refuses to start without one -------------------------------

@@ -13,16 +13,23 @@ import time
 import pytest
 
 from kcoord import errors as E
+from kcoord import server as server_module
 from kcoord import wire
 from kcoord.client import Client
 from kcoord.offsets import DEFER_ABOVE
 from kcoord.reply import Deferred
-from kcoord.server import OFFLOAD_ABOVE, ServerConfig
+from kcoord.server import ServerConfig
 
 from .classic_harness import Harness
 from .servers import in_process, recv_exact
 
 UNKNOWN = 40_000  # partitions of a topic that does not exist: about 560 KB of request, above OFFLOAD_ABOVE
+
+
+@pytest.fixture(autouse=True)
+def server_offloads(monkeypatch) -> None:
+    """The server's own bound (the fuzz harness, imported in the same run, turns offloading off)."""
+    monkeypatch.setattr(server_module, "OFFLOAD_ABOVE", 256 << 10)
 
 
 def running(**settings):
@@ -60,7 +67,7 @@ def codes(resp: wire.OffsetCommitResponse) -> dict[str, set[int]]:
 def test_a_large_commit_is_answered_as_the_loop_would_and_in_request_order() -> None:
     with running() as srv, Client(f"127.0.0.1:{srv.port}") as c:
         big = wire.encode_request(8, 9, 1, "t", commit("g", -1, {0: 5, 2: 7}))
-        assert len(big) > OFFLOAD_ABOVE
+        assert len(big) > server_module.OFFLOAD_ABOVE
         # The large commit, then a fetch and a small commit behind it on the same connection, arriving in the same
         # read as the large commit's last bytes: they wait for it although they are whole.
         c.sock.sendall(big[:-100])

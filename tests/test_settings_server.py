@@ -48,6 +48,7 @@ COVERED: dict[str, str] = {
     "broker.session.timeout.ms": f"{HERE}::test_cluster_settings_shape_the_leases",
     "broker.heartbeat.interval.ms": f"{HERE}::test_cluster_settings_shape_the_leases",
     "listeners": "tests/test_listeners.py::test_each_listener_answers_with_its_own_advertised_address",
+    "controller.listener.names": "tests/test_config_file.py::test_kafkas_kraft_server_properties_starts_kcoord",
     "advertised.listeners": "tests/test_listeners.py::test_each_listener_answers_with_its_own_advertised_address",
     "listener.security.protocol.map": "tests/test_sasl_interop.py::test_a_classic_group_forms_and_commits_over_sasl",
     "sasl.enabled.mechanisms":
