@@ -18,6 +18,7 @@ from kcoord.client import Client
 from kcoord.listeners import ListenerError, parse_listeners
 from kcoord.server import ServerConfig
 
+from .secured import add_users
 from .servers import free_port, in_process, recv_exact
 
 
@@ -155,17 +156,7 @@ def two_listeners(**more) -> ServerConfig:
 
 
 def add_user(srv, name: str, password: str) -> None:
-    import secrets
-
-    from kcoord.security.scram import salted_password
-
-    salt = secrets.token_bytes(16)
-    with Client(f"127.0.0.1:{srv.listeners[0].port}") as c:
-        resp = c.call(51, 0, wire.AlterUserScramCredentialsRequest(deletions=[], upsertions=[
-            wire.AlterUserScramCredentialsRequestScramCredentialUpsertion(
-                name=name, mechanism=2, iterations=4096, salt=salt,
-                salted_password=salted_password(2, password, salt, 4096))]))
-        assert resp.results[0].error_code == E.NONE
+    add_users(f"127.0.0.1:{srv.listeners[0].port}", {name: ("SCRAM-SHA-512", password)})
 
 
 def plain_login(s: socket.socket, user: str, password: str, corr: int = 1):

@@ -6,18 +6,16 @@ not enabled fails in the client with its authentication error, and changes nothi
 
 from __future__ import annotations
 
-import secrets
 import time
 
 import pytest
 
-from kcoord import errors as E
 from kcoord import wire
 from kcoord.client import Client
-from kcoord.security.scram import MECHANISMS, salted_password
 
 from .interop_consumer import ConsumerMember
 from .interop_member import AiokafkaMember, ConfluentMember, KafkaPythonMember
+from .secured import add_users
 from .servers import free_port, serve
 
 USERS = {"alice": ("SCRAM-SHA-512", "alice-secret-Ω"), "bob": ("SCRAM-SHA-256", "bob-secret")}
@@ -33,14 +31,7 @@ def server(tmp_path_factory):
                 "--set", "listener.security.protocol.map=INTERNAL:PLAINTEXT,EXTERNAL:SASL_PLAINTEXT",
                 "--set", "sasl.enabled.mechanisms=PLAIN,SCRAM-SHA-256,SCRAM-SHA-512")
     srv.external = f"127.0.0.1:{external}"
-    with Client(srv.bootstrap) as c:
-        for name, (mech, password) in USERS.items():
-            salt = secrets.token_bytes(16)
-            resp = c.call(51, 0, wire.AlterUserScramCredentialsRequest(deletions=[], upsertions=[
-                wire.AlterUserScramCredentialsRequestScramCredentialUpsertion(
-                    name=name, mechanism=MECHANISMS[mech], iterations=4096, salt=salt,
-                    salted_password=salted_password(MECHANISMS[mech], password, salt, 4096))]))
-            assert [r.error_code for r in resp.results] == [E.NONE]
+    add_users(srv.bootstrap, USERS)
     yield srv
     srv.proc.terminate()
     srv.proc.wait(30)
