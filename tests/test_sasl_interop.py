@@ -121,3 +121,31 @@ def test_wrong_credentials_fail_in_the_client_and_change_nothing(server) -> None
     with Client(server.bootstrap) as c:  # nothing was made by the failed clients
         listed = c.call(16, 4, wire.ListGroupsRequest(states_filter=[])).groups
         assert not [g for g in listed if not g.group_id.startswith("g-")]
+
+
+def test_a_mechanism_the_listener_does_not_enable_fails_in_the_client() -> None:
+    from confluent_kafka import KafkaError
+    from confluent_kafka.admin import AdminClient
+
+    from kcoord.server import ServerConfig
+
+    from .servers import in_process
+
+    internal, external = free_port(), free_port()
+    cfg = ServerConfig.from_kafka({
+        "listeners": f"INTERNAL://127.0.0.1:{internal},EXTERNAL://127.0.0.1:{external}",
+        "listener.security.protocol.map": "INTERNAL:PLAINTEXT,EXTERNAL:SASL_PLAINTEXT",
+        "sasl.enabled.mechanisms": "PLAIN"})
+    with in_process(cfg) as srv:
+        add_users(f"127.0.0.1:{internal}", {"alice": ("SCRAM-SHA-512", "pw")})
+        errors = []
+        admin = AdminClient({"bootstrap.servers": f"127.0.0.1:{external}", "security.protocol": "SASL_PLAINTEXT",
+                             "sasl.mechanism": "SCRAM-SHA-512", "sasl.username": "alice", "sasl.password": "pw",
+                             "error_cb": errors.append})
+        admin.list_consumer_groups(request_timeout=5)
+        deadline = time.monotonic() + 15
+        while not any(e.code() == KafkaError._AUTHENTICATION for e in errors):
+            assert time.monotonic() < deadline, errors
+            admin.poll(0.1)
+        assert "PLAIN" in str(errors[0])  # librdkafka names what the broker enables
+        assert srv.auth_results[("EXTERNAL", "SCRAM-SHA-512", "failure")] >= 1 and not srv.coordinator.groups
