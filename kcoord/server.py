@@ -48,8 +48,8 @@ log = logging.getLogger("kcoord.server")
 API_VERSIONS_KEY = wire.ApiVersionsRequest.API_KEY
 ANONYMOUS = "User:ANONYMOUS"  # Kafka's principal of a connection that did not authenticate
 # The requests by which a member makes itself known to its group (group_id, member_id): JoinGroup, SyncGroup,
-# Heartbeat, ConsumerGroupHeartbeat, ConnectGroupHeartbeat
-MEMBER_KEYS = frozenset((11, 14, 12, wire.ConsumerGroupHeartbeatRequest.API_KEY, wire.ConnectGroupHeartbeatRequest.API_KEY))
+# ConsumerGroupHeartbeat, ConnectGroupHeartbeat. Not the classic Heartbeat: a classic member has joined and synced.
+MEMBER_KEYS = frozenset((11, 14, wire.ConsumerGroupHeartbeatRequest.API_KEY, wire.ConnectGroupHeartbeatRequest.API_KEY))
 FETCH_KEY = wire.FetchRequest.API_KEY
 # While the store cannot write for want of space, what would write is refused with this code. Kafka's group
 # coordinator answers a failed append COORDINATOR_NOT_AVAILABLE when the coordinator stays where it is and may
@@ -491,6 +491,16 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self._handle(frames)
 
     def _handle(self, frames: list[bytes]) -> None:
+        if self.principal is ANONYMOUS:
+            self._handle_frames(frames)
+            return
+        REQUEST_PRINCIPAL[0] = self.principal  # the group events these requests cause name who sent them
+        try:
+            self._handle_frames(frames)
+        finally:
+            REQUEST_PRINCIPAL[0] = None
+
+    def _handle_frames(self, frames: list[bytes]) -> None:
         out = self.out
         srv = self.server
         deadline = srv.turn_deadline
@@ -584,20 +594,14 @@ class KafkaConnection(asyncio.BufferedProtocol):
             log.info("closing %s: API %d is not served", self.host, key)
             return False
         version = header.request_api_version
-        principal = self.principal
         try:
-            if principal is ANONYMOUS:
-                response = handler(body, version, header.client_id or "", self.host)
-            else:  # the events it causes name the principal, and a member is known by who it authenticated as
-                REQUEST_PRINCIPAL[0] = principal
-                try:
-                    response = handler(body, version, header.client_id or "", self.host)
-                finally:
-                    REQUEST_PRINCIPAL[0] = None
-                # noted once for each member a connection speaks for (not at every heartbeat: a quarter of its cost)
-                if key in MEMBER_KEYS and (body.member_id != self.noted_member or body.group_id != self.noted_group):
-                    self.noted_group, self.noted_member = body.group_id, body.member_id
-                    srv.coordinator.note_principal(body.group_id, body.member_id, principal)
+            response = handler(body, version, header.client_id or "", self.host)
+            # a member is known by who it authenticated as: noted once for each member a connection speaks for (not
+            # at every heartbeat: that was a quarter of its cost)
+            if key in MEMBER_KEYS and self.principal is not ANONYMOUS and \
+                    (body.member_id != self.noted_member or body.group_id != self.noted_group):
+                self.noted_group, self.noted_member = body.group_id, body.member_id
+                srv.coordinator.note_principal(body.group_id, body.member_id, self.principal)
             if response is not None:  # None: Produce with acks=0 is never answered
                 self.respond(response, key, version, header.correlation_id, t0)
         except Exception:
