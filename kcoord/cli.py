@@ -51,6 +51,7 @@ from .client import Client, KafkaError, Unreachable, bootstrap_list, connect_fir
 from .config import SettingError, parse_properties
 from .events import LOG_FORMATS, configure_logging
 from .groups.base import KCOORD_DESCRIBE_TAG
+from .security.tls import ANONYMOUS  # the principal of a member that did not authenticate (Kafka's name)
 from .server import ServerConfig, run
 from .store import PG_SCHEMES, STORE_FILE, StoreError, accept_store, check_store, compact_store
 from .tables import printable, ranges, table
@@ -307,7 +308,6 @@ def _named_partitions(assignment) -> dict[str, list[int]]:
     return {tp.topic_name: sorted(tp.partitions) for tp in assignment.topic_partitions}
 
 
-ANONYMOUS = "User:ANONYMOUS"  # the principal of a member that did not authenticate (Kafka's name)
 MEMBER_TYPES = {0: "classic", 1: "consumer"}  # ConsumerGroupDescribe v1 MemberType (-1: unknown)
 
 

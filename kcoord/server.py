@@ -39,6 +39,7 @@ from .listeners import DEFAULT_PROTOCOL_MAP, Listener, listener_names, parse_lis
 from .reply import Deferred, Reply
 from .security.sasl import AUTHENTICATE, COMPLETE, FAILED, HANDSHAKE, INITIAL, RAW, SaslSession
 from .security.scram import SaslFailure
+from .security.tls import ANONYMOUS  # the one object: the request path compares principals with it by `is`
 from .store import FSYNC_POLICIES, PG_SCHEMES, GroupStore, NullStore, Records, SqliteRecords, StoreError, StoreFullError
 from .timers import Clock
 from .topics import TopicCatalogue, parse_topic_spec
@@ -46,7 +47,6 @@ from .topics import TopicCatalogue, parse_topic_spec
 log = logging.getLogger("kcoord.server")
 
 API_VERSIONS_KEY = wire.ApiVersionsRequest.API_KEY
-ANONYMOUS = "User:ANONYMOUS"  # Kafka's principal of a connection that did not authenticate
 # The requests by which a member makes itself known to its group (group_id, member_id): JoinGroup, SyncGroup,
 # ConsumerGroupHeartbeat, ConnectGroupHeartbeat. Not the classic Heartbeat: a classic member has joined and synced.
 MEMBER_KEYS = frozenset((11, 14, wire.ConsumerGroupHeartbeatRequest.API_KEY, wire.ConnectGroupHeartbeatRequest.API_KEY))
@@ -346,9 +346,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
                 log.warning("closing %s on listener %s: %s", ip, self.listener.name, e)
                 transport.abort()
                 return
-            if self.principal == ANONYMOUS:
-                self.principal = ANONYMOUS  # this module's object: the request path compares it with `is`
-            else:  # a client certificate: logged as a SASL login is
+            if self.principal is not ANONYMOUS:  # a client certificate: logged as a SASL login is
                 log.info("/%s authenticated as %s on listener %s with a certificate", ip, self.principal,
                          self.listener.name, extra={"kcoord": {"event": "authenticated", "principal": self.principal,
                                                                "client": f"/{ip}", "listener": self.listener.name,
@@ -1271,7 +1269,7 @@ class Server:
         self.listeners: list[Listener] = []
         self.auth_pool: ThreadPoolExecutor | None = None  # PLAIN's key derivation, off the loop
         self.auth_results: Counter = Counter()  # (listener, mechanism, "success" | "failure") -> count
-        self._tls_contexts: dict[str, object] = {}  # by listener name, for reload_tls
+        self._tls_contexts: dict[str, object] = {}  # by listener name, for reload_tls_on_signal
         self.principal_mappers: dict[str, object] = {}  # by listener name: ssl.principal.mapping.rules
         self._timer: asyncio.TimerHandle | None = None
         self._timer_at: int | None = None
@@ -1538,22 +1536,8 @@ class Server:
         self.principal_mappers[listener.name] = PrincipalMapper(settings.principal_mapping_rules)
         return ctx
 
-    def reload_tls(self) -> list[str]:
-        """Load the renewed keys and certificates of every TLS listener into its context (new connections use
-        them; established ones keep their sessions); the listeners reloaded. A TlsConfigError names what is wrong
-        and leaves that listener as it was."""
-        from .security.tls import TlsSettings, reload
-
-        done = []
-        for x in self.listeners:
-            ctx = self._tls_contexts.get(x.name)
-            if ctx is not None:
-                reload(ctx, TlsSettings.from_kafka(self.config.security, listener=x.name, security_protocol=x.protocol))
-                done.append(x.name)
-        return done
-
     def reload_tls_on_signal(self) -> None:
-        """SIGHUP: each TLS listener's key and certificates read again (reload_tls), one log line per listener; a
+        """SIGHUP: each TLS listener's key and certificates read again, one log line per listener; a
         refused reload (TlsConfigError: a changed DN, an unreadable file, ...) is one line and that listener keeps
         serving its current certificate."""
         import ssl
@@ -1576,8 +1560,7 @@ class Server:
 
     def credential(self, user: str, mechanism: int):
         """The stored SCRAM credential of `user` for a mechanism type (1: SHA-256, 2: SHA-512), or None."""
-        table = getattr(self.coordinator, "credentials", None)
-        return table.lookup(user, mechanism) if table is not None else None
+        return self.coordinator.credentials.lookup(user, mechanism)
 
     def new_turn(self) -> None:
         """The loop has gone round: the next frames handled start a new TURN_BUDGET_S (KafkaConnection._handle)."""

@@ -30,6 +30,7 @@ class SaslSession:
         self.expires_at: float | None = None  # loop time after which only a re-authentication is served
         self.reauth_started = float("-inf")
         self.reauthenticating = False
+        self.requested: str | None = None  # the mechanism a re-authentication asked for
 
     @property
     def authenticated(self) -> bool:
@@ -60,7 +61,7 @@ class SaslSession:
 
     def finish(self, name: str, now: float) -> str | None:
         """The exchange succeeded as user `name`: None, or why a re-authentication is refused (another
-        principal). Returns the session lifetime in ms through `lifetime_ms`."""
+        principal). The session's lifetime is then `lifetime_ms`."""
         principal = f"User:{name}"
         if self.reauthenticating and principal != self.principal:
             return (f"Cannot change principals during re-authentication from {self.principal.replace(':', '.')}: "
