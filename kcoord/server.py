@@ -22,6 +22,7 @@ import socket
 import struct
 from bisect import bisect_right
 from collections import Counter, deque
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from time import perf_counter
@@ -37,6 +38,7 @@ from .coordinator import Coordinator, LoadStats
 from .events import LATENCY_BUCKETS, REQUEST_PRINCIPAL, Histogram
 from .listeners import DEFAULT_PROTOCOL_MAP, Listener, listener_names, parse_listeners
 from .reply import Deferred, Reply
+from .security.handshakes import HandshakeBudget, MeteredTls
 from .security.sasl import AUTHENTICATE, COMPLETE, FAILED, HANDSHAKE, INITIAL, RAW, SaslSession
 from .security.scram import SaslFailure
 from .security.tls import ANONYMOUS  # the one object: the request path compares principals with it by `is`
@@ -1319,9 +1321,9 @@ class Server:
         if any(x.sasl for x in self.listeners):
             self.auth_pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="kcoord-auth")
         for x in self.listeners:
-            ctx = self._tls_context(x) if x.tls else None
-            server = await self.loop.create_server(lambda x=x: conn_type(self, x), x.host or None, x.port, ssl=ctx,
-                                                   reuse_address=True, backlog=1024, start_serving=False)
+            factory = self._protocol_factory(x, conn_type)
+            server = await self.loop.create_server(factory, x.host or None, x.port, reuse_address=True, backlog=1024,
+                                                   start_serving=False)
             if x.port == 0:
                 x.port = server.sockets[0].getsockname()[1]
             self._servers.append(server)
@@ -1557,6 +1559,25 @@ class Server:
             else:
                 log.info("SIGHUP: listener %s reloaded its TLS key and certificates", x.name,
                          extra={"kcoord": {"event": "tls_reloaded", "listener": x.name}})
+
+    def _protocol_factory(self, x: Listener, conn_type: type) -> Callable[[], asyncio.BaseProtocol]:
+        """What serves a connection of listener x: a conn_type, behind a MeteredTls until its handshake is over on
+        a TLS listener (the handshakes held to a budget per loop turn: a storm of them does not hold the loop)."""
+        if not x.tls:
+            return lambda: conn_type(self, x)
+        budget, ctx = HandshakeBudget(self.loop), self._tls_context(x)
+
+        def failed(ip: str, e: Exception) -> None:
+            self._tls_failed(x.name, ip, e)
+
+        return lambda: MeteredTls(budget, ctx, lambda: conn_type(self, x), on_failure=failed)
+
+    def _tls_failed(self, listener: str, ip: str, e: Exception) -> None:
+        """A TLS handshake failed on its TLS error (an untrusted or missing client certificate, a protocol or
+        cipher the listener does not allow, a plaintext client): a failed authentication, as Kafka counts it."""
+        self.auth_results[(listener, "SSL", "failure")] += 1
+        self.refusals.warning("authentication of /%s failed on listener %s: SSL handshake failed (%s)", ip, listener,
+                              getattr(e, "reason", None) or type(e).__name__)
 
     def credential(self, user: str, mechanism: int):
         """The stored SCRAM credential of `user` for a mechanism type (1: SHA-256, 2: SHA-512), or None."""

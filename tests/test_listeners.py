@@ -193,3 +193,43 @@ def test_connections_max_reauth_ms_is_the_session_lifetime_and_an_expired_sessio
             assert (resp.error_code, resp.session_lifetime_ms) == (E.NONE, 0)
             assert call(s, 17, 1, wire.SaslHandshakeRequest(mechanism="PLAIN"), 3).error_code == \
                 E.ILLEGAL_SASL_STATE
+
+
+# ---- TLS listeners: failed handshakes are failed authentications ----------------------------------------------
+
+def test_a_failed_tls_handshake_counts_as_a_failed_authentication_of_the_listener(tmp_path) -> None:
+    """Kafka counts an SSL handshake that fails (no client certificate where one is required, a plaintext client)
+    as a failed authentication of the listener; kcoord too (mechanism SSL), and the listener serves on."""
+    import ssl
+
+    from .secured import Pki
+
+    pki = Pki(tmp_path)
+    cfg = listeners_config(listeners=f"SSL://127.0.0.1:{free_port()}", ssl_keystore_location=str(pki.keystore),
+                           ssl_truststore_location=str(pki.ca_file), ssl_client_auth="required")
+    with in_process(cfg) as srv:
+        port = srv.listeners[0].port
+        no_cert = ssl.create_default_context(cafile=str(pki.ca_file))
+        with socket.create_connection(("127.0.0.1", port)) as raw, \
+                no_cert.wrap_socket(raw, server_hostname="localhost") as s:
+            try:  # TLS 1.3: the server's alert (or its close) comes at the first read
+                s.sendall(wire.encode_request(18, 3, 1, "t", wire.ApiVersionsRequest(
+                    client_software_name="t", client_software_version="1")))
+                assert s.recv(1) == b""
+            except (ssl.SSLError, ConnectionError):
+                pass
+        with socket.create_connection(("127.0.0.1", port)) as s:  # a plaintext client on the TLS port
+            s.sendall(wire.encode_request(18, 0, 1, "t", wire.ApiVersionsRequest()))
+            assert closed(s)
+        deadline = time.monotonic() + 10
+        while srv.auth_results[("SSL", "SSL", "failure")] < 2 and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert srv.auth_results[("SSL", "SSL", "failure")] == 2
+        cert, key = pki.client_cert("alice", common_name="alice")
+        good = ssl.create_default_context(cafile=str(pki.ca_file))
+        good.load_cert_chain(cert, key)
+        with socket.create_connection(("127.0.0.1", port)) as raw, \
+                good.wrap_socket(raw, server_hostname="localhost") as s:
+            assert call(s, 18, 3, wire.ApiVersionsRequest(client_software_name="t", client_software_version="1")
+                        ).error_code == E.NONE
+        assert srv.auth_results[("SSL", "SSL", "failure")] == 2

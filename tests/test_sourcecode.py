@@ -41,6 +41,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("kcoord.security.sasl",),  # one connection's SASL state (the server does the I/O)
     ("kcoord.security.plain",),  # SASL/PLAIN checked against the SCRAM credentials; new_mechanism
     ("kcoord.security", "kcoord.security.scram"),  # SCRAM credentials and exchange, SaslFailure: no I/O
+    ("kcoord.security.handshakes",),  # TLS handshakes held to a budget per loop turn
     ("kcoord.security.tls",),  # TLS contexts, PEM stores, certificate principals: the standard library only
     ("kcoord.wire", "kcoord.errors", "kcoord.reply"),
     ("kcoord.protocol", "kcoord._core"),  # the message definitions and the compiled core: import nothing above
