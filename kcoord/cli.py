@@ -47,7 +47,17 @@ from . import errors as E
 from . import wire
 from .admin_cli import add_admin_parsers, kcoord_version, warn  # `kcoord offsets`, `kcoord delete`, --version
 from .assignors import AssignmentError, decode_assignment
-from .client import Client, KafkaError, Unreachable, bootstrap_list, connect_first
+from .client import (
+    PLAINTEXT,
+    Client,
+    ClientConfigError,
+    ClientSecurity,
+    KafkaError,
+    Unreachable,
+    bootstrap_list,
+    connect_first,
+    security_from_properties,
+)
 from .config import SettingError, parse_properties
 from .events import LOG_FORMATS, configure_logging
 from .groups.base import KCOORD_DESCRIBE_TAG
@@ -286,13 +296,35 @@ def tcp_port(lo: int):
     return parse
 
 
+COMMAND_CONFIG_HELP = ("a Kafka client configuration for a secured listener, as Kafka's tools take it: "
+                       "security.protocol, sasl.mechanism, sasl.jaas.config (or sasl.username and sasl.password), "
+                       "ssl.truststore.location and ssl.keystore.location (PEM), ssl.key.password")
+SECURITY = [PLAINTEXT]  # how this run's commands connect: --command-config's, read in main()
+
+
 def connect(bootstrap: str) -> Client:
     """A client of the server at `bootstrap`, or of the first of a comma-separated list that answers (tried in
-    turn); a CliError when there is none to talk to."""
+    turn), secured as --command-config says; a CliError when there is none to talk to."""
     try:
-        return connect_first(bootstrap)
-    except Unreachable as e:
+        return connect_first(bootstrap, security=SECURITY[0])
+    except Unreachable as e:  # a TLS error too: "cannot connect to HOST:PORT: [SSL: CERTIFICATE_VERIFY_FAILED] ..."
         raise CliError(str(e)) from None
+
+
+def command_config(path: str) -> ClientSecurity:
+    """--command-config FILE: a Kafka client configuration, as Kafka's tools take it (security.protocol,
+    sasl.mechanism, sasl.jaas.config or sasl.username/sasl.password, PEM ssl.truststore/keystore or librdkafka's
+    ssl.ca.location, ...). Settings that are no security setting are left aside with one line saying so."""
+    try:
+        security, ignored = security_from_properties({k: v for k, v, _ in read_properties(path)})
+    except ClientConfigError as e:
+        raise CliError(f"--command-config {path}: {e}", 2) from None
+    except ValueError as e:  # the file: unreadable, not text, a malformed escape (named with its line)
+        raise CliError(f"--command-config {e}", 2) from None
+    if ignored:
+        print(f"--command-config {printable(path)}: not used by kcoord's tools: {', '.join(map(printable, ignored))}",
+              file=sys.stderr)
+    return security
 
 
 def consumer_assignment(data: bytes) -> dict[str, list[int]] | None:
@@ -694,6 +726,7 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--bootstrap", default="127.0.0.1:9092", type=bootstrap_address,
                        help="HOST:PORT of a kcoord server, or several separated by commas (tried in turn)")
         p.add_argument("--json", action="store_true", help="machine-readable output")
+        p.add_argument("--command-config", metavar="FILE", help=COMMAND_CONFIG_HELP)
         p.set_defaults(func=func)
         return p
 
@@ -714,7 +747,8 @@ def build_parser() -> argparse.ArgumentParser:
     tp.add_argument("--delete", action="append", metavar="NAME",
                     help="delete a topic and every group's committed offsets of it (DeleteTopics)")
     add_admin_parsers(sub, group_cmd, error=CliError, connect=connect, describe_group=describe_group)
-    add_users_parser(sub, error=CliError, connect=connect, bootstrap_type=bootstrap_address)
+    add_users_parser(sub, error=CliError, connect=connect, bootstrap_type=bootstrap_address,
+                     command_config_help=COMMAND_CONFIG_HELP)
     sa = sub.add_parser("apis", help="list the APIs and versions the codec implements")
     sa.add_argument("--json", action="store_true")
     sa.set_defaults(func=_apis)
@@ -767,6 +801,9 @@ def main(argv: list[str] | None = None) -> int:
     if extra:  # argparse would name no command ("kcoord: unrecognized arguments"); the contract names it
         parser.exit(2, f"{where}: unrecognized arguments: {' '.join(extra)}\n")
     try:
+        SECURITY[0] = PLAINTEXT
+        if getattr(args, "command_config", None):
+            SECURITY[0] = command_config(args.command_config)
         code = args.func(args)
         sys.stdout.flush()  # a closed pipe shows here, not at exit
         return code

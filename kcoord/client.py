@@ -6,6 +6,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import hmac
+import re
 import secrets
 import socket
 import ssl
@@ -111,6 +112,70 @@ class ClientSecurity:
 
 
 PLAINTEXT = ClientSecurity()
+
+
+class ClientConfigError(ValueError):
+    """A client setting kcoord's tools cannot use: one line naming the setting (never its secret value)."""
+
+
+_JAAS_OPTION = re.compile(r'(\w+)\s*=\s*(?:"((?:[^"\\]|\\.)*)"|([^\s;"]+))')
+_JAAS_MODULES = {"org.apache.kafka.common.security.plain.PlainLoginModule",
+                 "org.apache.kafka.common.security.scram.ScramLoginModule"}
+# Kafka client settings kcoord's tools read; the Java clients' names and librdkafka's
+_SECURITY_SETTINGS = frozenset({
+    "security.protocol", "sasl.mechanism", "sasl.mechanisms", "sasl.jaas.config", "sasl.username", "sasl.password",
+    "ssl.truststore.type", "ssl.truststore.location", "ssl.keystore.type", "ssl.keystore.location",
+    "ssl.key.password", "ssl.keystore.password", "ssl.truststore.password", "ssl.endpoint.identification.algorithm",
+    "ssl.ca.location", "ssl.certificate.location", "ssl.key.location", "ssl.enabled.protocols", "ssl.protocol"})
+
+
+def security_from_properties(props: dict[str, str]) -> tuple[ClientSecurity, list[str]]:
+    """The ClientSecurity of a Kafka client configuration (what `--command-config` gives Kafka's tools), in the
+    Java clients' names (sasl.jaas.config with PlainLoginModule or ScramLoginModule, PEM key and trust stores) or
+    librdkafka's (sasl.username, ssl.ca.location, ...); and the settings it leaves aside (client.id, timeouts:
+    nothing kcoord's tools use). ClientConfigError names a setting that is wrong or not supported, never a
+    secret's value. Security settings kcoord does not know are refused, not ignored: a client must not connect
+    less securely than its file says."""
+    unknown = sorted(k for k in props if k.startswith(("ssl.", "sasl.", "security.")) and k not in _SECURITY_SETTINGS)
+    if unknown:
+        raise ClientConfigError(f"{unknown[0]}: not a client security setting kcoord's tools know")
+    for store in ("truststore", "keystore"):
+        kind = props.get(f"ssl.{store}.type", "PEM" if f"ssl.{store}.location" in props else "")
+        if kind and kind.upper() != "PEM":
+            raise ClientConfigError(f"ssl.{store}.type={kind}: kcoord's tools read PEM files only "
+                                    f"(ssl.{store}.type=PEM)")
+    for name in ("ssl.keystore.password", "ssl.truststore.password"):
+        if props.get(name):
+            raise ClientConfigError(f"{name}: a PEM store has no password (ssl.key.password is the key's)")
+    user, password = props.get("sasl.username"), props.get("sasl.password")
+    jaas = props.get("sasl.jaas.config")
+    if jaas is not None:
+        module = jaas.split(None, 1)[0] if jaas.strip() else ""
+        if module not in _JAAS_MODULES:
+            raise ClientConfigError("sasl.jaas.config: expected PlainLoginModule or ScramLoginModule "
+                                    "(org.apache.kafka.common.security.{plain,scram}.*)")
+        options = {m.group(1): (m.group(2) if m.group(2) is not None else m.group(3)) for m in
+                   _JAAS_OPTION.finditer(jaas)}
+        if "username" not in options or "password" not in options:
+            raise ClientConfigError("sasl.jaas.config: needs username=\"...\" and password=\"...\"")
+        unquote = re.compile(r"\\(.)")
+        user, password = (unquote.sub(r"\1", options["username"]), unquote.sub(r"\1", options["password"]))
+    keystore = props.get("ssl.keystore.location")
+    verify = props.get("ssl.endpoint.identification.algorithm", "https").strip().lower() or "none"
+    try:
+        security = ClientSecurity(
+            security_protocol=props.get("security.protocol", "PLAINTEXT"),
+            sasl_mechanism=props.get("sasl.mechanism", props.get("sasl.mechanisms", "PLAIN")).upper(),
+            sasl_username=user, sasl_password=password,
+            ssl_ca_location=props.get("ssl.truststore.location", props.get("ssl.ca.location")),
+            ssl_certificate_location=keystore or props.get("ssl.certificate.location"),
+            ssl_key_location=keystore or props.get("ssl.key.location"),
+            ssl_key_password=props.get("ssl.key.password"),
+            ssl_endpoint_identification_algorithm=verify)
+    except ValueError as e:
+        raise ClientConfigError(str(e)) from None
+    ignored = sorted(k for k in props if k not in _SECURITY_SETTINGS)
+    return security, ignored
 
 
 class SaslClient:
@@ -266,7 +331,8 @@ class Client:
         return bytes(buf)
 
 
-def connect_first(bootstrap: str, client_id: str = "kcoord-cli", timeout: float = 10.0) -> Client:
+def connect_first(bootstrap: str, client_id: str = "kcoord-cli", timeout: float = 10.0,
+                  security: ClientSecurity = PLAINTEXT) -> Client:
     """A client of the first address of `bootstrap` (one HOST:PORT or a comma-separated list) that answers, tried in
     turn as Kafka's clients try bootstrap.servers. With several, an address answers when it takes the connection and
     answers ApiVersions (the request a Kafka client opens each connection with), so a node that is gone (refused)
@@ -277,7 +343,7 @@ def connect_first(bootstrap: str, client_id: str = "kcoord-cli", timeout: float 
     failed: list[str] = []
     for address in addresses:
         try:
-            client = Client(address, client_id, timeout)
+            client = Client(address, client_id, timeout, security)
         except OSError as e:
             failed.append(f"{address}: {e.strerror or e}")
             continue

@@ -241,7 +241,7 @@ class UsersCommands:
 
 
 def add_users_parser(sub: Any, *, error: type[Exception], connect: Callable[[str], Client],
-                     bootstrap_type: Callable[[str], str]) -> None:
+                     bootstrap_type: Callable[[str], str], command_config_help: str = "") -> None:
     """Registers `kcoord users add/list/delete`."""
     cmds = UsersCommands(error, connect)
     us = sub.add_parser("users", help="SCRAM users: add, list, delete (KIP-554's admin APIs; add also offline "
@@ -255,6 +255,7 @@ def add_users_parser(sub: Any, *, error: type[Exception], connect: Callable[[str
                        help="a kcoord server, or several separated by commas (tried in turn) "
                             f"(default: {DEFAULT_BOOTSTRAP})")
         p.add_argument("--json", action="store_true", help="machine-readable output")
+        p.add_argument("--command-config", metavar="FILE", help=command_config_help)
         p.set_defaults(func=func)
         return p
 

@@ -13,11 +13,15 @@ Users are added through AlterUserScramCredentials on a PLAINTEXT listener, as in
 
 from __future__ import annotations
 
+import json
 import re
 import signal
 import socket
 import ssl
+import subprocess
+import sys
 import time
+from pathlib import Path
 
 import pytest
 from cryptography import x509
@@ -185,6 +189,78 @@ def test_a_client_that_does_not_trust_the_servers_ca_fails_with_its_ssl_error(se
 
 
 # ---- reloading a renewed certificate ------------------------------------------------------------------------------
+
+# ---- kcoord's own tools on secured listeners: --command-config ----------------------------------------------
+
+def kcoord_cli(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "kcoord.cli", *args], capture_output=True, text=True, timeout=60)
+
+
+def test_the_tools_connect_over_sasl_ssl_and_ssl_with_a_command_config(server, pki, tmp_path) -> None:
+    """--command-config takes a Kafka client configuration as Kafka's tools do: the Java clients' names
+    (sasl.jaas.config, PEM key and trust stores) or librdkafka's; what is no security setting is named and left
+    aside."""
+    password = USERS["alice"][1]
+    java = tmp_path / "java.properties"
+    java.write_text("security.protocol=SASL_SSL\nsasl.mechanism=SCRAM-SHA-512\n"
+                    "sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required \\\n"
+                    f'    username="alice" password="{password}";\n'
+                    f"ssl.truststore.type=PEM\nssl.truststore.location={pki.ca_file}\nclient.id=ops\n")
+    want = groups(server)
+    got = kcoord_cli("groups", "--bootstrap", server.sasl_ssl, "--command-config", str(java), "--json")
+    assert got.returncode == 0, got.stderr
+    assert {g["group"] for g in json.loads(got.stdout)} == want
+    assert got.stderr.strip() == f"--command-config {java}: not used by kcoord's tools: client.id"
+    got = kcoord_cli("users", "list", "--bootstrap", server.sasl_ssl, "--command-config", str(java), "--json")
+    assert got.returncode == 0, got.stderr
+    assert "alice" in got.stdout and password not in got.stdout + got.stderr
+
+    cert, key = pki.client_cert("ops", common_name="Alice.Smith")
+    keystore = tmp_path / "ops-keystore.pem"  # Kafka's PEM keystore: the key, then the chain
+    keystore.write_text(Path(key).read_text() + Path(cert).read_text())
+    for name, text in (("ssl-java", f"security.protocol=SSL\nssl.keystore.type=PEM\nssl.keystore.location={keystore}\n"
+                                    f"ssl.truststore.type=PEM\nssl.truststore.location={pki.ca_file}\n"),
+                       ("ssl-librdkafka", f"security.protocol=SSL\nssl.certificate.location={cert}\n"
+                                          f"ssl.key.location={key}\nssl.ca.location={pki.ca_file}\n")):
+        conf = tmp_path / f"{name}.properties"
+        conf.write_text(text)
+        got = kcoord_cli("groups", "--bootstrap", server.ssl, "--command-config", str(conf), "--json")
+        assert got.returncode == 0, (name, got.stderr)
+        assert {g["group"] for g in json.loads(got.stdout)} == want
+
+
+def test_a_command_config_that_cannot_serve_is_one_line_and_never_shows_the_password(server, pki, tmp_path) -> None:
+    def conf(text: str) -> str:
+        path = tmp_path / f"c{abs(hash(text))}.properties"
+        path.write_text(text)
+        return str(path)
+
+    trust = f"ssl.ca.location={pki.ca_file}\n"
+    cases = [  # (the file, a part of the one line it gives, exit code)
+        (conf("security.protocol=SASL_SSL\nsasl.mechanism=SCRAM-SHA-512\nsasl.username=alice\n"
+              "sasl.password=not-her-password\n" + trust), "SASL_AUTHENTICATION_FAILED", 1),
+        (conf("security.protocol=SASL_SSL\nsasl.mechanism=SCRAM-SHA-512\nsasl.username=alice\n"
+              "sasl.password=not-her-password\n"), "CERTIFICATE_VERIFY_FAILED", 1),  # the server's CA is not the system's
+        (conf("security.protocol=SSL\n" + trust), "the server closed the connection", 1),  # TLS, no SASL
+        (conf("security.protocol=SASL_SSL\nsasl.mechanism=GSSAPI\nsasl.username=a\nsasl.password=secret-x\n"),
+         "sasl.mechanism='GSSAPI'", 2),
+        (conf("security.protocol=SASL_SSL\nsasl.jaas.config=com.sun.security.auth.module.Krb5LoginModule "
+              'required password="secret-y";\n'), "sasl.jaas.config: expected PlainLoginModule", 2),
+        (conf("security.protocol=SSL\nssl.truststore.type=JKS\nssl.truststore.location=/x.jks\n"
+              "ssl.truststore.password=secret-z\n"), "ssl.truststore.type=JKS", 2),
+        (conf("security.protocol=SSL\nssl.keystore.locaton=/typo.pem\n"), "ssl.keystore.locaton", 2),
+        (str(tmp_path / "missing.properties"), "No such file or directory", 2),
+    ]
+    for path, says, code in cases:
+        got = kcoord_cli("describe", "some-group", "--bootstrap", server.sasl_ssl, "--command-config", path)
+        lines = got.stderr.strip().splitlines()
+        assert got.returncode == code and len(lines) == 1 and says in lines[0], (path, got.returncode, got.stderr)
+        assert "Traceback" not in got.stderr
+        for secret in ("not-her-password", "secret-x", "secret-y", "secret-z"):
+            assert secret not in got.stderr + got.stdout
+    got = kcoord_cli("groups", "--bootstrap", server.sasl_ssl)  # no configuration: a plaintext client on SASL_SSL
+    assert got.returncode == 1 and len(got.stderr.strip().splitlines()) == 1, got.stderr
+
 
 def sighup_and_wait(server, pattern: str, count: int) -> None:
     """SIGHUP the server and wait until the log has `count` lines matching `pattern`."""
