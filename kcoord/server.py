@@ -596,12 +596,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
         version = header.request_api_version
         try:
             response = handler(body, version, header.client_id or "", self.host)
-            # a member is known by who it authenticated as: noted once for each member a connection speaks for (not
-            # at every heartbeat: that was a quarter of its cost)
-            if key in MEMBER_KEYS and self.principal is not ANONYMOUS and \
-                    (body.member_id != self.noted_member or body.group_id != self.noted_group):
-                self.noted_group, self.noted_member = body.group_id, body.member_id
-                srv.coordinator.note_principal(body.group_id, body.member_id, self.principal)
+            if key in MEMBER_KEYS and self.principal is not ANONYMOUS:
+                self._note_member(body)
             if response is not None:  # None: Produce with acks=0 is never answered
                 self.respond(response, key, version, header.correlation_id, t0)
         except Exception:
@@ -767,6 +763,13 @@ class KafkaConnection(asyncio.BufferedProtocol):
 
     # ---- a large request, on the server's worker ------------------------------------------------------
 
+    def _note_member(self, body) -> None:
+        """A member is known by who it authenticated as: noted once for each member a connection speaks for (not
+        at every heartbeat: that was a quarter of its cost)."""
+        if body.member_id != self.noted_member or body.group_id != self.noted_group:
+            self.noted_group, self.noted_member = body.group_id, body.member_id
+            self.server.coordinator.note_principal(body.group_id, body.member_id, self.principal)
+
     def _offload(self, frame: bytes, t0: float) -> bool:
         """Send a large request to the server's worker to be decoded (and prepared) off the loop; its answer keeps
         its place as a parked reply, and this connection's later frames wait until it has been handled. False
@@ -808,15 +811,21 @@ class KafkaConnection(asyncio.BufferedProtocol):
             self._abort_offloaded()
             return
         prepared = srv.prepared.get(key)
+        if self.listener is not None:  # as `handle` does: the answer names this request's listener
+            srv.broker.listener = self.listener.name
+        REQUEST_PRINCIPAL[0] = self.principal
         try:
             if prepared is not None:
                 prepared.planned = (body, plan)
             response = srv.handlers[key](body, version, header.client_id or "", self.host)
+            if key in MEMBER_KEYS and self.principal is not ANONYMOUS:
+                self._note_member(body)
         except Exception:
             log.exception("closing %s: API %d v%d failed", self.host, key, version)
             self._abort_offloaded()
             return
         finally:
+            REQUEST_PRINCIPAL[0] = None
             if prepared is not None:
                 prepared.planned = None
         self._answer_offloaded(reply, response, key, version, header.correlation_id)

@@ -233,3 +233,32 @@ def test_a_failed_tls_handshake_counts_as_a_failed_authentication_of_the_listene
             assert call(s, 18, 3, wire.ApiVersionsRequest(client_software_name="t", client_software_version="1")
                         ).error_code == E.NONE
         assert srv.auth_results[("SSL", "SSL", "failure")] == 2
+
+
+def test_a_request_offloaded_for_its_size_still_names_its_principal_and_listener(monkeypatch) -> None:
+    """A JoinGroup above OFFLOAD_ABOVE is decoded on the worker; its member is still noted with the principal the
+    connection authenticated as, and a large Metadata request is answered with its own listener's address."""
+    from kcoord import server as server_module
+
+    monkeypatch.setattr(server_module, "OFFLOAD_ABOVE", 256 << 10)
+    with in_process(two_listeners(group_initial_rebalance_delay_ms="0")) as srv:
+        add_user(srv, "alice", "pw")
+        with socket.create_connection(("127.0.0.1", srv.listeners[1].port)) as s:
+            assert plain_login(s, "alice", "pw").error_code == E.NONE
+            metadata = b"m" * (300 << 10)
+
+            def join(member_id: str, corr: int):
+                return call(s, 11, 5, wire.JoinGroupRequest(
+                    group_id="g-big", session_timeout_ms=30_000, rebalance_timeout_ms=30_000, member_id=member_id,
+                    protocol_type="consumer",
+                    protocols=[wire.JoinGroupRequestProtocol(name="range", metadata=metadata)]), corr)
+
+            first = join("", 3)
+            assert first.error_code == E.MEMBER_ID_REQUIRED
+            joined = join(first.member_id, 4)
+            assert (joined.error_code, joined.member_id) == (E.NONE, first.member_id)
+            md = call(s, 3, 12, wire.MetadataRequest(topics=[wire.MetadataRequestTopic(name=f"t{i:06}")
+                                                             for i in range(30_000)]), 5)
+            assert [(b.host, b.port) for b in md.brokers] == [("127.0.0.1", srv.listeners[1].port)]
+        assert srv.offloaded >= 3
+        assert srv.coordinator.groups["g-big"].principals == {first.member_id: "User:alice"}
