@@ -32,7 +32,7 @@ from . import gcpolicy, wire
 from ._core._stats import RequestStats
 from ._core._stats import now as stats_clock
 from .broker import Broker
-from .config import SERVER_BOUNDS, GroupConfig, check_bounds, kafka_settings, split_settings
+from .config import SERVER_BOUNDS, GroupConfig, SettingError, check_bounds, kafka_settings, split_settings
 from .config import SETTINGS as GROUP_SETTINGS
 from .coordinator import Coordinator, LoadStats
 from .events import LATENCY_BUCKETS, REQUEST_PRINCIPAL, Histogram
@@ -210,6 +210,9 @@ class ServerConfig:
         ValueError naming it. Kafka's broker settings that kcoord does not use (broker.id, log.dirs, ...) are left
         out with one warning naming them (kcoord.config.split_settings)."""
         security = {k: str(v) for k, v in settings.items() if is_security_setting(k)}
+        for name, value in security.items():
+            if name.endswith(".connections.max.reauth.ms") and not re.fullmatch(r"[0-9]{1,18}", value.strip()):
+                raise SettingError(name, f"{name}={value!r}: expected a number of milliseconds (0: no expiry)")
         settings = split_settings({k: v for k, v in settings.items() if not is_security_setting(k)},
                                   {**SETTINGS, **GROUP_SETTINGS})
         server = kafka_settings(cls, SETTINGS, {k: v for k, v in settings.items() if k in SETTINGS})
@@ -227,6 +230,17 @@ class ServerConfig:
 
     def controller_listeners(self) -> frozenset[str]:
         return frozenset(n.strip().upper() for n in self.controller_listener_names.split(",") if n.strip())
+
+    def reauth_ms(self, listener: str, mechanism: str) -> int:
+        """connections.max.reauth.ms for a mechanism on a listener, as Kafka's SaslChannelBuilder reads it:
+        `listener.name.<listener>.<mechanism>.connections.max.reauth.ms`, else
+        `listener.name.<listener>.connections.max.reauth.ms`, else the server's (names lower-cased)."""
+        prefix = f"listener.name.{listener.lower()}."
+        for name in (f"{prefix}{mechanism.lower()}.connections.max.reauth.ms", f"{prefix}connections.max.reauth.ms"):
+            value = self.security.get(name)
+            if value is not None:
+                return int(value)
+        return self.connections_max_reauth_ms
 
     def enabled_mechanisms(self) -> list[str]:
         return [m.strip().upper() for m in self.sasl_enabled_mechanisms.split(",") if m.strip()]
@@ -303,8 +317,9 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self.sasl: SaslSession | None = None  # on a SASL listener: the exchange, then the session
         if listener is not None and listener.sasl:
             cfg = server.config
-            self.sasl = SaslSession(listener.name, cfg.enabled_mechanisms(), server.credential,
-                                    cfg.connections_max_reauth_ms)
+            mechanisms = cfg.enabled_mechanisms()
+            self.sasl = SaslSession(listener.name, mechanisms, server.credential,
+                                    {m: cfg.reauth_ms(listener.name, m) for m in mechanisms})
             self.reader.max_frame_size = min(cfg.sasl_server_max_receive_size, cfg.max_frame_size)
         self.transport: asyncio.Transport | None = None
         self.queue: deque = deque()  # [reply, api_key, version, correlation id] awaiting their turn

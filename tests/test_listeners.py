@@ -195,6 +195,35 @@ def test_connections_max_reauth_ms_is_the_session_lifetime_and_an_expired_sessio
                 E.ILLEGAL_SASL_STATE
 
 
+def test_connections_max_reauth_ms_per_listener_and_mechanism_as_kafka_reads_it() -> None:
+    """listener.name.<listener>.<mechanism>.connections.max.reauth.ms, then listener.name.<listener>.connections.
+    max.reauth.ms, then connections.max.reauth.ms (Kafka's SaslChannelBuilder)."""
+    from kcoord.client import ClientSecurity
+
+    a, b, c = free_port(), free_port(), free_port()
+    cfg = listeners_config(listeners=f"INTERNAL://127.0.0.1:{a},EXTERNAL://127.0.0.1:{b},PARTNER://127.0.0.1:{c}",
+                           listener_security_protocol_map="INTERNAL:PLAINTEXT,EXTERNAL:SASL_PLAINTEXT,"
+                                                          "PARTNER:SASL_PLAINTEXT",
+                           sasl_enabled_mechanisms="PLAIN,SCRAM-SHA-512", connections_max_reauth_ms="0")
+    cfg.security.update({"listener.name.external.plain.connections.max.reauth.ms": "60000",
+                         "listener.name.partner.connections.max.reauth.ms": "90000"})
+    with in_process(cfg) as srv:
+        add_user(srv, "alice", "pw")
+
+        def lifetime(port: int, mechanism: str) -> float | None:
+            sec = ClientSecurity(security_protocol="SASL_PLAINTEXT", sasl_mechanism=mechanism,
+                                 sasl_username="alice", sasl_password="pw")
+            t = time.monotonic()
+            with Client(f"127.0.0.1:{port}", security=sec) as client:
+                return None if client.session_expires is None else round(client.session_expires - t)
+
+        assert lifetime(b, "PLAIN") == 60  # the listener's PLAIN
+        assert lifetime(b, "SCRAM-SHA-512") is None  # the server's: 0, no expiry
+        assert lifetime(c, "PLAIN") == lifetime(c, "SCRAM-SHA-512") == 90  # the listener's, for every mechanism
+    with pytest.raises(ValueError, match="listener.name.external.plain.connections.max.reauth.ms='soon'"):
+        ServerConfig.from_kafka({"listener.name.external.plain.connections.max.reauth.ms": "soon"})
+
+
 # ---- TLS listeners: failed handshakes are failed authentications ----------------------------------------------
 
 def test_a_failed_tls_handshake_counts_as_a_failed_authentication_of_the_listener(tmp_path) -> None:

@@ -18,11 +18,12 @@ REAUTH_MIN_INTERVAL_S = 1.0  # Kafka: a re-authentication starts at most once a 
 
 class SaslSession:
     def __init__(self, listener: str, enabled: list[str],
-                 lookup: Callable[[str, int], ScramCredential | None], reauth_ms: int) -> None:
+                 lookup: Callable[[str, int], ScramCredential | None], reauth_ms: int | dict[str, int]) -> None:
         self.listener = listener
         self.enabled = enabled
         self.lookup = lookup
-        self.reauth_ms = reauth_ms
+        # connections.max.reauth.ms of each mechanism on this listener (or one for all)
+        self.reauth_by_mechanism = reauth_ms if isinstance(reauth_ms, dict) else dict.fromkeys(enabled, reauth_ms)
         self.state = INITIAL
         self.mechanism_name: str | None = None
         self.mechanism = None  # kcoord.security.scram.Mechanism under way
@@ -71,6 +72,11 @@ class SaslSession:
         self.reauthenticating = False
         self.expires_at = now + self.reauth_ms / 1000 if self.reauth_ms > 0 else None
         return None
+
+    @property
+    def reauth_ms(self) -> int:
+        """The session lifetime of the mechanism authenticated with (0: no expiry)."""
+        return self.reauth_by_mechanism.get(self.mechanism_name or "", 0)
 
     @property
     def lifetime_ms(self) -> int:
