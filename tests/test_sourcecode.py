@@ -161,3 +161,118 @@ def test_ruff_passes() -> None:
     done = subprocess.run([ruff, "check", "--no-cache", "kcoord", "tests", "benches"], cwd=ROOT,
                           capture_output=True, text=True)
     assert done.returncode == 0, done.stdout + done.stderr
+
+
+# The compiled modules' hand-written stubs (kcoord/_core/*.pyi) are the contract the type checker holds the Python
+# layer to: every name the layer takes from a compiled module must be declared in its stub, or the checker would read
+# it as missing (or, with the name left out of a star import, not see it at all).
+CORE = PACKAGE / "_core"
+
+
+def stub_names(stub: Path) -> set[str]:
+    """The names a .pyi declares at its top level (an import is a name only in its re-exporting `import x as x` form)."""
+    names: set[str] = set()
+    for node in ast.parse(stub.read_text(), str(stub)).body:
+        if isinstance(node, ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef):
+            names.add(node.name)
+        elif isinstance(node, ast.Assign):
+            names.update(t.id for t in node.targets if isinstance(t, ast.Name))
+        elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
+            names.add(node.target.id)
+        elif isinstance(node, ast.Import | ast.ImportFrom):
+            names.update(a.asname for a in node.names if a.asname == a.name.rpartition(".")[2])
+    return names
+
+
+def import_target(module: str, path: Path, node: ast.ImportFrom) -> str:
+    if not node.level:
+        return node.module or ""
+    base = (module if path.name == "__init__.py" else module.rpartition(".")[0]).split(".")
+    base = base[:len(base) - (node.level - 1)]
+    return ".".join(base + ([node.module] if node.module else []))
+
+
+def wire_own_names() -> set[str]:
+    """What kcoord.wire defines itself (everything else it has, it takes from kcoord._core._wire)."""
+    path = PACKAGE / "wire.py"
+    own: set[str] = set()
+    for node in ast.parse(path.read_text(), str(path)).body:
+        if isinstance(node, ast.ImportFrom) and import_target("kcoord.wire", path, node) != "kcoord._core._wire":
+            own.update(a.asname or a.name for a in node.names)
+        elif isinstance(node, ast.Import):
+            own.update(a.asname or a.name.partition(".")[0] for a in node.names)
+        elif isinstance(node, ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef):
+            own.add(node.name)
+        elif isinstance(node, ast.Assign | ast.AnnAssign):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            own.update(t.id for t in targets if isinstance(t, ast.Name))
+    return own
+
+
+def compiled_names_used() -> dict[str, dict[str, str]]:
+    """Every name the Python layer takes from a compiled module: {"_members": {"ClassicMember": "where", ...}}.
+
+    Read by AST: `from ._core._members import X`, `from ._core import _assign` then `_assign.X`, and the compiled
+    codec's names through its face, kcoord.wire (`from . import wire` then `wire.X`, `from .wire import X`).
+    """
+    wire_own = wire_own_names()
+    used: dict[str, dict[str, str]] = {p.stem: {} for p in CORE.glob("_*.pyi")}
+
+    def note(core: str, name: str, where: str) -> None:
+        if core == "_wire" and name in wire_own:
+            return
+        used.setdefault(core, {}).setdefault(name, where)
+
+    for module, path in modules().items():
+        if unit(module) == "kcoord._core":
+            continue
+        tree = ast.parse(path.read_text(), str(path))
+        aliases: dict[str, str] = {}  # a local name -> the compiled module it stands for
+        for node in ast.walk(tree):
+            where = f"{path.relative_to(ROOT)}:{getattr(node, 'lineno', 0)}"
+            if isinstance(node, ast.ImportFrom):
+                target = import_target(module, path, node)
+                if target.startswith("kcoord._core.") or target == "kcoord.wire":
+                    core = "_wire" if target == "kcoord.wire" else target.split(".")[2]
+                    for a in node.names:
+                        if a.name != "*" and module != "kcoord.wire":
+                            note(core, a.name, where)
+                        elif a.name != "*":
+                            used.setdefault(core, {}).setdefault(a.name, where)
+                elif target in ("kcoord._core", "kcoord"):
+                    for a in node.names:
+                        if target == "kcoord._core" or a.name == "wire":
+                            aliases[a.asname or a.name] = "_wire" if a.name == "wire" else a.name
+            elif isinstance(node, ast.Import):
+                for a in node.names:
+                    if a.name.startswith("kcoord._core.") and a.asname:
+                        aliases[a.asname] = a.name.split(".")[2]
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id in aliases:
+                note(aliases[node.value.id], node.attr, f"{path.relative_to(ROOT)}:{node.lineno}")
+    return used
+
+
+def missing_from_stubs(used: dict[str, dict[str, str]], stubs: dict[str, set[str]]) -> list[str]:
+    return [f"{where}: {name} is not in kcoord/_core/{core}.pyi"
+            for core, names in sorted(used.items()) for name, where in sorted(names.items())
+            if name not in stubs.get(core, set())]
+
+
+def test_the_compiled_modules_stubs_declare_every_name_the_python_layer_uses() -> None:
+    used = compiled_names_used()
+    stubs = {p.stem: stub_names(p) for p in CORE.glob("_*.pyi")}
+    assert set(used) == set(stubs), f"a compiled module without a stub, or a stub without its module: {sorted(used)}"
+    assert all(used.values()), f"the walk found no name of some compiled module: { {c: len(n) for c, n in used.items()} }"
+    missing = missing_from_stubs(used, stubs)
+    assert not missing, "declare these in the stubs:\n" + "\n".join(missing)
+
+
+def test_the_stub_check_sees_a_missing_name() -> None:
+    used = compiled_names_used()
+    stubs = {p.stem: stub_names(p) for p in CORE.glob("_*.pyi")}
+    assert {"ClassicMember", "DeadlineHeap"} <= set(used["_members"]) and "JoinGroupRequest" in used["_wire"]
+    stubs["_members"].discard("DeadlineHeap")
+    stubs["_wire"].discard("JoinGroupRequest")
+    assert [m.rpartition(": ")[2] for m in missing_from_stubs(used, stubs)] == [
+        "DeadlineHeap is not in kcoord/_core/_members.pyi", "JoinGroupRequest is not in kcoord/_core/_wire.pyi"]

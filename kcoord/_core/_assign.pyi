@@ -96,3 +96,9 @@ def reconcile(
     assigned: ArrayLike, pending_revocation: ArrayLike, target: ArrayLike, subscribed_topics: ArrayLike,
     owned: ArrayLike | None, subscription_changed: bool = ...,
 ) -> Reconciled: ...
+def step(
+    epochs: PartitionEpochs, state: int, member_epoch: int, previous_member_epoch: int, target_epoch: int,
+    assigned: ArrayLike, pending_revocation: ArrayLike, target_indptr: ArrayLike, target_flat: ArrayLike,
+    target_row: int, subscribed_topics: ArrayLike, owned: Any, by_topic_id: dict[bytes, int] | None = ...,
+    subscription_changed: bool = ...,
+) -> Reconciled: ...

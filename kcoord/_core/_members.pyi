@@ -1,6 +1,10 @@
 """Type stubs for kcoord._core._members (compiled member tables and the deadline heap)."""
 
-from typing import Any
+from collections.abc import Callable
+from typing import Any, ClassVar
+
+import numpy as np
+import numpy.typing as npt
 
 class DeadlineHeap:
     keys_in_use: int
@@ -57,3 +61,84 @@ class MemberTable:
     def rename(self, old_id: str, m: ClassicMember) -> None: ...
     def supports(self, protocol_type: str, group_protocol_type: str | None, protocols: list[Any]) -> bool: ...
     def validate(self, member_id: str, instance_id: str | None) -> int: ...
+
+def monotonic_ms() -> int: ...
+
+# KIP-848 consumer groups and connect groups: members, and the compiled part of each group (subclassed in Python).
+
+CONSUMER_STABLE: int
+EMPTY_IDS: npt.NDArray[np.int32]  # read-only, empty
+
+class ConsumerMember:
+    COPIED: ClassVar[tuple[str, ...]]
+    member_id: str
+    instance_id: str | None
+    rack_id: str | None
+    client_id: str
+    client_host: str
+    subscribed: tuple[str, ...]
+    topic_names: tuple[str, ...]
+    regex: str | None
+    rebalance_timeout_ms: int
+    server_assignor: str | None
+    member_epoch: int
+    previous_member_epoch: int
+    state: int
+    assigned: npt.NDArray[np.int32]
+    pending: npt.NDArray[np.int32]
+    topics: npt.NDArray[np.int32]
+    topics_key: tuple[int, ...]
+    session_key: int
+    rebalance_armed_epoch: int
+    quiet_response: Any
+    quiet_epoch: int
+    classic: Any  # ClassicMemberMetadata, or None for a member speaking the consumer protocol
+    def __init__(self, member_id: str) -> None: ...
+    def copy_as(self, member_id: str) -> ConsumerMember: ...
+
+class ConsumerGroupCore:
+    members: dict[str, ConsumerMember]
+    group_epoch: int
+    assignment_epoch: int
+    catalogue_version: int
+    catalogue: Any
+    @property
+    def heartbeat_interval_ms(self) -> int: ...
+    def init_core(self, heap: DeadlineHeap, now: Callable[[], int], session_ms: int, interval_ms: int,
+                  response: Any) -> None: ...
+    def quick_heartbeat(self, req: Any, client_id: str, client_host: str) -> Any: ...
+
+class ConnectMember:
+    COPIED: ClassVar[tuple[str, ...]]
+    member_id: str
+    instance_id: str | None
+    client_id: str
+    client_host: str
+    rebalance_timeout_ms: int
+    assignors: tuple[Any, ...]  # (name, minimum_version, maximum_version, reason, version, metadata) each
+    joined: int
+    member_epoch: int
+    previous_member_epoch: int
+    state: int
+    assigned: npt.NDArray[np.int32]
+    pending: npt.NDArray[np.int32]
+    session_key: int
+    rebalance_armed_epoch: int
+    quiet_response: Any
+    quiet_epoch: int
+    delivered: tuple[int, bytes] | None
+    def __init__(self, member_id: str) -> None: ...
+    def copy_as(self, member_id: str) -> ConnectMember: ...
+
+class ConnectGroupCore:
+    members: dict[str, ConnectMember]
+    group_epoch: int
+    assignment_epoch: int
+    assignor_version: int
+    @property
+    def heartbeat_interval_ms(self) -> int: ...
+    def init_core(self, heap: DeadlineHeap, now: Callable[[], int], session_ms: int, interval_ms: int,
+                  response: Any) -> None: ...
+    def quick_heartbeat(self, req: Any, client_id: str, client_host: str) -> Any: ...
+
+def intern_known_tasks(entries: list[Any], start: int, by_name: dict[str, dict[int, int]], out: list[int]) -> int: ...

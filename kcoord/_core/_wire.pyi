@@ -52,6 +52,12 @@ def decode_response(api_key: int, api_version: int, frame: Buffer) -> tuple[int,
 def encode_request(api_key: int, api_version: int, correlation_id: int, client_id: str | None, body: Message) -> bytes: ...
 def encode_response(api_key: int, api_version: int, correlation_id: int, body: Message) -> bytes: ...
 
+# The shape of a ConsumerGroupHeartbeat request, read by the compiled heartbeat (kcoord._core._members)
+HEARTBEAT_CHANGES_MEMBER: int
+HEARTBEAT_HAS_INSTANCE_ID: int
+HEARTBEAT_HAS_TOPIC_PARTITIONS: int
+def consumer_heartbeat_shape(req: ConsumerGroupHeartbeatRequest) -> int: ...
+
 
 class RequestHeader(Message):
     request_api_key: int
