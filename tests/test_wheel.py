@@ -104,6 +104,15 @@ def test_kcoord_comes_from_the_venvs_site_packages(venv, tmp_path) -> None:
     assert found["wire"].endswith(".so")
 
 
+def test_the_wheel_carries_the_type_information(venv, tmp_path) -> None:
+    # PEP 561: py.typed at the package root (kcoord's annotations) and in kcoord._core, beside every compiled
+    # module's stub, so users' type checkers read the installed kcoord as the suite's checker reads the tree.
+    site = Path(where_kcoord(venv / "bin" / "python", tmp_path, clean_env(venv))["kcoord"]).parent
+    stubs = sorted(p.name for p in (ROOT / "kcoord" / "_core").glob("*.pyi"))
+    assert stubs and sorted(p.name for p in (site / "_core").glob("*.pyi")) == stubs
+    assert (site / "py.typed").is_file() and (site / "_core" / "py.typed").is_file()
+
+
 def test_the_console_script_runs_from_the_wheel(venv, tmp_path) -> None:
     script = venv / "bin" / "kcoord"
     assert script.exists(), "the wheel installs no `kcoord` console script"
