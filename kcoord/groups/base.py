@@ -9,11 +9,12 @@ mirrors Kafka's `Group` interface and `GroupCoordinatorShard.replay`.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
-from typing import ClassVar, Protocol
+from collections.abc import Callable, Collection, Iterable
+from typing import Any, ClassVar, Protocol
 
 from .. import records as R
 from .. import wire
+from ..reply import Reply
 from ..timers import Timers
 
 # The describe APIs (DescribeGroups v5+, ConsumerGroupDescribe) carry kcoord's own view of a group (generation and
@@ -35,12 +36,36 @@ class RecordSink(Protocol):
 
 
 class Group(Protocol):
-    """A group as the router, the offsets and the store see it."""
+    """A group as the router, the offsets and the store see it: every method the router (kcoord.coordinator) calls
+    on a group whatever its type, declared here so the type checker holds each group type to it. A request of
+    another protocol than the group's own (a classic JoinGroup to a connect group) is answered by the group: with
+    its classic members (a consumer group's migration), or with the error Kafka gives."""
 
     GROUP_TYPE: ClassVar[str]  # "classic", "consumer", "connect": ListGroups' group_type and the types filter
     RECORD_TYPES: ClassVar[tuple[int, ...]]  # the record types (kcoord.records) this type stages and replays
 
     group_id: str
+
+    @property
+    def members(self) -> Collection[str]:
+        """The member ids (the router prunes what it keeps per member to them, and counts them)."""
+
+    # The classic protocol's requests (JoinGroup, SyncGroup, Heartbeat, LeaveGroup), on a group of any type.
+
+    def join(self, req: wire.JoinGroupRequest, version: int, client_id: str, client_host: str) -> Reply:
+        """JoinGroup: the Reply may be parked until the rebalance completes."""
+
+    def sync(self, req: wire.SyncGroupRequest, version: int) -> Reply:
+        """SyncGroup: the Reply may be parked until the leader's assignment arrives."""
+
+    def heartbeat(self, member_id: str, instance_id: str | None, generation: int) -> int:
+        """Heartbeat: 0, or the Kafka error code of the answer."""
+
+    def leave(self, members: list[tuple[str, str | None, str | None]]) -> tuple[int, list[int]]:
+        """LeaveGroup of (member id, instance id, reason) each: the top-level error and one error per member."""
+
+    def describe_extension(self) -> dict[str, Any]:
+        """kcoord's own view of the group (KCOORD_DESCRIBE_TAG), as JSON-ready data."""
 
     @property
     def state_name(self) -> str:
