@@ -19,6 +19,7 @@ from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from itertools import islice
+from typing import TypeVar, cast
 
 import re2
 
@@ -40,9 +41,13 @@ from .store import GroupStore, NullStore, StoreError
 from .timers import Clock, Timers
 from .topics import Topic, TopicCatalogue
 
+G = TypeVar("G", bound=Group)  # a group type
+From = TypeVar("From", bound=Group)  # the type a group is converted from
+
 # Every group type, and the record types each one replays.
-GROUP_TYPES: tuple[type, ...] = (ClassicGroup, ConsumerGroup, ConnectGroup)
-GROUP_TYPE_BY_RECORD: dict[int, type] = {t: cls for cls in GROUP_TYPES for t in cls.RECORD_TYPES}
+# Typed as Group classes, so the type checker holds each group type to the Group protocol.
+GROUP_TYPES: tuple[type[Group], ...] = (ClassicGroup, ConsumerGroup, ConnectGroup)
+GROUP_TYPE_BY_RECORD: dict[int, type[Group]] = {t: cls for cls in GROUP_TYPES for t in cls.RECORD_TYPES}
 
 # The retention check (Kafka's GroupCoordinatorShard.cleanupGroupMetadata) runs in slices: one timer fire does up to
 # this many units of work (`expire_slice`), then yields to the event loop (the next slice is 1 ms later), so 100,000
@@ -123,7 +128,7 @@ class Coordinator:
         self.offsets = Offsets(self.groups, self.classic_group, self._store, self.topics, self.clock,
                                self.config.offset_metadata_max_bytes, self.config.message_max_bytes)
         self.credentials = Credentials(self._store)  # SCRAM credentials and their admin APIs (KIP-554)
-        self.handlers: dict[int, Callable[..., Reply | wire.Message]] = {
+        self.handlers: dict[int, Callable[..., Reply | Deferred | wire.Message]] = {
             wire.JoinGroupRequest.API_KEY: self.join_group,
             wire.SyncGroupRequest.API_KEY: self.sync_group,
             wire.HeartbeatRequest.API_KEY: self.heartbeat,
@@ -259,19 +264,19 @@ class Coordinator:
     def next_deadline(self) -> int | None:
         return self.timers.next_deadline()
 
-    def new_group(self, cls: type, group_id: str) -> Group:
+    def new_group(self, cls: type[G], group_id: str) -> G:
         g = self.groups[group_id] = cls(group_id, self.config, self.timers, self._store, self.topics)
         g.events = self.events
-        if cls is ConsumerGroup:
+        if isinstance(g, ConsumerGroup):
             g.downgrade = self._downgrade
         return g
 
-    def convert(self, old: Group, cls: type, fill: Callable[[Group, Group], None]) -> Group:
+    def convert(self, old: From, cls: type[G], fill: Callable[[From, G], None]) -> G:
         """Online migration: a non-empty group becomes one of the other type, filled from it by `fill` (which
         stages the old group's tombstones and the new group's records); its offsets stay."""
         new = cls(old.group_id, self.config, self.timers, self._store, self.topics)
         new.events = self.events
-        if cls is ConsumerGroup:
+        if isinstance(new, ConsumerGroup):
             new.downgrade = self._downgrade
         fill(old, new)
         old.unload()
@@ -281,7 +286,7 @@ class Coordinator:
     def _downgrade(self, g: ConsumerGroup, member_left: bool) -> ClassicGroup:
         return self.convert(g, ClassicGroup, lambda old, new: downgrade(old, new, member_left))
 
-    def replace_group(self, old: Group, cls: type) -> Group:
+    def replace_group(self, old: Group, cls: type[G]) -> G:
         """An empty group of one type gives way to a group of another when a member of the other protocol arrives
         (Kafka's maybeDeleteEmptyClassicGroup and its converse): its records are tombstoned; its offsets stay."""
         if self._store.persistent:
@@ -330,9 +335,10 @@ class Coordinator:
                     issue = R.problem(rec)
                     if issue:
                         raise StoreError(issue)
-                    g = self.groups.get(rec.group)
+                    group_id = cast(str, rec.group)  # a group type's record always names its group
+                    g = self.groups.get(group_id)
                     if g is None:
-                        g = self.new_group(cls, rec.group)
+                        g = self.new_group(cls, group_id)
                     elif type(g) is not cls:
                         raise StoreError(f"group {rec.group!r} has records of two group types "
                                          f"({g.GROUP_TYPE} and {cls.GROUP_TYPE})")
@@ -341,7 +347,7 @@ class Coordinator:
                     stats.groups += groups
                     stats.members += members
                 elif rtype == R.KCOORD_TOPIC:
-                    t = rec.value
+                    t = cast(R.TopicRecord, rec.value)
                     self.topics.restore(Topic(t.name, t.topic_id, t.partitions))
                     stats.topics += 1
                 elif rtype == R.KCOORD_SCRAM_CREDENTIAL:
@@ -522,6 +528,7 @@ class Coordinator:
 
     def leave_group(self, req: wire.LeaveGroupRequest, version: int, client_id: str = "",
                     client_host: str = "") -> wire.LeaveGroupResponse:
+        members: list[tuple[str, str | None, str | None]]
         if version <= 2:
             members = [(req.member_id, None, None)]
         else:
@@ -570,9 +577,9 @@ class Coordinator:
             elif not isinstance(g, ClassicGroup):  # a connect group: only a classic group can be upgraded
                 return fail(E.GROUP_ID_NOT_FOUND, f"Group {req.group_id} is not a consumer group.")
             else:  # the first consumer-protocol member of a live classic group: online upgrade
-                problem = validate_upgrade(g, self.config)
-                if problem is not None:
-                    return fail(E.GROUP_ID_NOT_FOUND, problem)
+                refused = validate_upgrade(g, self.config)
+                if refused is not None:
+                    return fail(E.GROUP_ID_NOT_FOUND, refused)
                 # Kafka converts and joins in one write: a join that fails leaves the group classic. The two
                 # ways a join into a group of classic members can fail are checked before converting.
                 if len(g.members) >= self.config.group_consumer_max_size:
@@ -603,12 +610,13 @@ class Coordinator:
         g = self.groups.get(group_id)
         if g is None or not member_id:
             return
+        # The router's own note on the group, in its __dict__ (no group type declares it)
         seen = g.__dict__.get("principals")
         if seen is None:
-            seen = g.principals = {}
+            seen = g.__dict__["principals"] = {}
         seen[member_id] = principal
         if len(seen) > 2 * len(g.members) + 16:
-            g.principals = {m: p for m, p in seen.items() if m in g.members}
+            g.__dict__["principals"] = {m: p for m, p in seen.items() if m in g.members}
 
     @staticmethod
     def principals(g) -> dict[str, str]:
@@ -616,25 +624,21 @@ class Coordinator:
         seen = g.__dict__.get("principals") or {}
         return {m: p for m, p in seen.items() if m in g.members}
 
-    def _with_principals(self, described, g, per_member: bool):
-        """`described` (a group's describe answer) with its members' principals in kcoord's extension."""
-        seen = self.principals(g)
-        tags = described.unknown_tags
-        if not seen or not tags:
+    def _with_extension(self, req, described, g, per_member: bool):
+        """`described` (a group's describe answer) with kcoord's extension when the request asked for it (tagged
+        field KCOORD_DESCRIBE_TAG, whatever its value): the group's `describe_extension()` and its members'
+        principals, as JSON. Without the ask the answer is Kafka's alone, which strict decoders read."""
+        if not any(tag == KCOORD_DESCRIBE_TAG for tag, _ in req.unknown_tags or ()):
             return described
-        out = []
-        for tag, raw in tags:
-            if tag == KCOORD_DESCRIBE_TAG:
-                doc = json.loads(raw)
-                if per_member:
-                    for mid, p in seen.items():
-                        if isinstance(doc.get(mid), dict):
-                            doc[mid]["principal"] = p
-                else:
-                    doc["principals"] = seen
-                raw = json.dumps(doc, separators=(",", ":")).encode()
-            out.append((tag, raw))
-        described.unknown_tags = out
+        doc = g.describe_extension()
+        seen = self.principals(g)
+        if per_member:
+            for mid, p in seen.items():
+                if isinstance(doc.get(mid), dict):
+                    doc[mid]["principal"] = p
+        elif seen:
+            doc["principals"] = seen
+        described.unknown_tags = [(KCOORD_DESCRIBE_TAG, json.dumps(doc, separators=(",", ":")).encode())]
         return described
 
     def consumer_group_describe(self, req: wire.ConsumerGroupDescribeRequest, version: int, client_id: str = "",
@@ -646,7 +650,7 @@ class Coordinator:
                 out.append(wire.ConsumerGroupDescribeResponseDescribedGroup(
                     error_code=E.UNSUPPORTED_VERSION, group_id=gid))
             elif isinstance(g, ConsumerGroup) and not g.is_dead:
-                out.append(self._with_principals(g.consumer_described(), g, True))
+                out.append(self._with_extension(req, g.consumer_described(), g, True))
             else:
                 msg = f"Group {gid} is not a consumer group." if g is not None and not g.is_dead else \
                     f"Group {gid} not found."
@@ -715,7 +719,7 @@ class Coordinator:
         for gid in dict.fromkeys(req.group_ids):  # each once: a repeated id cannot multiply the answer
             g = self.groups.get(gid)
             if isinstance(g, ConnectGroup) and not g.is_dead and self.connect_protocol:
-                out.append(self._with_principals(g.connect_described(), g, False))
+                out.append(self._with_extension(req, g.connect_described(), g, False))
             else:
                 msg = f"Group {gid} is not a connect group." if g is not None and not g.is_dead else \
                     f"Group {gid} not found."
@@ -733,8 +737,10 @@ class Coordinator:
             if g is None or g.is_dead:
                 out.append(wire.DescribeGroupsResponseDescribedGroup(
                     error_code=E.NONE, group_id=gid, group_state="Dead"))
+            elif version >= 5 and isinstance(g, ClassicGroup):  # v5+: flexible, a tag can carry the extension
+                out.append(self._with_extension(req, g.described(version), g, False))
             else:
-                out.append(self._with_principals(g.described(version), g, isinstance(g, ConsumerGroup)))
+                out.append(g.described(version))
         return wire.DescribeGroupsResponse(groups=out)
 
     def list_groups(self, req: wire.ListGroupsRequest, version: int, client_id: str = "",
@@ -777,7 +783,7 @@ class Coordinator:
                 else:
                     err = g.validate_delete()
                 cost = 1
-                if not err:
+                if not err and g is not None:  # no error: the group exists
                     cost = 8 + len(self.offsets.by_group.get(gid, ())) + len(getattr(g, "members", ()))
                     self._delete_group(g)
                     deleted = True

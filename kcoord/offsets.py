@@ -80,7 +80,8 @@ class Offsets:
         self.by_group: dict[str, dict[tuple[str, int], Committed]] = {}
         self.commit_count = 0  # offsets accepted by OffsetCommit since start (Kafka's offset-commit-count)
         self.expired_count = 0  # offsets expired by retention since start (Kafka's offset-expiration-count)
-        self.handlers = {wire.OffsetCommitRequest.API_KEY: self.offset_commit,
+        self.handlers: dict[int, Callable[..., Deferred | wire.Message]] = {
+                         wire.OffsetCommitRequest.API_KEY: self.offset_commit,
                          wire.OffsetFetchRequest.API_KEY: self.offset_fetch,
                          wire.OffsetDeleteRequest.API_KEY: self.offset_delete}
         self.planned: tuple[wire.OffsetCommitRequest, CommitPlan] | None = None  # made by `prepare` off the loop
@@ -169,7 +170,7 @@ class Offsets:
         for t in req.topics:
             name = self._topic_key(t.name, t.topic_id, version, 10)
             topic = self.topics.get(name) if name is not None else None
-            if topic is None:
+            if name is None or topic is None:
                 err = E.UNKNOWN_TOPIC_ID if name is None else E.UNKNOWN_TOPIC_OR_PARTITION
                 parts = [wire.OffsetCommitResponsePartition(partition_index=p.partition_index, error_code=err)
                          for p in t.partitions]
@@ -295,17 +296,18 @@ class Offsets:
                     groups.append(wire.OffsetFetchResponseGroup(group_id=rg.group_id, topics=[], error_code=refused))
                     continue
             committed = self.committed(rg.group_id)
+            wanted_ids: list[tuple[str | None, bytes, list[int]]]
             if rg.topics is None:
-                wanted = [(name, t.topic_id if (t := self.topics.get(name)) else wire.ZERO_UUID, parts)
-                          for name, parts in self._all_committed(committed).items()]
+                wanted_ids = [(name, t.topic_id if (t := self.topics.get(name)) else wire.ZERO_UUID, parts)
+                              for name, parts in self._all_committed(committed).items()]
             else:
-                wanted = [(self._topic_key(t.name, t.topic_id, version, 10), t.topic_id, t.partition_indexes)
-                          for t in rg.topics]
-            topics = [wire.OffsetFetchResponseTopics(
+                wanted_ids = [(self._topic_key(t.name, t.topic_id, version, 10), t.topic_id, t.partition_indexes)
+                              for t in rg.topics]
+            group_topics = [wire.OffsetFetchResponseTopics(
                 name=name or "", topic_id=tid, partitions=self._fetch_partitions(
                     committed, name, parts, wire.OffsetFetchResponsePartitions))
-                for name, tid, parts in wanted]
-            groups.append(wire.OffsetFetchResponseGroup(group_id=rg.group_id, topics=topics, error_code=error))
+                for name, tid, parts in wanted_ids]
+            groups.append(wire.OffsetFetchResponseGroup(group_id=rg.group_id, topics=group_topics, error_code=error))
         return wire.OffsetFetchResponse(groups=groups)
 
     # ---- OffsetDelete -------------------------------------------------------------------------------------
@@ -316,7 +318,7 @@ class Offsets:
             return wire.OffsetDeleteResponse(error_code=E.INVALID_GROUP_ID)
         g = self.groups.get(req.group_id)
         error = g.validate_offset_delete() if g is not None else E.GROUP_ID_NOT_FOUND
-        if error:
+        if error or g is None:
             return wire.OffsetDeleteResponse(error_code=error)
         subscribed = g.subscribed_topics()
         committed = self.committed(req.group_id)

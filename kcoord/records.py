@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import struct
 from dataclasses import dataclass
+from typing import Any
 
 from . import wire
 
@@ -178,7 +179,8 @@ consumer_group_value = consumer_partition_metadata_value = consumer_member_value
 consumer_target_metadata_value = consumer_target_member_value = consumer_current_assignment_value = _value
 
 # record type -> (key class, value class) for the consumer group records
-CONSUMER_RECORDS = {
+# (key class, value class) by record type: wire message classes, each with its own fields (hence Any)
+CONSUMER_RECORDS: dict[int, tuple[Any, Any]] = {
     CONSUMER_GROUP_METADATA: (wire.ConsumerGroupMetadataKey, wire.ConsumerGroupMetadataValue),
     CONSUMER_GROUP_PARTITION_METADATA: (wire.ConsumerGroupPartitionMetadataKey,
                                         wire.ConsumerGroupPartitionMetadataValue),
@@ -267,7 +269,7 @@ def connect_current_assignment_key(group_id: str, member_id: str) -> bytes:
 
 connect_value = _value  # version 0, as the consumer group values
 
-CONNECT_RECORDS = {
+CONNECT_RECORDS: dict[int, tuple[Any, Any]] = {
     CONNECT_GROUP_METADATA: (wire.ConnectGroupMetadataKey, wire.ConnectGroupMetadataValue),
     CONNECT_GROUP_UNITS: (wire.ConnectGroupUnitsKey, wire.ConnectGroupUnitsValue),
     CONNECT_GROUP_MEMBER_METADATA: (wire.ConnectGroupMemberMetadataKey, wire.ConnectGroupMemberMetadataValue),
@@ -350,8 +352,8 @@ class Record:
 
     type: int
     group: str | None
-    key: object
-    value: object
+    key: Any  # the record type's key and value (a wire.*Key and wire.*Value, TopicRecord, ...): chosen by `type`
+    value: Any
 
     @property
     def kind(self) -> str:
@@ -384,13 +386,13 @@ def decode(key: bytes, value: bytes) -> Record:
     try:
         rtype = record_type(key)
         if rtype == GROUP_METADATA:
-            k = wire.GroupMetadataKey.decode(memoryview(key)[2:], rtype)
-            v = wire.GroupMetadataValue.decode(memoryview(value)[2:], _value_version(value, 4))
-            return Record(rtype, k.group, k, v)
+            gk = wire.GroupMetadataKey.decode(memoryview(key)[2:], rtype)
+            gv = wire.GroupMetadataValue.decode(memoryview(value)[2:], _value_version(value, 4))
+            return Record(rtype, gk.group, gk, gv)
         if rtype in (OFFSET_COMMIT_V0, OFFSET_COMMIT):
-            k = wire.OffsetCommitKey.decode(memoryview(key)[2:], rtype)
-            v = wire.OffsetCommitValue.decode(memoryview(value)[2:], _value_version(value, 4))
-            return Record(rtype, k.group, k, v)
+            ok = wire.OffsetCommitKey.decode(memoryview(key)[2:], rtype)
+            ov = wire.OffsetCommitValue.decode(memoryview(value)[2:], _value_version(value, 4))
+            return Record(rtype, ok.group, ok, ov)
         if rtype in CONSUMER_RECORDS:
             key_cls, value_cls = CONSUMER_RECORDS[rtype]
             k = key_cls.decode(memoryview(key)[2:], rtype)

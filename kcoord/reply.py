@@ -2,6 +2,7 @@
 be made off the event loop (Deferred)."""
 
 from collections.abc import Callable
+from typing import Any
 
 from ._core._reply import Reply
 
@@ -16,7 +17,7 @@ class Deferred:
 
     __slots__ = ("finish", "dispose")
 
-    def __init__(self, finish: Callable[[], object], dispose: Callable[[], None] | None = None) -> None:
+    def __init__(self, finish: Callable[[], Any], dispose: Callable[[], None] | None = None) -> None:
         self.finish = finish
         # called once the response is encoded: empties what the request and response hold, so their many small
         # objects are freed where this runs (the worker) and not by the loop when the last reference goes

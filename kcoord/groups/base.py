@@ -14,6 +14,8 @@ from typing import Any, ClassVar, Protocol
 
 from .. import records as R
 from .. import wire
+from ..config import GroupConfig
+from ..events import GroupEvents
 from ..reply import Reply
 from ..timers import Timers
 
@@ -45,6 +47,11 @@ class Group(Protocol):
     RECORD_TYPES: ClassVar[tuple[int, ...]]  # the record types (kcoord.records) this type stages and replays
 
     group_id: str
+    events: GroupEvents  # the coordinator's, set when it makes the group
+
+    def __init__(self, group_id: str, config: GroupConfig, timers: Timers, store: RecordSink,
+                 topics: Any = None) -> None:
+        """How the router makes a group (topics: its TopicCatalogue, which only some types read)."""
 
     @property
     def members(self) -> Collection[str]:

@@ -11,12 +11,12 @@ response acknowledges state, and replays it on load.
 
 from __future__ import annotations
 
-import json
 import os
 from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass
 from enum import Enum
+from typing import ClassVar
 
 from .. import errors as E
 from .. import records as R
@@ -27,7 +27,7 @@ from ..config import CLASSIC_GROUP_NEW_MEMBER_JOIN_TIMEOUT_MS, GroupConfig
 from ..events import ADMIN_REMOVAL_REASON, NO_EVENTS, GroupEvents, join_reason
 from ..reply import Reply
 from ..timers import Timers
-from .base import KCOORD_DESCRIBE_TAG, MemberTimers, RecordSink
+from .base import MemberTimers, RecordSink
 
 
 class State(str, Enum):
@@ -81,8 +81,8 @@ SESSION, PENDING = "session", "pending"  # the kinds of member timers
 
 
 class ClassicGroup:
-    GROUP_TYPE = "classic"
-    RECORD_TYPES = (R.GROUP_METADATA,)
+    GROUP_TYPE: ClassVar[str] = "classic"
+    RECORD_TYPES: ClassVar[tuple[int, ...]] = (R.GROUP_METADATA,)
     events: GroupEvents = NO_EVENTS  # the coordinator's, set when it makes the group
 
     def __init__(self, group_id: str, config: GroupConfig, timers: Timers, store: RecordSink,
@@ -750,9 +750,7 @@ class ClassicGroup:
 
     def described(self, version: int) -> wire.DescribeGroupsResponseDescribedGroup:
         stable = self.state == State.STABLE
-        extra = [(KCOORD_DESCRIBE_TAG, self.describe_extension())] if version >= 5 else None
         return wire.DescribeGroupsResponseDescribedGroup(
-            unknown_tags=extra,
             error_code=E.NONE, group_id=self.group_id, group_state=self.state.value,
             protocol_type=self.protocol_type or "", protocol_data=(self.protocol_name or "") if stable else "",
             members=[wire.DescribeGroupsResponseDescribedGroupMember(
@@ -761,8 +759,10 @@ class ClassicGroup:
                 member_metadata=(m.metadata_for(self.protocol_name) or b"") if stable else b"",
                 member_assignment=m.assignment if stable else b"") for m in self.members])
 
-    def describe_extension(self) -> bytes:
-        doc = {
+    def describe_extension(self) -> dict:
+        """What `kcoord describe` shows beyond DescribeGroups: the generation, the leader, the protocol and the KIP-800
+        rebalance history (the coordinator sends it to a request that asks, `Coordinator._with_extension`)."""
+        return {
             "generation": self.generation,
             "leader": self.leader_id,
             "protocol": self.protocol_name,
@@ -770,7 +770,6 @@ class ClassicGroup:
                          "member_id": e.member_id, "group_instance_id": e.group_instance_id, "reason": e.reason}
                         for e in self.history],
         }
-        return json.dumps(doc, separators=(",", ":")).encode()
 
     def validate_offset_commit(self, member_id: str, instance_id: str | None, generation: int,
                                version: int = 0) -> int:

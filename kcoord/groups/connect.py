@@ -20,10 +20,10 @@ so the target, the epoch table and the records hold integer arrays, as partition
 
 from __future__ import annotations
 
-import json
 from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import ClassVar
 
 import numpy as np
 
@@ -37,7 +37,7 @@ from ..config import GroupConfig
 from ..reply import Reply
 from ..timers import Timers
 from ..topics import TopicCatalogue
-from .base import KCOORD_DESCRIBE_TAG, MemberTimers, RecordSink
+from .base import MemberTimers, RecordSink
 from .modern import REBALANCE, ModernGroup, TargetAssignment, csr_changed, csr_take
 
 STABLE = _assign.STABLE
@@ -298,9 +298,9 @@ def _assignor_tuple(a) -> tuple:
 
 
 class ConnectGroup(ModernGroup, ConnectGroupCore):
-    GROUP_TYPE = "connect"
-    PROTOCOL_TYPE = CONNECT_PROTOCOL_TYPE
-    RECORD_TYPES = (R.CONNECT_GROUP_METADATA, R.CONNECT_GROUP_UNITS, R.CONNECT_GROUP_MEMBER_METADATA,
+    GROUP_TYPE: ClassVar[str] = "connect"
+    PROTOCOL_TYPE: ClassVar[str] = CONNECT_PROTOCOL_TYPE
+    RECORD_TYPES: ClassVar[tuple[int, ...]] = (R.CONNECT_GROUP_METADATA, R.CONNECT_GROUP_UNITS, R.CONNECT_GROUP_MEMBER_METADATA,
                     R.CONNECT_GROUP_TARGET_ASSIGNMENT_METADATA, R.CONNECT_GROUP_TARGET_ASSIGNMENT_MEMBER,
                     R.CONNECT_GROUP_CURRENT_MEMBER_ASSIGNMENT)
 
@@ -1098,7 +1098,6 @@ class ConnectGroup(ModernGroup, ConnectGroupCore):
             k = self.member_timers.key(GROUP_TIMER, COMPUTE)
             lease = max(int(self.timers.heap.deadline_of(k) - self.timers.clock.now_ms()), 0)
         return wire.ConnectGroupDescribeResponseDescribedGroup(
-            unknown_tags=[(KCOORD_DESCRIBE_TAG, json.dumps(self.describe_extension(), separators=(",", ":")).encode())],
             error_code=E.NONE, group_id=self.group_id, group_state=self.state_name, group_epoch=self.group_epoch,
             assignment_epoch=self.assignment_epoch, assignor_name=name, assignor_version=v,
             computing_member_id=self.computing, compute_remaining_ms=lease,

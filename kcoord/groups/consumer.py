@@ -17,11 +17,11 @@ CurrentMemberAssignment) ahead of the responses that acknowledge them, in Kafka'
 from __future__ import annotations
 
 import base64
-import json
 import os
 from bisect import bisect_right
 from collections import Counter
 from collections.abc import Callable, Iterable
+from typing import ClassVar
 
 import numpy as np
 import re2
@@ -45,7 +45,7 @@ from ..events import ADMIN_REMOVAL_REASON, join_reason
 from ..reply import Reply
 from ..timers import Timers
 from ..topics import TopicCatalogue
-from .base import KCOORD_DESCRIBE_TAG, MemberTimers, RecordSink
+from .base import MemberTimers, RecordSink
 from .modern import REBALANCE, ModernGroup, TargetAssignment, csr_changed
 
 STABLE = _assign.STABLE
@@ -240,9 +240,9 @@ class TopicSpace:
 
 
 class ConsumerGroup(ModernGroup, ConsumerGroupCore):
-    GROUP_TYPE = "consumer"
-    PROTOCOL_TYPE = CONSUMER_PROTOCOL_TYPE
-    RECORD_TYPES = (R.CONSUMER_GROUP_METADATA, R.CONSUMER_GROUP_PARTITION_METADATA, R.CONSUMER_GROUP_MEMBER_METADATA,
+    GROUP_TYPE: ClassVar[str] = "consumer"
+    PROTOCOL_TYPE: ClassVar[str] = CONSUMER_PROTOCOL_TYPE
+    RECORD_TYPES: ClassVar[tuple[int, ...]] = (R.CONSUMER_GROUP_METADATA, R.CONSUMER_GROUP_PARTITION_METADATA, R.CONSUMER_GROUP_MEMBER_METADATA,
                     R.CONSUMER_GROUP_TARGET_ASSIGNMENT_METADATA, R.CONSUMER_GROUP_TARGET_ASSIGNMENT_MEMBER,
                     R.CONSUMER_GROUP_CURRENT_MEMBER_ASSIGNMENT)
 
@@ -1075,7 +1075,6 @@ class ConsumerGroup(ModernGroup, ConsumerGroupCore):
 
     def consumer_described(self) -> wire.ConsumerGroupDescribeResponseDescribedGroup:
         return wire.ConsumerGroupDescribeResponseDescribedGroup(
-            unknown_tags=[(KCOORD_DESCRIBE_TAG, json.dumps(self.describe_extension(), separators=(",", ":")).encode())],
             error_code=E.NONE, group_id=self.group_id, group_state=self.state_name, group_epoch=self.group_epoch,
             assignment_epoch=self.assignment_epoch, assignor_name=self.preferred_assignor(),
             members=[wire.ConsumerGroupDescribeResponseMember(

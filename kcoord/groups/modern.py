@@ -6,6 +6,8 @@ partition epoch table, PartitionEpochs), and is shared the same way: it only see
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 import numpy as np
 
 from .. import errors as E
@@ -57,8 +59,8 @@ class ModernGroup:
     moving a member's units in and out of the epoch table (`unit_epochs`). A plain mixin beside the compiled core
     (ConsumerGroupCore, ConnectGroupCore), which holds `members`, `group_epoch` and `assignment_epoch`."""
 
-    PROTOCOL_TYPE: str  # the protocol type ListGroups reports
-    GROUP_TYPE: str
+    PROTOCOL_TYPE: ClassVar[str]  # the protocol type ListGroups reports
+    GROUP_TYPE: ClassVar[str]
     events: GroupEvents = NO_EVENTS  # the coordinator's, set when it makes the group
     change: tuple[str, str] | None = None  # (trigger, reason) of the change the next epoch bump is for
 

@@ -54,7 +54,7 @@ class Credentials:
         self.by_user: dict[str, dict[int, ScramCredential]] = {}
         # The ACL seam: (operation "DESCRIBE" or "ALTER" on the CLUSTER resource, client id, client host) -> allowed
         self.authorize: Callable[[str, str, str], bool] = allow_all
-        self.handlers = {DESCRIBE_USER_SCRAM_CREDENTIALS: self.describe,
+        self.handlers: dict[int, Callable[..., wire.Message]] = {DESCRIBE_USER_SCRAM_CREDENTIALS: self.describe,
                          ALTER_USER_SCRAM_CREDENTIALS: self.alter}
 
     def lookup(self, user: str, mechanism: int | str) -> ScramCredential | None:
@@ -142,8 +142,8 @@ class Credentials:
     def alter(self, req, version: int, client_id: str = "", client_host: str = ""):
         if not self.authorize("ALTER", client_id, client_host):
             return self.refuse(req, E.CLUSTER_AUTHORIZATION_FAILED, None)  # as Kafka's getErrorResponse
-        deletions: dict[str, object] = {}
-        upsertions: dict[str, object] = {}
+        deletions: dict[str, wire.AlterUserScramCredentialsRequestScramCredentialDeletion] = {}
+        upsertions: dict[str, wire.AlterUserScramCredentialsRequestScramCredentialUpsertion] = {}
         errors: dict[str, Error] = {}
         # Deletions first, then upsertions; a user's first error stands, a second mention of a user whose first
         # was valid is DUPLICATE_RESOURCE (and undoes the first), as Kafka's maps do.
