@@ -17,8 +17,10 @@ from kcoord import records as R
 from kcoord.groups.classic import State
 
 from .classic_harness import Harness
+from .snapshots import check_rebuild
 
 SEQUENCES = 2_000
+REBUILD_EVERY = 10  # steps between two comparisons of the live group with one rebuilt from its records
 PROTOCOL_SETS = [(("range", b"r"),), (("range", b"r2"), ("roundrobin", b"x")), (("roundrobin", b"x"), ("range", b"r")),
                  (("roundrobin", b"x"),)]
 
@@ -143,10 +145,15 @@ def test_random_sequences_keep_invariants(block: int) -> None:
         rng = random.Random(seq)
         model = Model(rng)
         try:
-            for _ in range(rng.randint(10, 80)):
+            due = REBUILD_EVERY
+            for i in range(rng.randint(10, 80)):
                 model.step()
                 model.check()
+                due -= 1
+                if due <= 0 and check_rebuild(model.h.c, model.h.records, f"step {i}"):
+                    due = REBUILD_EVERY  # else at the next step the group is between generations no more
             model.finish()
             model.check()
+            check_rebuild(model.h.c, model.h.records, "the end")
         except AssertionError as e:
             raise AssertionError(f"sequence seed {seq}: {e}") from e

@@ -21,6 +21,8 @@ from kcoord.groups.consumer import STABLE, UNRELEASED_PARTITIONS, UNREVOKED_PART
 from kcoord.store import GroupStore, MemoryRecords
 from kcoord.timers import ManualClock
 
+from .snapshots import check_rebuild
+
 SESSION = 45_000
 REBALANCE = 30_000
 
@@ -656,10 +658,14 @@ def test_empty_groups_are_replaced_by_the_other_type_and_keep_their_offsets() ->
 
 # ---- the whole group at random: never two owners, and convergence -------------------------------------------------
 
+REBUILD_EVERY = 25  # steps between two comparisons of the live group with one rebuilt from its records
+
+
 def random_group(seed: int, transcript: list | None = None) -> tuple[H, dict[str, dict]]:
     """150 random steps on one group: joins (some static), leaves and -2 bounces, everyone's session running out,
     partition growth, heartbeats with or without the owned list, lost responses followed by full requests. After
-    every step no partition has two holders and the per-topic subscriber counts are right. Each response goes to
+    every step no partition has two holders and the per-topic subscriber counts are right; every REBUILD_EVERY
+    steps the group rebuilt from the records written so far is the live one. Each response goes to
     `transcript`."""
     rng = random.Random(seed)
     h = H({"T": rng.randint(1, 12), "U": rng.randint(1, 6)})
@@ -674,7 +680,9 @@ def random_group(seed: int, transcript: list | None = None) -> tuple[H, dict[str
         h.hb = recorded
     clients: dict[str, dict] = {}  # member id -> what the client believes: epoch, owned, iid, topics
     n = 0
-    for _ in range(150):
+    for step in range(150):
+        if step % REBUILD_EVERY == 0:
+            check_rebuild(h.c, h.records, f"seed {seed}, before step {step}")
         op = rng.random()
         if op < 0.15 or not clients:
             n += 1
@@ -716,6 +724,7 @@ def random_group(seed: int, transcript: list | None = None) -> tuple[H, dict[str
             assert dict(g.subscribers) == dict(counted), (dict(g.subscribers), dict(counted))
             # No client believes it owns a partition another client also believes it owns... once both have
             # acknowledged: what the coordinator hands out it has freed first.
+    check_rebuild(h.c, h.records, f"seed {seed}, after the last step")
     return h, clients
 
 
