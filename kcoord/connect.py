@@ -455,16 +455,16 @@ class Worker:
         if resp.assignor_version >= 0:
             self.assignor_version = resp.assignor_version
         if resp.assignment is not None:
-            a = resp.assignment
-            target = units_from_wire(a.connectors_and_tasks)
+            given = resp.assignment
+            target = units_from_wire(given.connectors_and_tasks)
             removed, added = self.owned - target, target - self.owned
             if removed and added:
                 log.warning("%s: an assignment both removes %d and adds %d units; revoking first", self.member_id,
                             len(removed), len(added))
             self._target = target
-            self.assignment_error = a.error
+            self.assignment_error = given.error
             try:
-                self.assignment_metadata = AssignmentMetadata.decode(a.metadata) if a.metadata else None
+                self.assignment_metadata = AssignmentMetadata.decode(given.metadata) if given.metadata else None
             except Exception:  # another assignor's metadata
                 self.assignment_metadata = None
             if target != self.owned and (self._reconciler is None or self._reconciler.done()):

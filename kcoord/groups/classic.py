@@ -16,7 +16,7 @@ from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass
 from enum import Enum
-from typing import ClassVar
+from typing import Any, ClassVar, cast
 
 from .. import errors as E
 from .. import records as R
@@ -62,7 +62,7 @@ class RebalanceEvent:
     reason: str
 
 
-_ENTROPY = [b"", 0]
+_ENTROPY: list[Any] = [b"", 0]  # (a pool of random bytes, the offset of its next unused 16)
 
 
 def random_uuid() -> str:
@@ -150,7 +150,7 @@ class ClassicGroup:
         KIP-800 reason. Joins that merely take part in a rebalance already under way are not recorded
         unless they carry a reason (Kafka only logs these; the history is for what an operator asks)."""
         history = self.history
-        if type(history) is tuple:
+        if isinstance(history, tuple):
             history = self.history = deque(maxlen=self.config.group_rebalance_history_size)
         history.append(RebalanceEvent(self.timers.clock.wall_ms(), self.generation, trigger, member_id, instance_id,
                                       reason))
@@ -257,19 +257,21 @@ class ClassicGroup:
             r.resolve(self.sync_response(error))
 
     def join_response(self, version: int, error: int, member_id: str = "", *, generation: int = -1,
-                      leader: str = "", members: list | None = None, skip: bool = False,
+                      leader: str | None = "", members: list | None = None, skip: bool = False,
                       with_protocol: bool = False) -> wire.JoinGroupResponse:
         name = self.protocol_name if with_protocol else None
         if version < 7 and name is None:
             name = ""  # a null protocol name only exists from v7
         return wire.JoinGroupResponse(
-            error_code=error, generation_id=generation, member_id=member_id, leader=leader,
+            error_code=error, generation_id=generation, member_id=member_id,
+            leader=cast(str, leader),  # None only before a group's first leader, when no answer names it
             protocol_type=self.protocol_type if with_protocol else None, protocol_name=name,
             members=members or [], skip_assignment=skip)
 
     def member_list(self) -> list[wire.JoinGroupResponseMember]:
         return [wire.JoinGroupResponseMember(member_id=m.member_id, group_instance_id=m.group_instance_id,
-                                             metadata=m.metadata_for(self.protocol_name))
+                                             # the group's protocol is one every member supports
+                                             metadata=m.metadata_for(self.protocol_name))  # type: ignore[arg-type]
                 for m in self.members.members.values()]
 
     def current_join_response(self, version: int, m: ClassicMember) -> wire.JoinGroupResponse:
@@ -351,7 +353,7 @@ class ClassicGroup:
             self.maybe_prepare_rebalance_or_complete_join()
 
     def replace_static_member(self, req, version, iid, old_id, new_id, reply: Reply) -> None:
-        old = self.members.get(old_id)
+        old = self.members.members[old_id]
         current_leader = self.leader_id
         # The old member's parked requests are fenced.
         self.fail_parked(old, E.FENCED_INSTANCE_ID)
@@ -414,7 +416,7 @@ class ClassicGroup:
         error = self.members.validate(member_id, req.group_instance_id)
         if error:
             return reply.resolve(self.join_response(version, error, member_id))
-        m = self.members.get(member_id)
+        m = self.members.members[member_id]
         protocols = req.protocols
         if self.too_large(req, member_id, m.client_id, m.client_host, member_id):
             return reply.resolve(self.join_response(version, E.UNKNOWN_SERVER_ERROR, member_id))  # it keeps its own
@@ -550,13 +552,13 @@ class ClassicGroup:
             self.arm_heartbeat(m)
             m.is_new = False
             self.pending_sync.add(m.member_id)
-        self.timers.arm(self.sync_timer, self.rebalance_timeout_ms(),
-                        lambda _, g=self.generation: self.on_sync_timeout(g))
+        generation = self.generation
+        self.timers.arm(self.sync_timer, self.rebalance_timeout_ms(), lambda _: self.on_sync_timeout(generation))
 
     def elect_joined_leader(self) -> bool:
         if self.leader_id is None:
             return False
-        leader = self.members.get(self.leader_id)
+        leader = self.members.members[self.leader_id]
         if leader.awaiting_join:
             return True
         for m in self.members.members.values():
@@ -605,7 +607,7 @@ class ClassicGroup:
         self.remove_and_rebalance(member_id, "expired heartbeat", None)
 
     def remove_and_rebalance(self, member_id: str, reason: str, trigger: str | None) -> None:
-        m = self.members.get(member_id)
+        m = self.members.members[member_id]
         if trigger is not None:
             self.record(trigger, member_id, m.group_instance_id, reason)
         self.fail_parked(m, E.UNKNOWN_MEMBER_ID)
@@ -633,7 +635,7 @@ class ClassicGroup:
             return self._done(reply, self.sync_response(E.INCONSISTENT_GROUP_PROTOCOL))
         if self.state == State.PREPARING_REBALANCE:
             return self._done(reply, self.sync_response(E.REBALANCE_IN_PROGRESS))
-        m = self.members.get(req.member_id)
+        m = self.members.members[req.member_id]
         self.pending_sync.discard(m.member_id)
         if self.state == State.STABLE:
             return self._done(reply, self.sync_response(E.NONE, m.assignment))
@@ -714,7 +716,7 @@ class ClassicGroup:
                 if error:
                     results.append(error)
                     continue
-                m = self.members.get(member_id)
+                m = self.members.members[member_id]
                 self.record("leave", member_id, m.group_instance_id, join_reason(reason))
                 self._remove_leaving(member_id)
                 left.append(member_id)
@@ -727,7 +729,7 @@ class ClassicGroup:
         return E.NONE, results
 
     def _remove_leaving(self, member_id: str) -> None:
-        m = self.members.get(member_id)
+        m = self.members.members[member_id]
         self.fail_parked(m, E.UNKNOWN_MEMBER_ID)
         self.remove_member(member_id)
 

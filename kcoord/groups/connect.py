@@ -704,7 +704,7 @@ class ConnectGroup(ModernGroup, ConnectGroupCore):
         return int(min(max(self.delay_deadline_ms - self.timers.clock.wall_ms(), 0), 2**31 - 1))
 
     def install(self, req: wire.ConnectGroupInstallAssignmentRequest) -> wire.ConnectGroupInstallAssignmentResponse:
-        def fail(error: int, message: str) -> wire.ConnectGroupInstallAssignmentResponse:
+        def fail(error: int, message: str | None) -> wire.ConnectGroupInstallAssignmentResponse:
             return wire.ConnectGroupInstallAssignmentResponse(error_code=error, error_message=message)
 
         m, error, message = self._compute_member(req.member_id, req.member_epoch, install=True)
@@ -819,7 +819,7 @@ class ConnectGroup(ModernGroup, ConnectGroupCore):
         self.remove_member(old, reason=None, departed=False)
         self.members[member_id] = m
         self._negotiated = None
-        self.static[m.instance_id] = member_id
+        self.static[m.instance_id] = member_id  # type: ignore[index]  # a static member: its instance id is set
         m.session_key = self.member_timers.key(member_id, SESSION)
         self._hold(m)
         self.stage_member_metadata(m)

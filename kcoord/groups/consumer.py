@@ -20,8 +20,8 @@ import base64
 import os
 from bisect import bisect_right
 from collections import Counter
-from collections.abc import Callable, Iterable
-from typing import ClassVar
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any, ClassVar
 
 import numpy as np
 import re2
@@ -201,7 +201,7 @@ class TopicSpace:
             out.sort()  # topics in any order: a sort of the already sorted runs
         return np.array(out, dtype=np.int32)
 
-    def from_names(self, partitions: dict[str, Iterable[int]]) -> np.ndarray:
+    def from_names(self, partitions: Mapping[str, Iterable[int]]) -> np.ndarray:
         """{topic name: partitions} as sorted unique global ids (unknown topics and partitions left out)."""
         out: list[int] = []
         for name, ps in partitions.items():
@@ -260,7 +260,7 @@ class ConsumerGroup(ModernGroup, ConsumerGroupCore):
         self.target = TargetAssignment()
         self.space = TopicSpace()
         self.subscribers: Counter[str] = Counter()  # topic name -> members consuming it (names or regex)
-        self.regexes: dict[str, tuple[object, int, tuple[str, ...]]] = {}  # pattern -> (compiled, version, matches)
+        self.regexes: dict[str, tuple[Any, int, tuple[str, ...]]] = {}  # pattern -> (compiled, version, matches)
         self.regex_users: Counter[str] = Counter()  # pattern -> members using it (its cache entry goes with the last)
         self.metadata: dict[str, tuple[bytes, int]] = {}  # subscribed topics as the last target saw them
         self.catalogue_version = -1
@@ -361,11 +361,13 @@ class ConsumerGroup(ModernGroup, ConsumerGroupCore):
                     return self._join_failed(version, E.MEMBER_ID_REQUIRED, new_member_id())
                 m, new = ConsumerMember(new_member_id()), True
             else:
-                m = self.members.get(mid)
-                if m is None:  # the id MEMBER_ID_REQUIRED handed out (or any): Kafka creates the member
+                known = self.members.get(mid)
+                if known is None:  # the id MEMBER_ID_REQUIRED handed out (or any): Kafka creates the member
                     m, new = ConsumerMember(mid), True
-                elif m.classic is None:  # a consumer-protocol member's id
+                elif known.classic is None:  # a consumer-protocol member's id
                     return self._join_failed(version, E.UNKNOWN_MEMBER_ID, mid)
+                else:
+                    m = known
         else:
             holder_id = self.static.get(iid)
             holder = self.members.get(holder_id) if holder_id is not None else None
@@ -373,8 +375,7 @@ class ConsumerGroup(ModernGroup, ConsumerGroupCore):
                 if holder is None:
                     m, new = ConsumerMember(new_member_id()), True
                 else:
-                    replaced = holder  # a static member back under a new id: it takes over the old one
-                    m = None
+                    replaced = holder  # a static member back under a new id: it takes over the old one (m below)
             elif holder is None:
                 return self._join_failed(version, E.UNKNOWN_MEMBER_ID, mid)
             elif holder.member_id != mid:
@@ -410,7 +411,7 @@ class ConsumerGroup(ModernGroup, ConsumerGroupCore):
         self.catch_up(new or subscription_changed or self.group_epoch == 0)
         self.reconcile(m, self.space.from_names(sub.owned_partitions), subscription_changed)
         self.member_timers.cancel(m.member_id, JOIN)
-        if downgrade:
+        if downgrade and self.downgrade is not None:  # (downgrade is only True when it is set)
             self.downgrade(self, False)  # the classic group arms its members' heartbeats; no rebalance
         else:
             self.arm_session(m)
@@ -618,6 +619,7 @@ class ConsumerGroup(ModernGroup, ConsumerGroupCore):
                 req.rack_id is None and req.server_assignor is None and client_id == old.client_id and \
                 client_host == old.client_host:
             return False
+        topics: Sequence[str]
         if old is None:
             instance_id, rack_id, topics, old_regex, assignor, classic = None, None, [], None, None, None
         else:
@@ -715,7 +717,7 @@ class ConsumerGroup(ModernGroup, ConsumerGroupCore):
         self.remove_member(old, bump=False)
         self._consume(m, names)
         self.members[member_id] = m
-        self.static[m.instance_id] = member_id
+        self.static[m.instance_id] = member_id  # type: ignore[index]  # a static member: its instance id is set
         m.session_key = self.member_timers.key(member_id, SESSION)
         self._hold(m)
         self.stage_member_metadata(m)
@@ -1006,7 +1008,7 @@ class ConsumerGroup(ModernGroup, ConsumerGroupCore):
     def on_loaded(self) -> None:
         records, self._loaded = self._loaded, []
         by_topic_id = {t.topic_id: t.name for t in self.catalogue.by_name.values()}
-        assigned: dict[str, tuple] = {}
+        assigned: dict[str, wire.ConsumerGroupCurrentMemberAssignmentValue] = {}
         targets: dict[str, list] = {}
         for rec in records:
             v = rec.value

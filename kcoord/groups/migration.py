@@ -75,8 +75,8 @@ def validate_upgrade(g: ClassicGroup, config: GroupConfig) -> str | None:
 def upgrade(g: ClassicGroup, cg: ConsumerGroup) -> None:
     """Fill the new, empty consumer group `cg` from the classic group `g` (validated), staging its records in
     Kafka's order after the classic group's tombstone (ConsumerGroup.createConsumerGroupRecords)."""
-    for m in list(g.members.members.values()):
-        g.fail_parked(m, E.REBALANCE_IN_PROGRESS)
+    for parked in list(g.members.members.values()):
+        g.fail_parked(parked, E.REBALANCE_IN_PROGRESS)
     store = cg.store
     if store.persistent:
         for key in g.record_keys():
