@@ -116,14 +116,15 @@ def _other_targets(g: ConsumerGroup, labels: list[str]) -> dict[str, list[str]]:
             if mid not in g.members and len(g.target[mid])}
 
 
-def _units(g: ConnectGroup, ids) -> dict:
-    return g.units.to_dict(ids)
-
-
 def _connect(g: ConnectGroup) -> dict:
     u = g.units
+    # The unit table by name ("connector", "connector/task") in id order: ids are persisted (ConnectGroupUnits).
     table = [u.connectors[c] if task < 0 else f"{u.connectors[c]}/{task}"
              for c, task in zip(u.unit_conn, u.unit_task, strict=True)]
+
+    def _units(_g, ids) -> list[str]:
+        return sorted(table[i] for i in ids.tolist())
+
     members = {mid: {
         "instance_id": m.instance_id, "client_id": m.client_id, "client_host": m.client_host,
         "rebalance_timeout_ms": m.rebalance_timeout_ms, "joined": m.joined, "assignors": list(m.assignors),

@@ -14,6 +14,8 @@ from kcoord.groups.connect import UNREVOKED, ConnectGroup
 from kcoord.store import GroupStore, MemoryRecords, StoreError
 from kcoord.timers import ManualClock
 
+from .snapshots import check_rebuild
+
 W = wire
 SESSION = 45_000
 INTERVAL = 5_000
@@ -779,12 +781,16 @@ def test_connect_offline_migration() -> None:
 
 # ---- a random model: joins, leaves, computations, delays, silence ------------------------------------------------
 
+REBUILD_EVERY = 25  # steps between two comparisons of the live group with one rebuilt from its records
+
+
 @pytest.mark.parametrize("seed", range(6))
 def test_connect_random_model_one_computer_and_no_unit_held_twice(seed: int) -> None:
     """Workers join, leave, go silent, come back; whoever is asked computes a random complete assignment over a
     changing unit set (sometimes with a delay, sometimes a config mismatch); everyone reports what it owns. At every
-    step: no unit is held by two workers, at most one worker is told to compute, and that worker is a member; at
-    the end, with everyone heartbeating, the group settles on the last installed target."""
+    step: no unit is held by two workers, at most one worker is told to compute, and that worker is a member; every
+    REBUILD_EVERY steps the group rebuilt from the records is the live one; at the end, with everyone heartbeating,
+    the group settles on the last installed target."""
     import random
 
     rnd = random.Random(seed)
@@ -793,7 +799,9 @@ def test_connect_random_model_one_computer_and_no_unit_held_twice(seed: int) -> 
     owned: dict[str, dict] = {}
     silent: set[str] = set()
     n = 0
-    for _ in range(250):
+    for step in range(250):
+        if step % REBUILD_EVERY == 0:  # the group rebuilt from the records written so far is the live one
+            check_rebuild(h.c, h.records, f"seed {seed}, before step {step}")
         g = h.c.groups.get("g")
         action = rnd.random()
         if action < 0.12 or not owned:
@@ -851,6 +859,7 @@ def test_connect_random_model_one_computer_and_no_unit_held_twice(seed: int) -> 
             assert g.computing is None or g.computing in g.members
         if silent and rnd.random() < 0.04:
             silent.pop()
+    check_rebuild(h.c, h.records, f"seed {seed}, after the last step")
     # Everyone speaks; whoever is asked installs the last target again as it is; the group settles there.
     g = h.group()
     silent.clear()
