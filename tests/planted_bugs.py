@@ -158,6 +158,18 @@ BUGS = [
         "elif witness is not None and witness > state.seq:",
         "elif witness is not None and witness > state.seq + 1:",
         ("tests/test_store_damage.py::test_a_store_exactly_one_acknowledged_commit_behind_its_witness_is_refused",)),
+    # issue 34: the records and the memory diverge; the random models compare a rebuild from the records with the
+    # live groups (tests/snapshots.py)
+    Bug("a consumer member's record carries its epoch as its previous epoch", "kcoord/groups/consumer.py",
+        "member_epoch=m.member_epoch, previous_member_epoch=m.previous_member_epoch,",
+        "member_epoch=m.member_epoch, previous_member_epoch=m.member_epoch,",
+        ("tests/test_consumer.py::test_random_groups_never_assign_a_partition_twice_and_converge",
+         "tests/test_migration.py::"
+         "test_random_mixes_of_classic_and_consumer_members_never_share_a_partition_and_converge")),
+    Bug("a classic member's record carries its rebalance timeout as its session timeout", "kcoord/groups/classic.py",
+        "rebalance_timeout=m.rebalance_timeout_ms, session_timeout=m.session_timeout_ms,",
+        "rebalance_timeout=m.rebalance_timeout_ms, session_timeout=m.rebalance_timeout_ms,",
+        ("tests/test_classic_model.py",)),
 ]
 
 
