@@ -227,11 +227,11 @@ class Cluster:
                                                                 timestamp=timestamp) for p in ps])
                 for t, ps in topics.items()])
             r = self.at(self._brokers[leader]).request(req, LIST_OFFSETS_VERSION)
-            for t in r.topics:
-                for p in t.partitions:
-                    if p.error_code:
-                        raise KafkaError(f"ListOffsets {t.name}:{p.partition_index}: {E.name(p.error_code)}")
-                    out[(t.name, p.partition_index)] = p.offset
+            for rt in r.topics:
+                for rp in rt.partitions:
+                    if rp.error_code:
+                        raise KafkaError(f"ListOffsets {rt.name}:{rp.partition_index}: {E.name(rp.error_code)}")
+                    out[(rt.name, rp.partition_index)] = rp.offset
         missing = set(leaders) - set(out)
         if missing:
             t, p = min(missing)
@@ -321,7 +321,8 @@ class AdminCommands:
             coordinator = cluster.group_coordinator(args.group)
             if not args.reset:
                 return self._list(args, coordinator, scope)
-            return self._reset(args, cluster, coordinator, scope, mode, value)
+            # --reset was refused above without a mode
+            return self._reset(args, cluster, coordinator, scope, mode, value)  # type: ignore[arg-type]
 
     def _list(self, args, coordinator: Client, scope: dict[str, tuple[int, ...] | None]) -> int:
         committed = fetch_committed(coordinator, args.group)

@@ -30,7 +30,7 @@ Bad input (an unknown topic, a negative partition count, a duplicate member or i
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
@@ -426,7 +426,7 @@ def uniform_assign(members: Iterable[Member], topics: Mapping[str, int]) -> Assi
     return _sticky("uniform", members, topics, "error")
 
 
-ASSIGNORS = {
+ASSIGNORS: dict[str, Callable[..., Assignment]] = {
     "range": range_assign,
     "roundrobin": roundrobin_assign,
     "sticky": sticky_assign,
@@ -504,7 +504,7 @@ def encode_subscription(topics: Iterable[str], *, owned: Mapping[str, Iterable[i
     if not 0 <= version <= CONSUMER_PROTOCOL_VERSION:
         raise AssignmentError(f"ConsumerProtocolSubscription version {version} is not 0-{CONSUMER_PROTOCOL_VERSION}")
     owned_tps = [wire.ConsumerProtocolSubscriptionTopicPartition(topic=t, partitions=sorted(owned[t]))
-                 for t in _java_sorted(owned or {})]
+                 for t in _java_sorted(owned)] if owned else []
     msg = wire.ConsumerProtocolSubscription(topics=_java_sorted(set(topics)), user_data=user_data,
                                             owned_partitions=owned_tps, generation_id=generation_id, rack_id=rack_id)
     return version.to_bytes(2, "big") + msg.encode(version)

@@ -85,6 +85,7 @@ class Broker:
 
     def metadata(self, req: wire.MetadataRequest, version, client_id="", client_host=""):
         cat = self.topics
+        wanted: list[tuple[str | None, bytes | None]]
         if req.topics is None or (version == 0 and not req.topics):
             wanted = [(t.name, None) for t in cat.by_name.values()]
         else:
@@ -94,7 +95,7 @@ class Broker:
         brokers = self.brokers()
         nodes = [b.node_id for b in brokers]
         for name, topic_id in wanted:
-            t = cat.get(name) if name is not None else cat.by_id.get(topic_id)
+            t = cat.get(name) if name is not None else cat.by_id.get(topic_id) if topic_id is not None else None
             if t is None and name is not None and allow_create and cat.auto_create:
                 try:
                     t = cat.create(name, cat.default_partitions)
@@ -146,8 +147,9 @@ class Broker:
             known = t.name in self.topics
             parts = []
             for p in t.partitions:
-                err = E.NONE if known and 0 <= p.partition_index < self.topics.get(t.name).partitions \
-                    else E.UNKNOWN_TOPIC_OR_PARTITION
+                # (known: the catalogue has the topic)
+                err = (E.NONE if known and 0 <= p.partition_index < self.topics.get(t.name).partitions  # type: ignore[union-attr]
+                       else E.UNKNOWN_TOPIC_OR_PARTITION)
                 ok = err == E.NONE
                 # Every log is empty: its start and end (earliest -2, latest -1, earliest local -4) are 0, and no
                 # record answers a timestamp (or -3, the largest timestamp; -5, the last tiered offset), for which
@@ -187,7 +189,12 @@ class Broker:
         if wait == 0 or self.later is None:
             return response
         reply = Reply(version=version)
-        self.later(wait / 1000, lambda: reply.done or reply.resolve(response))
+
+        def answer() -> None:
+            if not reply.done:
+                reply.resolve(response)
+
+        self.later(wait / 1000, answer)
         return reply
 
     def produce(self, req: wire.ProduceRequest, version, client_id="", client_host=""):

@@ -341,11 +341,13 @@ def _named_partitions(assignment) -> dict[str, list[int]]:
 
 
 MEMBER_TYPES = {0: "classic", 1: "consumer"}  # ConsumerGroupDescribe v1 MemberType (-1: unknown)
+# The describe requests ask for kcoord's extension (the server sends it only to a request carrying its tag).
+ASK_EXTENSION = [(KCOORD_DESCRIBE_TAG, b"")]
 
 
 def describe_consumer_group(client: Client, group: str) -> dict | None:
     """A KIP-848 consumer group as ConsumerGroupDescribe gives it (None if the group is not one)."""
-    g = client.request(wire.ConsumerGroupDescribeRequest(group_ids=[group]), 1).groups[0]
+    g = client.request(wire.ConsumerGroupDescribeRequest(group_ids=[group], unknown_tags=ASK_EXTENSION), 1).groups[0]
     if g.error_code in (E.GROUP_ID_NOT_FOUND, E.UNSUPPORTED_VERSION):  # not one, or consumer groups are off
         return None
     if g.error_code:
@@ -384,8 +386,8 @@ def describe_connect_group(client: Client, group: str) -> dict | None:
     key = connect_describe_key(client)
     if key is None:
         return None
-    g = client.request(wire.ConnectGroupDescribeRequest(group_ids=[group], include_authorized_operations=False), 0,
-                       api_key=key).groups[0]
+    g = client.request(wire.ConnectGroupDescribeRequest(group_ids=[group], include_authorized_operations=False,
+                                                        unknown_tags=ASK_EXTENSION), 0, api_key=key).groups[0]
     if g.error_code == E.GROUP_ID_NOT_FOUND:
         return None
     if g.error_code:
@@ -415,7 +417,7 @@ def describe_group(client: Client, group: str) -> dict:
     connect = describe_connect_group(client, group)
     if connect is not None:
         return connect
-    resp = client.request(wire.DescribeGroupsRequest(groups=[group]), 5)
+    resp = client.request(wire.DescribeGroupsRequest(groups=[group], unknown_tags=ASK_EXTENSION), 5)
     g = resp.groups[0]
     if g.error_code:
         raise KafkaError(f"DescribeGroups {group}: {E.name(g.error_code)}")
@@ -627,9 +629,9 @@ def _topics(args) -> int:
                           "errors": problems}, indent=2))
     else:
         # DeleteTopics answers no count of the offsets that went with a topic: say that every group's went.
-        for name, n in deleted:
-            print(f"deleted topic {name}{'' if n is None else f' ({n} partitions)'} and every group's committed "
-                  "offsets of it")
+        for name, count in deleted:
+            print(f"deleted topic {name}{'' if count is None else f' ({count} partitions)'} and every group's "
+                  "committed offsets of it")
         if deleted:
             print()
         print(table(["TOPIC", "PARTITIONS", "TOPIC-ID"], [list(r) for r in rows]) if rows else "(no topics)")

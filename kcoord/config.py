@@ -262,7 +262,7 @@ def unknown_setting(name: str, known: Any, more: int = 0) -> SettingError:
 def parse_setting(name: str, default: object, value: Any) -> Any:
     """`value` as the type of `default`, read as Kafka reads its properties: booleans as true or false (in any
     case), integers as decimal digits with an optional sign (no "1_000", no "1e3")."""
-    kind = type(default)
+    kind: Any = type(default)  # bool, int, or a type made from one string (float, str)
     if isinstance(value, kind):
         return value
     text = str(value).strip()

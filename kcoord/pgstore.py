@@ -35,7 +35,7 @@ from .store import CheckReport, StoreError, check_record, record_crc
 try:  # the `cluster` extra; kcoord without it serves the embedded store only
     import psycopg
 except ImportError:  # pragma: no cover - exercised only without the extra
-    psycopg = None
+    psycopg = None  # type: ignore[assignment]  # a module or None: the checker types the name as the module
 
 PG_MAGIC = "kcoord-cluster"
 PG_FORMAT = 1

@@ -27,7 +27,9 @@ class ManualClock(Clock):
     def __init__(self, start_ms: int = 0) -> None:
         self.ms = start_ms
 
-    def now_ms(self) -> int:
+    # Clock.now_ms is the compiled function itself (a staticmethod: no Python frame on the hot path); this bound
+    # method is called the same way, clock.now_ms(), which the checker cannot match with a staticmethod
+    def now_ms(self) -> int:  # type: ignore[override]
         return self.ms
 
     def wall_ms(self) -> int:

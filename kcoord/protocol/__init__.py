@@ -15,8 +15,9 @@ MESSAGES: tuple[Message, ...] = tuple(
     if isinstance(obj, Message)
 )
 BY_NAME: dict[str, Message] = {m.name: m for m in MESSAGES}
-REQUESTS: dict[int, Message] = {m.api_key: m for m in MESSAGES if m.kind == "request"}
-RESPONSES: dict[int, Message] = {m.api_key: m for m in MESSAGES if m.kind == "response"}
+# (every request and response has an API key; only data structures have none)
+REQUESTS: dict[int, Message] = {m.api_key: m for m in MESSAGES if m.kind == "request" and m.api_key is not None}
+RESPONSES: dict[int, Message] = {m.api_key: m for m in MESSAGES if m.kind == "response" and m.api_key is not None}
 # kcoord's own messages (connect groups): no Kafka schema exists for them; the conformance test checks they share
 # neither a name nor an API key with Kafka's.
 KCOORD_OWN: frozenset[str] = frozenset(m.name for m in vars(connect).values() if isinstance(m, Message))

@@ -118,7 +118,7 @@ class Layout:
             nested = gen.layout(msg, fld.struct, v) if fld.struct is not None else None
             entry = (fld, fld.is_nullable(v), compact, nested)
             (self.tagged if fld.is_tagged(v) else self.regular).append(entry)
-        self.tagged.sort(key=lambda e: e[0].tag)
+        self.tagged.sort(key=lambda e: e[0].tag or 0)  # a tagged field always has its tag
         self.key = (
             self.cls, self.flexible,
             tuple((f.name, f.type, n, c, s) for f, n, c, s in self.regular),
@@ -501,6 +501,7 @@ class Generator:
 
     def tables_code(self, msg: Message) -> str:
         cls = msg.name
+        assert msg.valid.hi is not None, f"{cls}: a message's valid versions end"
         n = msg.valid.hi + 1
         lo = msg.valid.lo
         dec = [self.layout(msg, msg.root, v) for v in msg.versions]

@@ -37,7 +37,8 @@ def tls_protocol_class(loop: asyncio.AbstractEventLoop) -> type:
     """The loop's own TLS protocol: uvloop's compiled one under uvloop (the transport's fast path knows it), else
     asyncio's (the same state machine, in Python)."""
     if type(loop).__module__.startswith("uvloop"):
-        from uvloop.loop import SSLProtocol  # type: ignore[import-not-found]
+        # uvloop's compiled module has SSLProtocol, its stubs do not declare it
+        from uvloop.loop import SSLProtocol  # type: ignore[attr-defined, import-not-found]
 
         return SSLProtocol  # type: ignore[no-any-return]
     from asyncio.sslproto import SSLProtocol as AsyncioSSLProtocol
@@ -100,7 +101,9 @@ class MeteredTls(asyncio.BufferedProtocol):
         loop = self.budget.loop
         waiter = loop.create_future()
         waiter.add_done_callback(self._handshake_over)
-        self.tls = tls_protocol_class(loop)(loop, self.app_factory(), self.ctx, waiter, server_side=True,
+        # app_factory is let go (None) only once the connection is over, after this
+        self.tls = tls_protocol_class(loop)(loop, self.app_factory(), self.ctx, waiter,  # type: ignore[misc]
+                                            server_side=True,
                                             ssl_handshake_timeout=HANDSHAKE_TIMEOUT_S)
         self.tls.connection_made(transport)  # starts the handshake's timeout; nothing is computed before a read
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from .scram import ScramCredential
+from .scram import Mechanism, ScramCredential
 
 # The states (Kafka's names): before anything, after ApiVersions, during the exchange (SaslAuthenticate after a v1
 # handshake, raw tokens after a v0 one), done, and failed (the connection closes after the delay).
@@ -26,7 +26,7 @@ class SaslSession:
         self.reauth_by_mechanism = reauth_ms if isinstance(reauth_ms, dict) else dict.fromkeys(enabled, reauth_ms)
         self.state = INITIAL
         self.mechanism_name: str | None = None
-        self.mechanism = None  # kcoord.security.scram.Mechanism under way
+        self.mechanism: Mechanism | None = None  # under way
         self.principal: str | None = None  # "User:<name>" once authenticated
         self.expires_at: float | None = None  # loop time after which only a re-authentication is served
         self.reauth_started = float("-inf")
@@ -64,7 +64,7 @@ class SaslSession:
         """The exchange succeeded as user `name`: None, or why a re-authentication is refused (another
         principal). The session's lifetime is then `lifetime_ms`."""
         principal = f"User:{name}"
-        if self.reauthenticating and principal != self.principal:
+        if self.reauthenticating and self.principal is not None and principal != self.principal:
             return (f"Cannot change principals during re-authentication from {self.principal.replace(':', '.')}: "
                     f"{principal.replace(':', '.')}")
         self.principal = principal

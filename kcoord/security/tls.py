@@ -738,11 +738,12 @@ class _Rule:
     def apply(self, dn: str) -> str | None:
         if self.is_default:
             return dn
-        assert self.regex is not None
-        if not self.regex.fullmatch(dn):
+        regex = self.regex
+        assert regex is not None
+        if not regex.fullmatch(dn):
             return None
         # dn.replaceAll(pattern, replacement): every match, as Java's Matcher finds them
-        result = self.regex.sub(lambda m: _java_replacement(self.expanded, m, self.regex), dn)
+        result = regex.sub(lambda m: _java_replacement(self.expanded, m, regex), dn)
         if self.lower:
             return result.lower()
         if self.upper:
