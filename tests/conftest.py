@@ -1,6 +1,9 @@
 from __future__ import annotations
 
 import os
+import signal
+import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -13,6 +16,75 @@ SCHEMAS = Path(os.environ.get("KCOORD_SCHEMAS", ROOT.parent / "shared" / "kafka-
 settings.register_profile("default", deadline=None, suppress_health_check=[HealthCheck.too_slow])
 settings.register_profile("quick", deadline=None, max_examples=50, suppress_health_check=[HealthCheck.too_slow])
 settings.load_profile(os.environ.get("KCOORD_HYPOTHESIS", "default"))
+
+
+# ---- a run stopped by Ctrl-C or SIGTERM ends within seconds and leaves nothing behind ---------------------------
+
+def _interrupted(signum, frame) -> None:
+    """SIGTERM as Ctrl-C: pytest unwinds, so every fixture's teardown runs (the private PostgreSQL stops and its
+    directory goes, servers stop). The default SIGTERM would end the process there and leave them running."""
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
+def pytest_configure(config) -> None:
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, _interrupted)
+
+
+def _children(pid: int) -> list[int]:
+    """The processes whose parent is `pid` (from /proc; none where there is no /proc)."""
+    out = []
+    for entry in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = entry.read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        if int(fields[1]) == pid:
+            out.append(int(entry.parent.name))
+    return out
+
+
+def reap_children(grace: float = 5.0) -> list[int]:
+    """Stop every process this one started and has not waited for (a server or a client peer a test left behind,
+    or whose test was interrupted): SIGTERM, then SIGKILL after `grace` seconds. The pids it found."""
+    found = _children(os.getpid())
+    for pid in found:
+        try:
+            os.kill(pid, signal.SIGTERM)
+        except ProcessLookupError:
+            pass
+    deadline = time.monotonic() + grace
+    alive = list(found)
+    while alive and time.monotonic() < deadline:
+        time.sleep(0.05)
+        alive = [p for p in alive if _running(p)]
+    for pid in alive:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    for pid in found:
+        _running(pid)  # reap it, so no zombie is left either
+    return found
+
+
+def _running(pid: int) -> bool:
+    try:
+        done, _ = os.waitpid(pid, os.WNOHANG)
+        return done == 0
+    except ChildProcessError:  # not ours to wait for (already reaped): is it still there?
+        try:
+            os.kill(pid, 0)
+            return True
+        except ProcessLookupError:
+            return False
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _no_child_outlives_the_run():
+    """The last teardown of the session: whatever subprocess is still running is stopped."""
+    yield
+    reap_children()
 
 
 @pytest.fixture(scope="session")
