@@ -278,7 +278,7 @@ def test_rebalance_history_keeps_exactly_the_newest_h(size: int) -> None:
     h = Harness(group_rebalance_history_size=size)
     for i in range(size + 1):  # each join carries a reason, so each is recorded
         h.join(iid=f"m{i}", reason=f"r{i}")
-    d = h.c.handle(15, 5, wire.DescribeGroupsRequest(groups=["g"])).groups[0]
+    d = h.c.handle(15, 5, wire.DescribeGroupsRequest(groups=["g"], unknown_tags=[(KCOORD_DESCRIBE_TAG, b"")])).groups[0]
     doc = json.loads(dict(d.unknown_tags)[KCOORD_DESCRIBE_TAG])
     assert [e["group_instance_id"] for e in doc["history"]] == [f"m{i}" for i in range(1, size + 1)]
     assert [e["reason"] for e in doc["history"]] == [f"r{i}" for i in range(1, size + 1)]

@@ -19,9 +19,10 @@ from ..events import GroupEvents
 from ..reply import Reply
 from ..timers import Timers
 
-# The describe APIs (DescribeGroups v5+, ConsumerGroupDescribe) carry kcoord's own view of a group (generation and
-# history, or member states and pending revocations) as JSON in a tagged field with this tag. Kafka clients skip
-# tagged fields they do not know, so it is invisible to them; `kcoord describe` reads it.
+# The describe APIs (DescribeGroups v5+, ConsumerGroupDescribe, ConnectGroupDescribe) carry kcoord's own view of a
+# group (generation and history, or member states and pending revocations) as JSON in a tagged field with this tag,
+# only to a request that carries the same tag (Coordinator._with_extension): `kcoord describe` asks and reads it.
+# Other callers get Kafka's answer alone (Kafka's readers skip an unknown tag, but strict decoders refuse it).
 KCOORD_DESCRIBE_TAG = 10_000
 
 
