@@ -1,4 +1,5 @@
-"""The broker APIs real consumers need around the group protocol (real-clients.md, "minimal server surface").
+"""The broker APIs real consumers need around the group protocol (what librdkafka, the Java client, kafka-python
+and aiokafka ask a broker for before and beside their group requests).
 
 kcoord is the only broker of its cluster and the leader of every partition; it stores no records, so Fetch
 answers empty (held for the client's max_wait_ms, as a broker with nothing to send does), ListOffsets answers

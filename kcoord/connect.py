@@ -1,6 +1,6 @@
 """Connect groups, the worker side: an asyncio client that joins a connect group, runs the units the coordinator
-gives it, and computes the group's assignment when the coordinator picks it (../shared/reference/connect-groups.md
-§2.4-2.6, D3-D16).
+gives it, and computes the group's assignment when the coordinator picks it (docs/connect-protocol.md §2, D3-D16;
+the D-numbers in this module are that file's decisions).
 
     async def started(units):            # sync or async callbacks
         for u in units: run(u)

@@ -1,6 +1,6 @@
 """The connect groups' client-side assignor: Kafka Connect's incremental cooperative assignor (``ICA``,
 ``IncrementalCooperativeAssignor.java``), adapted to kcoord's coordinator-driven reconciliation
-(../shared/reference/connect-groups.md §1, D9-D14).
+(docs/connect-protocol.md §1, D9-D14; the D-numbers in this module are that file's decisions).
 
 The coordinator picks one worker, which calls ConnectGroupPrepareAssignment, runs `IncrementalCooperativeAssignor`
 over what it got (`AssignmentInput`) and installs the result (`AssignmentOutput`) with

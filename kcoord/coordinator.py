@@ -675,7 +675,7 @@ class Coordinator:
             return fail(*problem)
         if g is not None and not isinstance(g, ConnectGroup):
             if req.member_epoch != 0 or not g.is_empty():
-                # Offline migration only (D21 phase 1): an empty group of another type gives way, a live one does not.
+                # Offline migration only (docs/connect-protocol.md D21): an empty group of another type gives way, a live one does not.
                 return fail(E.GROUP_ID_NOT_FOUND, f"Group {req.group_id} is not a connect group.")
             g = self.replace_group(g, ConnectGroup)
         created = g is None

@@ -624,7 +624,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
 
     def _sasl_gate(self, frame, t0: float) -> bool | None:
         """A frame on a SASL listener before (or while re-doing) authentication, or once its session may have
-        expired: True or False as `handle` returns, or None to handle it as any request (kafka-security.md §3)."""
+        expired: True or False as `handle` returns, or None to handle it as any request (as Kafka's
+        SaslServerAuthenticator lets only ApiVersions and the SASL exchange through before authentication)."""
         s = self.sasl
         srv = self.server
         if s.state == FAILED:

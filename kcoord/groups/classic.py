@@ -1,6 +1,7 @@
 """Classic groups: JoinGroup, SyncGroup, Heartbeat, LeaveGroup, with KIP-345 static membership, KIP-394
 member ids, KIP-800 reasons and KIP-814 SkipAssignment, following Apache Kafka's group coordinator case by
-case (../shared/reference/kafka-group-semantics.md §1-2: decision tables, error order and timers).
+case (GroupMetadataManager's classicGroupJoin, classicGroupSync, classicGroupHeartbeat and classicGroupLeave, and
+ClassicGroup): the same decisions, in the same error order, with the same timers.
 
 Handlers return a Reply: answered at once, or parked until the join phase completes (JoinGroup) or the leader's
 assignment is stored (SyncGroup). Timers live in the coordinator's one deadline heap (kcoord.timers): the join and

@@ -1,7 +1,7 @@
 """Connect groups: workers share connectors and tasks, assigned by one of them (kcoord's own group type).
 
-The seed design (../shared/reference/connect-groups.md) with kcoord's decisions (its §5, README "Connect
-protocol"): the KIP-848 machinery of consumer groups (group epoch, target assignment, member epochs, the compiled
+kcoord's connect protocol (docs/connect-protocol.md, whose numbered decisions D1-D21 the comments here cite; the
+README's "Connect groups" section): the KIP-848 machinery of consumer groups (group epoch, target assignment, member epochs, the compiled
 revoke-then-assign step over an epoch table, member timers, write-ahead records), with the target computed by a
 worker rather than by the coordinator:
 

@@ -1,7 +1,6 @@
 """KIP-848 consumer groups: ConsumerGroupHeartbeat, server-side assignment and per-member reconciliation.
 
-Following Apache Kafka 4.x's GroupMetadataManager and ConsumerGroup (../shared/reference/kip-848-consumer-groups.md):
-a group epoch bumped by joins, leaves, fencing, subscription and metadata changes; a target assignment computed by
+Following Apache Kafka 4.x's GroupMetadataManager (consumerGroupHeartbeat) and ConsumerGroup: a group epoch bumped by joins, leaves, fencing, subscription and metadata changes; a target assignment computed by
 a server-side assignor (`uniform` or `range`, kcoord.assignors) when the group epoch moves past the assignment
 epoch; and each member reconciled towards its target on its own heartbeats, revoke first and assign later, by the
 compiled CurrentAssignmentBuilder step (kcoord._core._assign.reconcile) over the group's partition epoch table.

@@ -1,4 +1,5 @@
-"""Connect groups: kcoord's own messages and records (no Kafka schema exists; ../shared/reference/connect-groups.md).
+"""Connect groups: kcoord's own messages and records (no Kafka schema exists; docs/connect-protocol.md, whose
+decisions D1-D21 the comments here cite).
 
 Every message here is kcoord's, not Kafka's: the schema conformance test checks that none of them shares a name or
 an API key with a Kafka message. API keys are a private block (default 1000-1003, configurable with

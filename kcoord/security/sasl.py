@@ -1,5 +1,5 @@
-"""One connection's SASL state, as Kafka's SaslServerAuthenticator keeps it (kafka-security.md §3): what the next
-frame may be, the mechanism under way, the principal once authenticated, and when the session expires (KIP-368).
+"""One connection's SASL state, as Kafka's SaslServerAuthenticator keeps it (its SaslState): what the next frame may
+be, the mechanism under way, the principal once authenticated, and when the session expires (KIP-368).
 
 The server (kcoord.server.KafkaConnection) feeds it frames and does the I/O; this class only decides."""
 
