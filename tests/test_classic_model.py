@@ -16,6 +16,7 @@ from kcoord import errors as E
 from kcoord import records as R
 from kcoord.groups.classic import State
 
+from .classic_harness import REBALANCE as REBALANCE_MS
 from .classic_harness import Harness
 from .snapshots import check_rebuild
 
@@ -157,3 +158,19 @@ def test_random_sequences_keep_invariants(block: int) -> None:
             check_rebuild(model.h.c, model.h.records, "the end")
         except AssertionError as e:
             raise AssertionError(f"sequence seed {seq}: {e}") from e
+
+
+def test_a_classic_group_is_compared_with_its_rebuild_only_once_settled() -> None:
+    """A classic group's record is written when a generation settles (Kafka's), so check_rebuild skips the group
+    while it rebalances, and compares it again once it is Empty or Stable. A group that holds nothing yet (made by
+    a KIP-394 first join) has no record and stands for no group."""
+    h = Harness()
+    ids = h.form(None, None)
+    assert check_rebuild(h.c, h.records) == 1  # Stable: the record is the live group
+    h.leave((ids["d1"], None))
+    assert h.group().state == State.PREPARING_REBALANCE
+    assert check_rebuild(h.c, h.records) == 0  # the record still holds d1: not compared
+    h.advance(REBALANCE_MS)  # d0 does not rejoin: the join phase ends without anyone, Empty at the next generation
+    assert h.group().state == State.EMPTY and check_rebuild(h.c, h.records) == 1
+    assert h.join(gid="new").response.error_code == E.MEMBER_ID_REQUIRED  # "new": Empty, generation 0, no record
+    assert check_rebuild(h.c, h.records) == 1

@@ -748,6 +748,24 @@ def test_random_groups_never_assign_a_partition_twice_and_converge(seed: int) ->
         assert len(believed) == len(set(believed)) == total
 
 
+def test_the_rebuild_check_names_each_field_the_records_hold_otherwise() -> None:
+    """tests/snapshots.check_rebuild, which the random models run: a group rebuilt from records that say other
+    than memory (here a member's previous epoch, rewritten in the store behind the group's back) fails the check,
+    the message naming the field with both values."""
+    h = H()
+    h.join("a")
+    h.join("b")
+    h.hb("a", 1, owned={"T": [0, 1, 2, 3]})  # a revokes 2 and 3: epoch 2, previous epoch 1
+    assert check_rebuild(h.c, h.records) == 1
+    key = R.consumer_current_assignment_key("g", "a")
+    value = R.decode(key, h.records.data[key]).value
+    assert value.previous_member_epoch == 1
+    value.previous_member_epoch = 7
+    h.records.put({key: R.consumer_current_assignment_value(value)})
+    with pytest.raises(AssertionError, match=r"group 'g': members\.a\.previous_member_epoch: live 1, rebuilt 7$"):
+        check_rebuild(h.c, h.records, "the test")
+
+
 @pytest.mark.parametrize("seed", range(12))
 def test_the_hot_path_answers_as_the_full_path(seed: int, monkeypatch) -> None:
     """quick_heartbeat (the router's first try: the stable answer, or one compiled step) changes nothing but the
