@@ -29,6 +29,7 @@ import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from . import errors as E
 from . import wire
@@ -49,6 +50,9 @@ from .pgstore import _first_line as first_line
 from .reply import Deferred, Reply, release
 from .tables import ranges
 from .topics import Topic
+
+if TYPE_CHECKING:
+    import psycopg
 
 log = logging.getLogger("kcoord.cluster")
 PRUNE_EVERY = 120  # lease rounds between prunings of this node's partitions' write log
@@ -156,7 +160,7 @@ class Cluster:
         self.deadline: dict[int, float] = {}  # partition -> when this node's lease ends by its own clock
         self.view = View()
         self.topics_version = ""
-        self.lease_conn = None
+        self.lease_conn: psycopg.Connection | None = None  # the lease's own connection, from open()
         self.task: asyncio.Task | None = None
         self.rounds = 0
         self.stopping = False
@@ -171,15 +175,14 @@ class Cluster:
     def open(self) -> PgRecords:
         """Connect, make or check the schema, and register this node (refused while another live process is
         registered under the same node.id). Returns the store backend for the server's GroupStore."""
-        self.lease_conn = connect(self.dsn, node_id=self.node_id, idle_in_transaction_s=self.lease_s)
-        init_schema(self.lease_conn, self.partitions)
-        if not self._register(self.lease_conn):
-            row = self.lease_conn.execute("SELECT host, port FROM kcoord_nodes WHERE node_id = %s",
-                                          (self.node_id,)).fetchone()
-            self.lease_conn.close()
+        conn = self.lease_conn = connect(self.dsn, node_id=self.node_id, idle_in_transaction_s=self.lease_s)
+        init_schema(conn, self.partitions)
+        if not self._register(conn):
+            row = conn.execute("SELECT host, port FROM kcoord_nodes WHERE node_id = %s", (self.node_id,)).fetchone()
+            conn.close()
             raise StoreError(f"node.id {self.node_id} is in use by a live node at {row[0]}:{row[1]}")
-        self._create_topics(self.lease_conn)
-        self.topics_version = self.lease_conn.execute(
+        self._create_topics(conn)
+        self.topics_version = conn.execute(
             "SELECT value FROM kcoord_meta WHERE name = 'topics_version'").fetchone()[0]
         return self.records
 

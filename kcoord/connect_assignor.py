@@ -512,13 +512,13 @@ class IncrementalCooperativeAssignor:
             dc, dcr, dt, dtr = units.read([d.target for d in departed])
             for d, cs, ts in zip(departed, _split(dc, dcr, len(departed)), _split(dt, dtr, len(departed)),
                                  strict=True):
-                x = by_holder.get(d.member_id)
-                if x is None:
-                    x = by_holder[d.member_id] = _Lost(d.member_id, d.instance_id, now + max(delay, 0), cs, ts)
-                    lost.append(x)
+                holder = by_holder.get(d.member_id)
+                if holder is None:
+                    holder = by_holder[d.member_id] = _Lost(d.member_id, d.instance_id, now + max(delay, 0), cs, ts)
+                    lost.append(holder)
                 else:
-                    x.connectors = np.union1d(x.connectors, cs)
-                    x.tasks = np.union1d(x.tasks, ts)
+                    holder.connectors = np.union1d(holder.connectors, cs)
+                    holder.tasks = np.union1d(holder.tasks, ts)
         # Per lost holder: back to its returning worker, held for its deadline, or free.
         by_instance: dict[str, int] = {}
         for i, m in enumerate(members):

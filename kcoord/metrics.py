@@ -197,7 +197,8 @@ class HttpConnection(asyncio.Protocol):
     def __init__(self, endpoint: MetricsEndpoint) -> None:
         self.endpoint = endpoint
         self.buf = b""
-        self.transport: asyncio.Transport | None = None
+        # set by connection_made, which asyncio calls before any other method
+        self.transport: asyncio.Transport = None  # type: ignore[assignment]
 
     def connection_made(self, transport) -> None:
         self.transport = transport

@@ -584,7 +584,7 @@ class _Batch:
         if self.o_ptr is not None:
             op = self.o_ptr[ma:mb + 1]
             kw["owned_indptr"] = op - op[0]
-            kw["owned_partitions"] = self.o_pid[op[0]:op[-1]]
+            kw["owned_partitions"] = self.o_pid[op[0]:op[-1]]  # type: ignore[index]  # set with o_ptr
             if self.assignor != "uniform":
                 kw["generations"] = self.gen[ma:mb]
         if self.rack_segs[s]:
@@ -596,7 +596,7 @@ class _Batch:
             gid = self.tbl.column("group_id")[int(self.seg_row[s])].as_py()
             raise PlanError(f"group {gid!r}: {exc}") from None
 
-    def _range_empties(self, s: int, ta: int, ma: int, mb: int) -> np.ndarray:
+    def _range_empties(self, s: int | np.integer, ta: int, ma: int, mb: int) -> np.ndarray:
         """Members of a split group that range gives nothing in any chunk: under range, the subscriber of rank i
         (among a topic's subscribers, in Kafka's order) gets a partition of it exactly when i < its count."""
         n = mb - ma
@@ -697,7 +697,8 @@ def _prepare(members_df: DataFrame, topics_df: DataFrame, assignor: str, split_p
     if check:
         _check(members, topics, assignor, subs)
     split = assignor == "range" and split_partitions is not None and _catalogue_exceeds(topics, split_partitions)
-    return members, topics, assignor, subs, _split_chunks(members, topics, subs, split_partitions) if split else []
+    return members, topics, assignor, subs, (_split_chunks(members, topics, subs, split_partitions)
+                                             if split and split_partitions is not None else [])
 
 
 def _catalogue_exceeds(topics: DataFrame, split_partitions: int) -> bool:
@@ -810,7 +811,7 @@ def _work(members: DataFrame, topics: DataFrame, assignor: str, subs: DataFrame,
         return (expr.cast(types[name]) if name in types else expr).alias(name)
 
     kinds = (KIND_TOPIC, KIND_SUBSCRIPTION, KIND_MEMBER)
-    parts = [rows[kind].select(*[pick(c[0], c[i + 1]) for c in cols]) for i, kind in enumerate(kinds)]
+    parts = [rows[kind].select(*[pick(c[0], c[1:][i]) for c in cols]) for i, kind in enumerate(kinds)]
     work = parts[0].unionByName(parts[1]).unionByName(parts[2])
     keys = [F.col("group_id"), F.col("_chunk")]
     work = work.repartition(partitions, *keys) if partitions else work.repartition(*keys)
@@ -873,7 +874,7 @@ def diff(plan_a: DataFrame, plan_b: DataFrame) -> DataFrame:
     affected = (c.select("group_id", F.col("a").alias("owner")).unionByName(c.select("group_id", F.col("b").alias(
         "owner"))).filter(F.col("owner").isNotNull()).distinct().groupBy("group_id")
         .agg(F.count("*").alias("members_affected")))
-    zero = {k: 0 for k in ("members_before", "members_after", "partitions_before", "partitions_after", "moved",
+    zero: dict[str, bool | float | int | str] = {k: 0 for k in ("members_before", "members_after", "partitions_before", "partitions_after", "moved",
                            "added", "removed", "members_affected")}
     per_group = (bal.join(moves, "group_id", "left").join(affected, "group_id", "left").na.fill(zero)
                  .select(*[F.col(k).cast("long").alias(k) if k in zero else F.col(k) for k in DIFF_COLUMNS]))
@@ -996,7 +997,7 @@ def grow_partitions(topics_df: DataFrame, counts: Mapping[str, int] | None = Non
         if not isinstance(factor, int | float) or not factor >= 1:
             raise PlanError(f"grow_partitions: the factor must be >= 1, not {factor!r}")
         new = F.ceil(F.col("partitions") * F.lit(float(factor))).cast("int")
-    else:
+    elif counts is not None:  # (one of the two is given: checked above)
         counts = dict(counts)
         for name, c in counts.items():
             if isinstance(c, bool) or not isinstance(c, int) or c < 0:

@@ -247,7 +247,8 @@ class SqliteRecords:
         self.path = os.path.join(data_dir, STORE_FILE)
         self.fsync = fsync
         self.commits = 0
-        self.db = None
+        # None only until it is opened below, and once closed (when no other method is called)
+        self.db: sqlite3.Connection = None  # type: ignore[assignment]
         self.incremental = False  # auto_vacuum=INCREMENTAL: freed pages can be given back (`reclaim`)
         self._reclaimer: sqlite3.Connection | None = None
         self.created = False  # this open made the store (the data dir held none)
@@ -270,17 +271,18 @@ class SqliteRecords:
             self.db.execute(f"PRAGMA synchronous={'FULL' if fsync == 'always' else 'NORMAL'}")
             self.db.execute(f"PRAGMA journal_size_limit={WAL_SIZE_LIMIT}")
             self.incremental = self.db.execute("PRAGMA auto_vacuum").fetchone()[0] == AUTO_VACUUM_INCREMENTAL
-            self.state = _read_state(self.db, self.path)
-            if self.state is None:  # written by a kcoord before the state row: start keeping it now
+            state = _read_state(self.db, self.path)
+            if state is None:  # written by a kcoord before the state row: start keeping it now
                 count, crc_sum = _actual(self.db)
-                self.state = StoreState(0, count, crc_sum)
-                self.db.execute("INSERT INTO meta VALUES ('state', ?)", (self.state.text(),))
+                state = StoreState(0, count, crc_sum)
+                self.db.execute("INSERT INTO meta VALUES ('state', ?)", (state.text(),))
+            self.state = state
             self._witness = os.open(os.path.join(data_dir, WITNESS_FILE), os.O_RDWR | os.O_CREAT, 0o644)
             self._write_witness()
         except BaseException:
             if self.db is not None:
                 self.db.close()
-                self.db = None
+                self.db = None  # type: ignore[assignment]  # (closed: see __init__)
             if self._witness >= 0:
                 os.close(self._witness)
             os.close(self._lock)
@@ -388,7 +390,7 @@ class SqliteRecords:
         except SQLITE_ERRORS:
             pass
         self.db.close()
-        self.db = None
+        self.db = None  # type: ignore[assignment]  # (closed: see __init__)
         try:
             os.fsync(self._witness)  # every commit's own fsync covers the WAL; the witness is flushed here
         except OSError:
