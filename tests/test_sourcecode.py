@@ -5,6 +5,7 @@ linter passes. Run as ordinary tests, so CI keeps the tree clean (as asyncpg's t
 from __future__ import annotations
 
 import ast
+import re
 import shutil
 import subprocess
 import sys
@@ -128,6 +129,62 @@ def test_the_layer_check_sees_an_upward_import(tmp_path) -> None:
     found = imports("kcoord.store", path, set(modules()))
     assert found == {"kcoord.coordinator", "kcoord.groups.classic"}
     assert all(layer_of(t) < layer_of("kcoord.store") for t in found)
+
+
+# ---- the map: ARCHITECTURE.md and the README's "Layout" name every module as the tree has it ----------------------
+
+PATH_NAMED = re.compile(r"`((?:kcoord|src)/[^`<>*\s]*)`")  # a path in backquotes (not a pattern like <type>.py)
+
+
+def package_paths() -> list[str]:
+    """Every module of the package by its path: each kcoord/**/*.py, and each compiled kcoord._core module by its
+    source (src/_core/<dir>/_<name>.pyx)."""
+    compiled = sorted((ROOT / "src" / "_core").glob("*/_*.pyx"))
+    return [p.relative_to(ROOT).as_posix() for p in [*sorted(PACKAGE.rglob("*.py")), *compiled]]
+
+
+def readme_layout() -> str:
+    text = (ROOT / "README.md").read_text()
+    start = text.index("\n## Layout\n")
+    end = text.find("\n## ", start + 1)
+    return text[start:end] if end > 0 else text[start:]
+
+
+MAPS = {"ARCHITECTURE.md": lambda: (ROOT / "ARCHITECTURE.md").read_text(), "README.md's Layout": readme_layout}
+
+
+def unnamed(text: str, paths: list[str]) -> list[str]:
+    return [p for p in paths if f"`{p}`" not in text]
+
+
+@pytest.mark.parametrize("name", MAPS)
+def test_the_map_names_every_module_and_no_path_that_is_gone(name: str) -> None:
+    text = MAPS[name]()
+    missing = unnamed(text, package_paths())
+    assert not missing, f"{name} names no line for these modules (by path, in backquotes): {missing}"
+    gone = [p for p in PATH_NAMED.findall(text) if not (ROOT / p).exists()]
+    assert not gone, f"{name} names paths that do not exist: {gone}"
+
+
+def test_the_map_check_sees_a_module_without_a_line() -> None:
+    paths = [*package_paths(), "kcoord/groups/share.py"]
+    assert unnamed(MAPS["ARCHITECTURE.md"](), paths) == unnamed(readme_layout(), paths) == ["kcoord/groups/share.py"]
+
+
+def architecture_layers() -> list[tuple[str, ...]]:
+    """The modules column of ARCHITECTURE.md's table of layers, row by row, as module names."""
+    rows = []
+    for line in (ROOT / "ARCHITECTURE.md").read_text().splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) == 3 and cells[1].startswith("`kcoord/"):
+            paths = re.findall(r"`([^`]+)`", cells[1])
+            rows.append(tuple(module_name(ROOT / p) if p.endswith(".py") else p.strip("/").replace("/", ".")
+                              for p in paths))
+    return rows
+
+
+def test_the_architecture_table_has_the_layers_of_layers() -> None:
+    assert [sorted(row) for row in architecture_layers()] == [sorted(layer) for layer in LAYERS]
 
 
 def test_the_codec_generator_runs_on_a_checkout_that_was_never_built(tmp_path) -> None:
