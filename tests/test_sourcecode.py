@@ -171,6 +171,15 @@ def test_the_map_check_sees_a_module_without_a_line() -> None:
     assert unnamed(MAPS["ARCHITECTURE.md"](), paths) == unnamed(readme_layout(), paths) == ["kcoord/groups/share.py"]
 
 
+def test_the_code_cites_no_document_outside_the_repo() -> None:
+    """A document the package or the compiled core's sources name (a `*.md` path) is a file of the repo."""
+    sources = [*PACKAGE.rglob("*.py"), *(p for p in (ROOT / "src").rglob("*") if p.suffix in (".pyx", ".pxi", ".pxd",
+                                                                                              ".h"))]
+    outside = sorted({f"{p.relative_to(ROOT)}: {doc}" for p in sources
+                      for doc in re.findall(r"[\w./-]+\.md\b", p.read_text()) if not (ROOT / doc).is_file()})
+    assert not outside, "documents cited that are not in the repo:\n" + "\n".join(outside)
+
+
 def architecture_layers() -> list[tuple[str, ...]]:
     """The modules column of ARCHITECTURE.md's table of layers, row by row, as module names."""
     rows = []
