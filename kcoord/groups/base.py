@@ -1,6 +1,6 @@
 """What the router needs from any group type, and the per-member timers every group type shares.
 
-A group type (classic today; consumer and connect next) is a class under kcoord/groups/ that satisfies `Group`
+A group type (classic, consumer, connect) is a class under kcoord/groups/ that satisfies `Group`
 and names the record types it replays. The router (kcoord.coordinator) finds a group by id, calls it, and
 dispatches stored records to it by record type; committed offsets are not the group's (kcoord.offsets keeps them
 by group id, whatever the group's type), but the group decides whether a member may commit or fetch them. This
