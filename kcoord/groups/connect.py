@@ -300,9 +300,11 @@ def _assignor_tuple(a) -> tuple:
 class ConnectGroup(ModernGroup, ConnectGroupCore):
     GROUP_TYPE: ClassVar[str] = "connect"
     PROTOCOL_TYPE: ClassVar[str] = CONNECT_PROTOCOL_TYPE
-    RECORD_TYPES: ClassVar[tuple[int, ...]] = (R.CONNECT_GROUP_METADATA, R.CONNECT_GROUP_UNITS, R.CONNECT_GROUP_MEMBER_METADATA,
-                    R.CONNECT_GROUP_TARGET_ASSIGNMENT_METADATA, R.CONNECT_GROUP_TARGET_ASSIGNMENT_MEMBER,
-                    R.CONNECT_GROUP_CURRENT_MEMBER_ASSIGNMENT)
+    RECORD_TYPES: ClassVar[tuple[int, ...]] = (
+        R.CONNECT_GROUP_METADATA, R.CONNECT_GROUP_UNITS, R.CONNECT_GROUP_MEMBER_METADATA,
+        R.CONNECT_GROUP_TARGET_ASSIGNMENT_METADATA, R.CONNECT_GROUP_TARGET_ASSIGNMENT_MEMBER,
+        R.CONNECT_GROUP_CURRENT_MEMBER_ASSIGNMENT)
+    unit_epochs: PartitionEpochs  # the epoch table of its units (a consumer group's is its topic space's)
 
     def __init__(self, group_id: str, config: GroupConfig, timers: Timers, store: RecordSink,
                  topics: TopicCatalogue | None = None) -> None:

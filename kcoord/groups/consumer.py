@@ -241,9 +241,10 @@ class TopicSpace:
 class ConsumerGroup(ModernGroup, ConsumerGroupCore):
     GROUP_TYPE: ClassVar[str] = "consumer"
     PROTOCOL_TYPE: ClassVar[str] = CONSUMER_PROTOCOL_TYPE
-    RECORD_TYPES: ClassVar[tuple[int, ...]] = (R.CONSUMER_GROUP_METADATA, R.CONSUMER_GROUP_PARTITION_METADATA, R.CONSUMER_GROUP_MEMBER_METADATA,
-                    R.CONSUMER_GROUP_TARGET_ASSIGNMENT_METADATA, R.CONSUMER_GROUP_TARGET_ASSIGNMENT_MEMBER,
-                    R.CONSUMER_GROUP_CURRENT_MEMBER_ASSIGNMENT)
+    RECORD_TYPES: ClassVar[tuple[int, ...]] = (
+        R.CONSUMER_GROUP_METADATA, R.CONSUMER_GROUP_PARTITION_METADATA, R.CONSUMER_GROUP_MEMBER_METADATA,
+        R.CONSUMER_GROUP_TARGET_ASSIGNMENT_METADATA, R.CONSUMER_GROUP_TARGET_ASSIGNMENT_MEMBER,
+        R.CONSUMER_GROUP_CURRENT_MEMBER_ASSIGNMENT)
 
     def __init__(self, group_id: str, config: GroupConfig, timers: Timers, store: RecordSink,
                  topics: TopicCatalogue | None = None) -> None:

@@ -6,7 +6,7 @@ partition epoch table, PartitionEpochs), and is shared the same way: it only see
 
 from __future__ import annotations
 
-from typing import ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
@@ -63,6 +63,21 @@ class ModernGroup:
     GROUP_TYPE: ClassVar[str]
     events: GroupEvents = NO_EVENTS  # the coordinator's, set when it makes the group
     change: tuple[str, str] | None = None  # (trigger, reason) of the change the next epoch bump is for
+
+    if TYPE_CHECKING:  # what each group type and its compiled core provide, declared for the type checker
+        group_id: str
+        dead: bool
+        members: dict[str, Any]  # member id -> ConsumerMember or ConnectMember
+        group_epoch: int
+        assignment_epoch: int
+        member_timers: Any  # its MemberTimers (kcoord.groups.base, a module of this layer)
+
+        @property
+        def unit_epochs(self) -> _assign.PartitionEpochs: ...
+
+        def subscribed_topics(self) -> set[str]: ...
+
+        def stage_current_assignment(self, m: Any) -> None: ...
 
     def note(self, trigger: str, member_id: str, instance_id: str | None, reason: str = "") -> None:
         """A member's change (kcoord.events triggers): the trigger of the bump it causes, counted and logged."""
