@@ -10,6 +10,7 @@ advertised (librdkafka requires it) but refused with a clear error.
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 from . import errors as E
 from . import wire
@@ -35,7 +36,7 @@ class Broker:
         self.later = later  # (delay seconds, fn): how a held Fetch is answered later (the event loop's)
         self.served = served
         self.key_map = key_map  # kcoord.server.PrivateKeys when the connect API keys are moved, else None
-        self.cluster = None  # kcoord.cluster.Cluster when nodes share a PostgreSQL store: who coordinates what
+        self.cluster: Any = None  # kcoord.cluster.Cluster when nodes share a PostgreSQL store: who coordinates what
         # The advertised address of each listener by name, and the listener of the request being handled (set by the
         # connection before each request): Metadata and FindCoordinator answer with that listener's address.
         self.addresses: dict[str, tuple[str, int]] = {}
@@ -146,11 +147,10 @@ class Broker:
         topics = []
         for t in req.topics:
             known = t.name in self.topics
+            count = self.topics.get(t.name).partitions if known else 0  # type: ignore[union-attr]  # (known: it is)
             parts = []
             for p in t.partitions:
-                # (known: the catalogue has the topic)
-                err = (E.NONE if known and 0 <= p.partition_index < self.topics.get(t.name).partitions  # type: ignore[union-attr]
-                       else E.UNKNOWN_TOPIC_OR_PARTITION)
+                err = E.NONE if known and 0 <= p.partition_index < count else E.UNKNOWN_TOPIC_OR_PARTITION
                 ok = err == E.NONE
                 # Every log is empty: its start and end (earliest -2, latest -1, earliest local -4) are 0, and no
                 # record answers a timestamp (or -3, the largest timestamp; -5, the last tiered offset), for which

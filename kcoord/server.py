@@ -26,6 +26,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from time import perf_counter
+from typing import TYPE_CHECKING
 
 from . import errors as E
 from . import gcpolicy, wire
@@ -45,6 +46,13 @@ from .security.tls import ANONYMOUS  # the one object: the request path compares
 from .store import FSYNC_POLICIES, PG_SCHEMES, GroupStore, NullStore, Records, SqliteRecords, StoreError, StoreFullError
 from .timers import Clock
 from .topics import TopicCatalogue, parse_topic_spec
+
+if TYPE_CHECKING:  # imported at run time only when asked for (psycopg, prometheus_client, TLS)
+    import ssl
+
+    from .cluster import Cluster
+    from .metrics import MetricsEndpoint
+    from .security.tls import PrincipalMapper
 
 log = logging.getLogger("kcoord.server")
 
@@ -321,7 +329,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
             self.sasl = SaslSession(listener.name, mechanisms, server.credential,
                                     {m: cfg.reauth_ms(listener.name, m) for m in mechanisms})
             self.reader.max_frame_size = min(cfg.sasl_server_max_receive_size, cfg.max_frame_size)
-        self.transport: asyncio.Transport | None = None
+        # set by connection_made, which asyncio calls before any other method
+        self.transport: asyncio.Transport = None  # type: ignore[assignment]
         self.queue: deque = deque()  # [reply, api_key, version, correlation id] awaiting their turn
         self.out: list[bytes] = []  # responses of the frames in hand, written together
         self.needs: list[int] = []  # with a group commit (DurableConnection): the batch each of `out` waits for
@@ -357,8 +366,9 @@ class KafkaConnection(asyncio.BufferedProtocol):
             from .security.tls import peer_principal
 
             try:
+                # (every SSL listener has its mapper, made with its context)
                 self.principal = peer_principal(transport.get_extra_info("ssl_object"),
-                                                srv.principal_mappers.get(self.listener.name))
+                                                srv.principal_mappers.get(self.listener.name))  # type: ignore[arg-type]
             except Exception as e:  # Kafka: no rule maps the subject -> the connection fails
                 log.warning("closing %s on listener %s: %s", ip, self.listener.name, e)
                 transport.abort()
@@ -626,7 +636,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         """A frame on a SASL listener before (or while re-doing) authentication, or once its session may have
         expired: True or False as `handle` returns, or None to handle it as any request (as Kafka's
         SaslServerAuthenticator lets only ApiVersions and the SASL exchange through before authentication)."""
-        s = self.sasl
+        s: SaslSession = self.sasl  # type: ignore[assignment]  # (a SASL listener's connection)
         srv = self.server
         if s.state == FAILED:
             return True  # closing after connection.failed.authentication.delay.ms: nothing more is handled
@@ -689,7 +699,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
     def _sasl_token(self, token: bytes, ctx: tuple[int, int] | None, t0: float) -> None:
         """Give the mechanism the client's token; `ctx` (version, correlation id) of its SaslAuthenticate, None for
         a raw token. A mechanism that derives keys (PLAIN: PBKDF2) runs on the auth threads, not the loop."""
-        s = self.sasl
+        s: SaslSession = self.sasl  # type: ignore[assignment]  # (a SASL listener's connection)
         mech = s.mechanism
         if mech is None:  # a re-authentication asked for another mechanism (Kafka answers the handshake NONE)
             self._sasl_result(ctx, t0, None, SaslFailure(
@@ -700,7 +710,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
             srv = self.server
             self.offloading = True
             self._update_reading()
-            job = srv.auth_pool.submit(_sasl_step, mech, token)
+            job = srv.auth_pool.submit(_sasl_step, mech, token)  # type: ignore[union-attr]  # (made for SASL listeners)
             job.add_done_callback(lambda f: srv.on_loop(self._sasl_stepped, f, ctx, t0))
             return
         self._sasl_result(ctx, t0, *_sasl_step(mech, token))
@@ -715,15 +725,16 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self._update_reading()
 
     def _sasl_result(self, ctx: tuple[int, int] | None, t0: float, out: bytes | None, exc) -> None:
-        s = self.sasl
+        s: SaslSession = self.sasl  # type: ignore[assignment]  # (a SASL listener's connection)
         srv = self.server
         mech = s.mechanism
-        if exc is None and mech.complete:
-            refused = s.finish(mech.principal_name, srv.loop.time())
+        # Without an exception the mechanism stepped (it exists), and once complete it names the principal
+        if exc is None and mech.complete:  # type: ignore[union-attr]
+            refused = s.finish(mech.principal_name, srv.loop.time())  # type: ignore[union-attr, arg-type]
             if refused is not None:
                 exc = SaslFailure(refused, True)
             else:
-                self.principal = s.principal
+                self.principal = s.principal  # type: ignore[assignment]  # (finished: it is set)
                 self.reader.max_frame_size = srv.config.max_frame_size
                 srv.auth_results[(s.listener, s.mechanism_name, "success")] += 1
                 log.info("%s authenticated as %s on listener %s with %s", self.host, s.principal, s.listener,
@@ -742,6 +753,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
                                                                           error_message=message, auth_bytes=b""))
             self._sasl_failed(data, message, s.mechanism_name)
             return
+        assert out is not None  # a step without an exception answers a token (maybe empty)
         if ctx is None:  # a raw token after a v0 handshake: answered in a raw frame, even an empty one
             self._out_raw(struct.pack(">i", len(out)) + out)
         else:
@@ -759,7 +771,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
     def _sasl_failed(self, data: bytes | None, why: str, mechanism: str | None) -> None:
         """Authentication failed: nothing more is read or answered, and after connection.failed.authentication.delay.ms
         the failure's answer (if any) is written and the connection closed, as Kafka does."""
-        s = self.sasl
+        s: SaslSession = self.sasl  # type: ignore[assignment]  # (a SASL listener's connection)
         srv = self.server
         s.state = FAILED
         self._update_reading()
@@ -1017,7 +1029,7 @@ class DurableConnection(KafkaConnection):
     staged0 = 0  # the store's count of staged records when the request in hand arrived
 
     def handle(self, frame: bytes) -> bool:
-        self.staged0 = self.server.store.staged
+        self.staged0 = self.server.store.staged  # type: ignore[union-attr]  # (a GroupStore, as above)
         return KafkaConnection.handle(self, frame)
 
     def respond(self, response, key: int, version: int, correlation_id: int, t0: float) -> None:
@@ -1025,7 +1037,7 @@ class DurableConnection(KafkaConnection):
         n = len(out)
         KafkaConnection.respond(self, response, key, version, correlation_id, t0)
         if len(out) > n:  # answered now (not parked, nor queued behind a parked one)
-            store = self.server.store
+            store: GroupStore = self.server.store  # type: ignore[assignment]  # (with a writer: a GroupStore)
             need = store.seq if store.staged != self.staged0 else 0
             needs = self.needs
             if needs and needs[-1] > need:
@@ -1035,7 +1047,7 @@ class DurableConnection(KafkaConnection):
     def _flushed(self, out: list[bytes], keys: list[int]) -> None:
         # What each answer leaving the queue waits for: a held Fetch (answered by its timer) acknowledges nothing;
         # anything else, the newest batch (it may have staged, or been answered by a change that staged).
-        newest = self.server.store.newest
+        newest = self.server.store.newest  # type: ignore[union-attr]  # (a GroupStore, as above)
         needs = self.needs
         if len(needs) < len(self.out):  # not expected: whatever lacks one waits for the newest batch
             needs.extend([max(newest, needs[-1] if needs else 0)] * (len(self.out) - len(needs)))
@@ -1052,7 +1064,7 @@ class DurableConnection(KafkaConnection):
         if not out:
             return
         srv = self.server
-        store = srv.store
+        store: GroupStore = srv.store  # type: ignore[assignment]  # (with a writer: a GroupStore)
         needs = self.needs
         if len(needs) < len(out):  # not expected (`respond` and `_flush` give each answer its need)
             need = store.newest
@@ -1226,7 +1238,7 @@ class Server:
                                      topic_max_partitions=cfg.topic_max_partitions, max_partitions=cfg.max_partitions)
         self.store: GroupStore | NullStore = NullStore()
         self.loaded: LoadStats | None = None
-        self.cluster = None
+        self.cluster: Cluster | None = None
         if records is None and cfg.store_url is not None:
             from .cluster import Cluster  # psycopg is imported only for a PostgreSQL store
             self.cluster = Cluster(self, cfg.store_url)
@@ -1252,7 +1264,7 @@ class Server:
             name, partitions = parse_topic_spec(spec)
             if name not in self.topics:
                 self.topics.create(name, partitions)
-            elif partitions > self.topics.get(name).partitions:
+            elif partitions > self.topics.get(name).partitions:  # type: ignore[union-attr]  # (name is in it)
                 self.topics.grow(name, partitions)
         self.store.commit()
         # One commit per event-loop turn: responses wait in `held` until it is done. On a store that waits for the
@@ -1265,7 +1277,8 @@ class Server:
         self.held: set[KafkaConnection] = set()
         self.group_commit = self.cluster is None and getattr(records, "write_off_loop", False)
         self.writer: ThreadPoolExecutor | None = None  # the writer thread, once started
-        self.worker: ThreadPoolExecutor | None = None  # decodes large requests off the loop (OFFLOAD_ABOVE)
+        # Made by start(), before any connection: None until then (declared once, for the checker, as what it is)
+        self.worker: ThreadPoolExecutor = None  # type: ignore[assignment]  # decodes large requests off the loop
         self.offloaded = 0  # requests decoded on the worker since start
         self.turn_deadline = 0.0  # when this turn's handling budget runs out (0: no frame handled yet this turn)
         # What the worker may prepare for a handler, by API key (Offsets: an OffsetCommit's plan)
@@ -1287,17 +1300,17 @@ class Server:
         self._muted_watch: asyncio.TimerHandle | None = None
         self.failed: BaseException | None = None
         self._stop: asyncio.Event | None = None
-        self.broker: Broker | None = None
+        self.broker: Broker = None  # type: ignore[assignment]  # made by start(), as the worker
         self.handlers: dict = {}
         self.connections: set[KafkaConnection] = set()
-        self.loop: asyncio.AbstractEventLoop | None = None
+        self.loop: asyncio.AbstractEventLoop = None  # type: ignore[assignment]  # start()'s, as the worker
         self._server: asyncio.AbstractServer | None = None  # the first listener's
         self._servers: list[asyncio.AbstractServer] = []  # one per listener
         self.listeners: list[Listener] = []
         self.auth_pool: ThreadPoolExecutor | None = None  # PLAIN's key derivation, off the loop
         self.auth_results: Counter = Counter()  # (listener, mechanism, "success" | "failure") -> count
-        self._tls_contexts: dict[str, object] = {}  # by listener name, for reload_tls_on_signal
-        self.principal_mappers: dict[str, object] = {}  # by listener name: ssl.principal.mapping.rules
+        self._tls_contexts: dict[str, ssl.SSLContext] = {}  # by listener name, for reload_tls_on_signal
+        self.principal_mappers: dict[str, PrincipalMapper] = {}  # by listener name: ssl.principal.mapping.rules
         self._timer: asyncio.TimerHandle | None = None
         self._timer_at: int | None = None
         self._reaper: asyncio.Task | None = None
@@ -1308,7 +1321,7 @@ class Server:
         self.request_stats = RequestStats(LATENCY_BUCKETS) if cfg.metrics_port is not None else None
         self.store_commit_seconds = Histogram(LATENCY_BUCKETS)
         self.bytes_in = self.bytes_out = self.connections_accepted = 0
-        self.metrics = None
+        self.metrics: MetricsEndpoint | None = None
 
     @property
     def store_name(self) -> str | None:
@@ -1371,8 +1384,8 @@ class Server:
         self._reaper = self.loop.create_task(self._reap_idle())
         if cfg.metrics_port is not None:
             from .metrics import MetricsEndpoint  # prometheus_client is imported only when the endpoint is asked for
-            self.metrics = MetricsEndpoint(self)
-            await self.metrics.start(cfg.metrics_host or cfg.host, cfg.metrics_port)
+            self.metrics = endpoint = MetricsEndpoint(self)
+            await endpoint.start(cfg.metrics_host or cfg.host, cfg.metrics_port)
         if self.cluster is not None:
             self.cluster.port = cfg.advertised_port or cfg.port  # known now, with --port 0
             if cfg.listeners:  # every listener is registered; the first is the node's address for older nodes
@@ -1382,8 +1395,8 @@ class Server:
         # What start-up made lives as long as the server, and so will what survives each full collection from now
         # on: frozen, out of every later collection, so a collection's pause does not grow with the state
         gcpolicy.install(self)
-        for server in self._servers:
-            await server.start_serving()
+        for listening in self._servers:
+            await listening.start_serving()
 
     # ---- the store ---------------------------------------------------------------------------------
 
@@ -1395,7 +1408,7 @@ class Server:
         """Commit what this turn staged, then release the responses that waited for it. With the writer thread:
         hand it to the writer, unless a write is under way (then it goes when that one is done)."""
         if self.writer is not None:
-            if not self.store.full:  # while full, only the retry writes (`_retry_full`)
+            if not self.store.full:  # type: ignore[union-attr]  # while full, only the retry writes (`_retry_full`)
                 self._hand_off()
             return
         t0 = perf_counter()
@@ -1417,7 +1430,7 @@ class Server:
                     conn.drain()
 
     def _hand_off(self) -> None:
-        store = self.store
+        store: GroupStore = self.store  # type: ignore[assignment]  # (with a writer: a GroupStore)
         if self.failed is not None or self._writing is not None or self._closing:
             return
         batch = store.hand_off()
@@ -1431,7 +1444,7 @@ class Server:
         full disk refuse writes until a retry succeeds; on any other failure stop (`_fail`)."""
         self._writing = None
         exc = StoreError("the store's write was cancelled") if fut.cancelled() else fut.exception()
-        store = self.store
+        store: GroupStore = self.store  # type: ignore[assignment]  # (with a writer: a GroupStore)
         was_full = store.full
         store.written(batch, exc)
         if exc is None:
@@ -1452,7 +1465,7 @@ class Server:
 
     def _retry_full(self) -> None:
         self._retry = None
-        if self.store.full:
+        if self.store.full:  # type: ignore[union-attr]  # (a GroupStore, as above)
             self._hand_off()  # the failed batch, with what was staged since
 
     def _full_began(self, exc: BaseException) -> None:

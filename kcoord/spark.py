@@ -874,8 +874,9 @@ def diff(plan_a: DataFrame, plan_b: DataFrame) -> DataFrame:
     affected = (c.select("group_id", F.col("a").alias("owner")).unionByName(c.select("group_id", F.col("b").alias(
         "owner"))).filter(F.col("owner").isNotNull()).distinct().groupBy("group_id")
         .agg(F.count("*").alias("members_affected")))
-    zero: dict[str, bool | float | int | str] = {k: 0 for k in ("members_before", "members_after", "partitions_before", "partitions_after", "moved",
-                           "added", "removed", "members_affected")}
+    zero: dict[str, bool | float | int | str] = {k: 0 for k in (
+        "members_before", "members_after", "partitions_before", "partitions_after", "moved", "added", "removed",
+        "members_affected")}
     per_group = (bal.join(moves, "group_id", "left").join(affected, "group_id", "left").na.fill(zero)
                  .select(*[F.col(k).cast("long").alias(k) if k in zero else F.col(k) for k in DIFF_COLUMNS]))
     per_group = per_group.select(*[F.col(k).cast("int").alias(k) if k.startswith(("max_", "min_")) else F.col(k)

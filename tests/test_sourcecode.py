@@ -5,6 +5,7 @@ linter passes. Run as ordinary tests, so CI keeps the tree clean (as asyncpg's t
 from __future__ import annotations
 
 import ast
+import os
 import re
 import shutil
 import subprocess
@@ -226,6 +227,29 @@ def test_ruff_passes() -> None:
         pytest.fail("ruff is a test dependency (pyproject's test extra): `make test` installs it")
     done = subprocess.run([ruff, "check", "--no-cache", "kcoord", "tests", "benches"], cwd=ROOT,
                           capture_output=True, text=True)
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_mypy_passes() -> None:
+    """The type checker holds the package to its annotations ([tool.mypy] in pyproject.toml: kcoord/, Python 3.11).
+    Its cache (.mypy_cache/, git-ignored) makes a run on an unchanged tree take seconds."""
+    mypy = shutil.which("mypy", path=str(Path(sys.executable).parent))
+    if mypy is None:
+        pytest.fail("mypy is a test dependency (pyproject's test extra): `make test` installs it")
+    done = subprocess.run([mypy, "--python-executable", sys.executable, "--config-file", "pyproject.toml"],
+                          cwd=ROOT, capture_output=True, text=True)
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_cython_lint_passes() -> None:
+    """cython-lint on the compiled core's sources ([tool.cython-lint] in pyproject.toml)."""
+    bin_dir = Path(sys.executable).parent
+    lint = shutil.which("cython-lint", path=str(bin_dir))
+    if lint is None:
+        pytest.fail("cython-lint is a test dependency (pyproject's test extra): `make test` installs it")
+    # cython-lint runs pycodestyle (its dependency, installed beside it) by name.
+    env = {**os.environ, "PATH": str(bin_dir) + os.pathsep + os.environ.get("PATH", "")}
+    done = subprocess.run([lint, "src/_core"], cwd=ROOT, env=env, capture_output=True, text=True)
     assert done.returncode == 0, done.stdout + done.stderr
 
 
