@@ -74,8 +74,9 @@ def _partition_labels(g: ConsumerGroup) -> list[str]:
     return [n if names.count(n) == 1 else f"{n}@{ids[i].hex()}" for i, n in enumerate(names)]
 
 
-def _partitions(g: ConsumerGroup, labels: list[str], ids) -> list[str]:
-    return sorted(f"{labels[t]}-{p}" for t, ps in g.space.split(ids) for p in ps)
+def _partitions(g: ConsumerGroup, labels: list[str], ids) -> dict[str, list[int]]:
+    """Partition ids as {topic: sorted partitions} (ids are sorted, so each topic's run is)."""
+    return {labels[t]: ps for t, ps in g.space.split(ids)}
 
 
 def _consumer(g: ConsumerGroup) -> dict:
@@ -105,7 +106,7 @@ def _consumer(g: ConsumerGroup) -> dict:
             "members": members, "static": dict(g.static), "other_targets": _other_targets(g, labels)}
 
 
-def _other_targets(g: ConsumerGroup, labels: list[str]) -> dict[str, list[str]]:
+def _other_targets(g: ConsumerGroup, labels: list[str]) -> dict[str, dict[str, list[int]]]:
     """Target rows of ids that are not members (none expected), the empty ones left out. An empty target row and
     no row are the same to a group (TargetAssignment.get's default, `rows_for`'s empty row), and kcoord writes a
     member's target record only when the target changes, no row counting as empty (consumer.py `compute_target`,

@@ -1,6 +1,6 @@
 """KIP-848 consumer groups (kcoord.groups.consumer) on the in-process coordinator with a manual clock.
 
-Named after the behaviours of ../shared/reference/kip-848-consumer-groups.md §9 and the GroupMetadataManagerTest
+Named after the behaviours of Kafka's GroupMetadataManager (consumerGroupHeartbeat) and the GroupMetadataManagerTest
 cases that pin them. Every test also writes Kafka-format records, and the restart tests replay them.
 """
 
@@ -116,7 +116,7 @@ def settle(h: H, members: dict[str, dict], rounds: int = 10) -> None:
     raise AssertionError("the group did not settle")
 
 
-# ---- validation and errors (§9.1-5) -----------------------------------------------------------------------------
+# ---- validation and errors --------------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("fields, words", [
     ({"group_id": ""}, "GroupId"),
@@ -268,7 +268,7 @@ def test_consumer_protocol_off_answers_unsupported_version_and_is_not_advertised
     assert not {68, 69} & H().c.hidden_apis
 
 
-# ---- epochs and reconciliation (§9.6-15) -------------------------------------------------------------------------
+# ---- epochs and reconciliation -----------------------------------------------------------------------------------
 
 def test_member_joins_empty_consumer_group() -> None:
     h = H({"T": 4, "U": 2})
@@ -281,7 +281,7 @@ def test_member_joins_empty_consumer_group() -> None:
 
 
 def test_worked_example_revoke_then_assign() -> None:
-    """The reference's §3.5.5, step by step: A holds T0-3; B joins; A revokes T2-3; B gets them after."""
+    """A worked example, step by step: A holds T0-3; B joins; A revokes T2-3; B gets them after."""
     h = H()
     assert h.parts(h.join("a")) == {"T": [0, 1, 2, 3]}
     rb = h.join("b")
@@ -379,7 +379,7 @@ def test_consumer_group_states() -> None:
     assert g["g"].state_name == "Empty"
 
 
-# ---- leaving, timers, static members (§9.16-21) -----------------------------------------------------------------
+# ---- leaving, timers, static members ----------------------------------------------------------------------------
 
 def test_leaving_member_bumps_group_epoch_and_frees_its_partitions() -> None:
     h = H()
@@ -496,7 +496,7 @@ def test_rebalance_timeout_fences_only_a_member_still_revoking_at_the_armed_epoc
     assert "a" in h2.group().members
 
 
-# ---- metadata and durability (§9.22, 24) -------------------------------------------------------------------------
+# ---- metadata and durability -------------------------------------------------------------------------------------
 
 def test_partition_growth_bumps_the_epoch_at_the_next_heartbeat() -> None:
     h = H()

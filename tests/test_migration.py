@@ -1,5 +1,5 @@
 """KIP-848 online migration between classic and consumer groups (kcoord.groups.migration), in-process on the manual
-clock, named after ../shared/reference/kip-848-consumer-groups.md §6 and the GroupMetadataManagerTest cases
+clock, named after the GroupMetadataManagerTest cases
 (testOnlineUpgrade*, testClassicGroupJoinToConsumerGroup*, testConsumerGroupHeartbeatToClassicGroup*,
 testLastConsumerProtocolMemberLeaving*). Every test writes Kafka-format records; the restart tests replay them.
 """
@@ -111,7 +111,7 @@ def owners(g: ConsumerGroup) -> dict[int, str]:
     return out
 
 
-# ---- upgrade (§6.2) ----------------------------------------------------------------------------------------------
+# ---- upgrade -----------------------------------------------------------------------------------------------------
 
 def test_online_upgrade_keeps_the_generation_and_each_members_assignment() -> None:
     h = M()
@@ -184,7 +184,7 @@ def test_migration_policy_setting_is_checked() -> None:
     assert M(group_consumer_migration_policy="UPGRADE").config.upgrade_enabled()
 
 
-# ---- classic members inside a consumer group (§6.4) ---------------------------------------------------------------
+# ---- classic members inside a consumer group ----------------------------------------------------------------------
 
 def upgraded() -> tuple[M, str, str, int]:
     h = M()
@@ -323,7 +323,7 @@ def test_a_converted_classic_member_that_goes_silent_is_fenced_at_its_own_sessio
     assert h.heartbeat(a, epoch - 1) == E.UNKNOWN_MEMBER_ID
 
 
-# ---- downgrade (§6.3) ---------------------------------------------------------------------------------------------
+# ---- downgrade ----------------------------------------------------------------------------------------------------
 
 def test_last_consumer_member_leaving_downgrades_to_a_stable_classic_group_that_rebalances() -> None:
     h, a, b, epoch = upgraded()
