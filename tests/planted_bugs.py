@@ -170,6 +170,10 @@ BUGS = [
         "rebalance_timeout=m.rebalance_timeout_ms, session_timeout=m.session_timeout_ms,",
         "rebalance_timeout=m.rebalance_timeout_ms, session_timeout=m.rebalance_timeout_ms,",
         ("tests/test_classic_model.py",)),
+    Bug("a connect worker's record forgets when it joined", "kcoord/groups/connect.py",
+        "rebalance_timeout_ms=m.rebalance_timeout_ms, joined=m.joined, client_assignors=[",
+        "rebalance_timeout_ms=m.rebalance_timeout_ms, joined=0, client_assignors=[",
+        ("tests/test_connect.py::test_connect_random_model_one_computer_and_no_unit_held_twice",)),
 ]
 
 
