@@ -48,8 +48,8 @@ SUBSCRIPTIONS = ("homogeneous", "heterogeneous")
 ASSIGNMENTS = ("full", "incremental")
 BUCKETS = 5  # Kafka's MAX_BUCKET_COUNT for heterogeneous groups
 
-# Published Java JMH figures (ms/op) for cells of the grid, from Apache Kafka pull requests (hardware not stated;
-# see ../shared/reference/kafka-group-semantics.md §4.2). Uniform heterogeneous: after KAFKA-17710's rewrite.
+# Published Java JMH figures (ms/op) for cells of the grid, from the Apache Kafka pull requests each names (hardware
+# not stated). Uniform heterogeneous: after KAFKA-17710's rewrite.
 JAVA_MS: dict[tuple[str, str, str, int, int, int], tuple[float, str]] = {
     ("uniform", "homogeneous", "full", 100, 5, 10): (0.020, "#19677"),
     ("uniform", "homogeneous", "full", 100, 10, 1000): (0.129, "#19677"),

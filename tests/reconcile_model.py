@@ -1,7 +1,7 @@
 """The oracle for kcoord's compiled reconciliation step: one KIP-848 heartbeat's reconciliation over Python sets.
 
-Written from the behaviour of Kafka's CurrentAssignmentBuilder (trunk, Kafka 4.x; the rules are listed in
-../shared/reference/kip-848-consumer-groups.md §3.5 and in the notes below), for readability first: the
+Written from the behaviour of Kafka's CurrentAssignmentBuilder (trunk, Kafka 4.x; its rules are in the notes
+below), for readability first: the
 compiled kernel (src/_core/assign/reconcile.pxi) must give exactly the same member for every input.
 
 Partitions are global integer ids; topic t owns [topic_start[t], topic_start[t + 1]). `epochs[p]` is the epoch

@@ -1,4 +1,5 @@
-"""The classic protocol, case by case, named after the rows of kafka-group-semantics.md §1.4-§2.3."""
+"""The classic protocol, case by case, named after the cases of Kafka's GroupMetadataManager (classicGroupJoin,
+classicGroupSync, classicGroupHeartbeat, classicGroupLeave)."""
 
 from __future__ import annotations
 
@@ -19,7 +20,7 @@ def h() -> Harness:
     return Harness()
 
 
-# ---- §1.2 validation before the group ---------------------------------------------------------------
+# ---- validation before the group --------------------------------------------------------------------
 
 def test_join_empty_group_id_invalid_group_id(h):
     assert h.join(gid="").response.error_code == E.INVALID_GROUP_ID
@@ -35,7 +36,7 @@ def test_join_unknown_group_with_member_id_unknown_member_id(h):
     assert "g" not in h.c.groups
 
 
-# ---- §1.4 capacity ----------------------------------------------------------------------------------
+# ---- capacity ---------------------------------------------------------------------------------------
 
 def test_group_max_size_reached_for_new_member_when_stable():
     h = Harness(group_max_size=2)
@@ -59,7 +60,7 @@ def test_group_max_size_in_preparing_rebalance_counts_awaiting_members():
     assert ids["B"] not in h.group().members and len(h.group().members) == 2
 
 
-# ---- §1.5 A: unknown member id ----------------------------------------------------------------------
+# ---- unknown member id ------------------------------------------------------------------------------
 
 def test_new_member_dead_group_coordinator_not_available(h):
     h.form("A")
@@ -121,7 +122,7 @@ def test_kip345_static_member_id_format_instance_id_uuid(h):
     assert r.response.member_id.startswith("inst-1-") and len(r.response.member_id) == len("inst-1-") + 36
 
 
-# ---- §1.5 B: known member id ------------------------------------------------------------------------
+# ---- known member id --------------------------------------------------------------------------------
 
 def test_known_member_empty_group_bad_protocols_inconsistent_before_unknown_member(h):
     mid = h.dynamic_member()
@@ -209,7 +210,7 @@ def test_join_stable_follower_changed_protocols_rebalances(h):
 
 
 def test_join_stable_follower_same_protocols_current_generation(h):
-    # kafka-python's extra JoinGroup after a SyncGroup (real-clients quirk 7): no rebalance.
+    # kafka-python's extra JoinGroup after a SyncGroup (a kafka-python quirk): no rebalance.
     ids = h.form("A", "B")
     r = h.join(ids["B"], "B")
     assert r.response.error_code == E.NONE and r.response.generation_id == 1 and r.response.members == []
@@ -224,7 +225,7 @@ def test_join_empty_group_known_member_unknown_member_id(h):
     assert h.join(ids["d0"]).response.error_code == E.UNKNOWN_MEMBER_ID
 
 
-# ---- §1.6 static member rejoining with an unknown member id -----------------------------------------
+# ---- static member rejoining with an unknown member id ----------------------------------------------
 
 def test_kip345_static_rejoin_stable_no_rebalance(h):
     ids = h.form("A", "B", "C")
@@ -340,7 +341,7 @@ def test_kip345_rolling_bounce_keeps_generation_and_assignments(h):
     assert g.generation == 5
 
 
-# ---- §1.7 join phase and timers ---------------------------------------------------------------------
+# ---- join phase and timers --------------------------------------------------------------------------
 
 EXTENSIONS = ("last-join", "kafka")
 
@@ -629,7 +630,7 @@ def test_join_v6_protocol_name_empty_string_not_null(h):
     assert r.response.protocol_name == ""
 
 
-# ---- §2.1 SyncGroup ---------------------------------------------------------------------------------
+# ---- SyncGroup --------------------------------------------------------------------------------------
 
 def test_sync_v5_missing_protocol_inconsistent_group_protocol(h):
     ids = h.form("A")
@@ -701,7 +702,7 @@ def test_sync_parked_followers_get_rebalance_in_progress_on_new_rebalance(h):
     assert fs.response.error_code == E.REBALANCE_IN_PROGRESS
 
 
-# ---- §2.2 Heartbeat ---------------------------------------------------------------------------------
+# ---- Heartbeat --------------------------------------------------------------------------------------
 
 def test_heartbeat_unknown_group_unknown_member_id(h):
     assert h.heartbeat("m", 1, gid="nope") == E.UNKNOWN_MEMBER_ID
@@ -740,7 +741,7 @@ def test_heartbeat_v1_static_member_resolved_by_member_id(h):
     assert h.heartbeat(ids["A"], 1, v=1) == E.NONE
 
 
-# ---- §2.3 LeaveGroup --------------------------------------------------------------------------------
+# ---- LeaveGroup -------------------------------------------------------------------------------------
 
 def test_leave_unknown_group_each_member_unknown(h):
     resp = h.leave(("a", None), ("b", None), gid="nope")

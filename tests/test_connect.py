@@ -1,5 +1,5 @@
-"""Connect groups in-process (kcoord.groups.connect): the behaviours of connect-groups.md §8, named after its cases,
-driven through the coordinator with a manual clock and a real (in-memory) record store."""
+"""Connect groups in-process (kcoord.groups.connect): the behaviours of kcoord's connect protocol
+(docs/connect-protocol.md), driven through the coordinator with a manual clock and a real (in-memory) record store."""
 
 from __future__ import annotations
 

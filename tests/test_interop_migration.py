@@ -1,7 +1,7 @@
 """KIP-848 online migration against real clients: a live classic group of confluent-kafka consumers rolled member by
 member to `group.protocol=consumer` and back (dynamic and static members), kafka-python and aiokafka classic
 members staying in a group that became a consumer group, and a SIGKILL of `kcoord serve --data-dir` in the middle
-of a roll. See ../shared/reference/kip-848-consumer-groups.md §6 and kcoord/groups/migration.py.
+of a roll. See kcoord/groups/migration.py.
 
 Every member tracks what it holds from its own rebalance listener (assign / revoke / lost), so the watch sees a
 partition leave its old owner before the new owner reports it. Throughout every test:

@@ -1,6 +1,7 @@
 """Listeners as Kafka has them (issue 31): `listeners`, `advertised.listeners`, `listener.security.protocol.map`;
 Metadata and FindCoordinator answer with the address of the listener the request came in on; and on a SASL listener
-nothing but ApiVersions and the SASL exchange is served before authentication (kafka-security.md §1, §3.1)."""
+nothing but ApiVersions and the SASL exchange is served before authentication (as Kafka's
+SaslServerAuthenticator allows)."""
 
 from __future__ import annotations
 

@@ -5,7 +5,7 @@
   that they agree, and checks Kafka's answer. The catalogue is Kafka's: topic1 and topic2 with 10 partitions each
   (global ids 0-9 and 10-19). Kafka's regular-expression cases become subscriptions (the caller resolves a regex
   to topic ids; an unresolved one matches nothing).
-* The worked example of ../shared/reference/kip-848-consumer-groups.md §3.5.5: two members sharing one epoch table.
+* A worked example: two members sharing one epoch table, one revoking what the other is to get.
 * Hypothesis: the compiled step equals the model on arbitrary inputs (every state, flag and ownership), and on
   inputs a real group can produce the step keeps Kafka's invariants.
 * The partition epoch table (Kafka's addPartitionEpochs / removePartitionEpochs) and the boundary's validation.
@@ -315,7 +315,7 @@ def test_stable_strip_of_partitions_already_released_keeps_the_state():
     assert got == Step(member(STABLE, 10, 10, tp([1])))
 
 
-# --- the worked example of the reference (§3.5.5) ----------------------------------------------------------------
+# --- a worked example: two members, one epoch table -------------------------------------------------------------
 
 
 class Group:
@@ -427,7 +427,7 @@ def test_kernel_equals_model_with_many_topics(case):
 
 
 def check_invariants(case, got: Step) -> None:
-    """Kafka's reconciliation invariants for one step on a realistic case (see the reference, §3.5.3)."""
+    """Kafka's reconciliation invariants for one step on a realistic case (CurrentAssignmentBuilder's)."""
     m, target_epoch, target, subscribed, topic_start, epochs, owned, _ = case
     if got.error:
         assert got.member == m

@@ -184,7 +184,7 @@ def compare(msg: Message, label: str, schema: dict, versions: range) -> None:
 KAFKA_MESSAGES = [m for m in MESSAGES if m.name not in KCOORD_OWN]
 OWN_MESSAGES = [m for m in MESSAGES if m.name in KCOORD_OWN]
 # Kafka's API keys beyond the schema copies: trunk reaches 92 (DeleteShareGroupOffsets) and a KIP-1312 PR claims 94
-# (connect-groups.md D1); anything below 1000 is left to Kafka.
+# (docs/connect-protocol.md D1); anything below 1000 is left to Kafka.
 KAFKA_KEY_RANGE = range(0, 1000)
 
 
