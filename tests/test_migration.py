@@ -534,7 +534,7 @@ def check_disjoint(clients) -> None:
     assert len(believed) == len(set(believed)), {c.name: c.held for c in clients}
 
 
-REBUILD_EVERY = 30  # steps between two comparisons of the live group with one rebuilt from its records
+REBUILD_EVERY = 40  # steps between two comparisons of the live group with one rebuilt from its records
 
 
 @pytest.mark.parametrize("seed", range(16))
