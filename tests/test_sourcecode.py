@@ -173,9 +173,10 @@ def test_the_map_check_sees_a_module_without_a_line() -> None:
 
 
 def test_the_code_cites_no_document_outside_the_repo() -> None:
-    """A document the package or the compiled core's sources name (a `*.md` path) is a file of the repo."""
-    sources = [*PACKAGE.rglob("*.py"), *(p for p in (ROOT / "src").rglob("*") if p.suffix in (".pyx", ".pxi", ".pxd",
-                                                                                              ".h"))]
+    """A document the package, the compiled core's sources, the tests or the benches name (a `*.md` path) is a file
+    of the repo."""
+    sources = [*PACKAGE.rglob("*.py"), *(ROOT / "tests").rglob("*.py"), *(ROOT / "benches").rglob("*.py"),
+               *(p for p in (ROOT / "src").rglob("*") if p.suffix in (".pyx", ".pxi", ".pxd", ".h"))]
     outside = sorted({f"{p.relative_to(ROOT)}: {doc}" for p in sources
                       for doc in re.findall(r"[\w./-]+\.md\b", p.read_text()) if not (ROOT / doc).is_file()})
     assert not outside, "documents cited that are not in the repo:\n" + "\n".join(outside)
