@@ -2,6 +2,8 @@
 #   make run    set up .venv, build, and start the coordinator (kcoord serve on 127.0.0.1:9092, state in .kcoord-data/,
 #               the topic demo with 3 partitions: SERVE_ARGS)
 #   make test   set up .venv with the test extras, build, check generated code, and run the whole suite
+#   make unit   the inner loop, about a minute: generated code, lint, types, and the in-process unit tests (property
+#               tests at a tenth of their examples); no server process, no real client, no PostgreSQL
 #   make fuzz   fuzz the request path for FUZZ_SECONDS (1800) and merge what adds coverage into tests/fuzz/corpus
 #   make mutate mutation testing ([tool.mutmut] in pyproject.toml): the score and every surviving mutant
 #   make planted  the bugs kept in tests/planted_bugs.py, each planted in turn: every one must fail a test
@@ -11,7 +13,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 SERVE_ARGS ?= --data-dir .kcoord-data --topic demo:3
 
-.PHONY: run test bench fuzz mutate planted generate wheel clean
+.PHONY: run test unit bench fuzz mutate planted generate wheel clean
 
 # Requirements read from pyproject.toml, so each pin is written once: the build's, and the wheel tools of the test extra.
 BUILD_REQUIRES = import tomllib; print(*tomllib.load(open('pyproject.toml', 'rb'))['build-system']['requires'])
@@ -52,6 +54,16 @@ TEST_WORKERS ?= 0
 test: $(VENV)/.installed-test
 	$(BIN)/python -m kcoord.protocol.generate --check
 	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile --benchmark-disable -m "not slow" $(PYTEST_ARGS)
+
+# The in-process tests of one module each, no sockets: kcoord's units. Lint and types run in test_sourcecode.
+UNIT_TESTS ?= test_sourcecode test_assignors test_assignors_properties test_classic test_classic_model \
+	test_codec_golden test_codec_roundtrip test_connect test_connect_assignor test_consumer test_deadline_heap \
+	test_member_timers test_migration test_reconcile test_offsets_edges test_sasl_mechanisms test_client_config \
+	test_schema_conformance test_settings_validation
+unit: $(VENV)/.installed-test
+	$(BIN)/python -m kcoord.protocol.generate --check
+	KCOORD_HYPOTHESIS=quick $(BIN)/python -m pytest -q -p no:cacheprovider -p no:randomly --benchmark-disable \
+		-m "not slow" $(addprefix tests/,$(addsuffix .py,$(UNIT_TESTS))) $(PYTEST_ARGS)
 
 # mutmut copies the tree into mutants/, runs the selected tests once to learn which reach each function, then each
 # mutant against those; tests/mutation_report.py prints the score and the survivors.

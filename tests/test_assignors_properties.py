@@ -25,6 +25,8 @@ from hypothesis import strategies as st
 from kcoord import assignors as A
 from kcoord.assignors import AssignmentError, Member
 
+from .quick import examples
+
 with warnings.catch_warnings():
     warnings.filterwarnings("ignore", r"(read|open)_text is deprecated", DeprecationWarning)
     from kafka.coordinator.assignors.range import RangePartitionAssignor
@@ -314,7 +316,7 @@ def test_member_order_is_kafkas_total_order(group, rnd):
 
 
 @pytest.mark.parametrize("name", sorted(SIMPLE))
-@settings(max_examples=150)
+@settings(max_examples=examples(150))
 @given(group=groups(), rnd=st.randoms(use_true_random=False))
 def test_valid_and_independent_of_input_order(name, group, rnd):
     members, topics = group
@@ -326,7 +328,7 @@ def test_valid_and_independent_of_input_order(name, group, rnd):
 
 
 @pytest.mark.parametrize("name", ["sticky", "cooperative-sticky"])
-@settings(max_examples=200)
+@settings(max_examples=examples(200))
 @given(group=claimed_groups(), rnd=st.randoms(use_true_random=False))
 def test_sticky_with_arbitrary_claims_is_valid_and_deterministic(name, group, rnd):
     members, topics = group
@@ -341,7 +343,7 @@ def test_sticky_with_arbitrary_claims_is_valid_and_deterministic(name, group, rn
 # Range and round-robin: Java's algorithms and balance
 
 
-@settings(max_examples=300)
+@settings(max_examples=examples(300))
 @given(group=groups(racks=True, max_members=7), data=st.data())
 def test_range_agrees_with_reference_including_racks(group, data):
     members, topics = group
@@ -350,7 +352,7 @@ def test_range_agrees_with_reference_including_racks(group, data):
     assert result == ref_range(members, topics, racks)
 
 
-@settings(max_examples=200)
+@settings(max_examples=examples(200))
 @given(group=groups(max_members=8))
 def test_range_balanced_per_topic(group):
     members, topics = group
@@ -365,14 +367,14 @@ def test_range_balanced_per_topic(group):
             assert ordered == sorted(ordered, reverse=True)
 
 
-@settings(max_examples=300)
+@settings(max_examples=examples(300))
 @given(group=groups(max_members=8))
 def test_roundrobin_agrees_with_reference(group):
     members, topics = group
     assert A.roundrobin_assign(members, topics) == ref_roundrobin(members, topics)
 
 
-@settings(max_examples=200)
+@settings(max_examples=examples(200))
 @given(group=groups(homogeneous=True, max_members=8))
 def test_roundrobin_balanced_overall_when_homogeneous(group):
     members, topics = group
@@ -409,7 +411,7 @@ def _from_kafka_python(result) -> dict:
     return out
 
 
-@settings(max_examples=150)
+@settings(max_examples=examples(150))
 @given(group=groups(max_members=6, name=ASCII_NAME))
 def test_range_agrees_with_kafka_python_for_dynamic_members(group):
     # kafka-python orders dynamic members correctly (by member id) and drops static ones in mixed groups; it
@@ -421,7 +423,7 @@ def test_range_agrees_with_kafka_python_for_dynamic_members(group):
     assert {k: {t: p for t, p in v.items()} for k, v in theirs.items()} == mine
 
 
-@settings(max_examples=150)
+@settings(max_examples=examples(150))
 @given(group=groups(max_members=6, homogeneous=True, name=ASCII_NAME))
 def test_roundrobin_agrees_with_kafka_python_for_dynamic_members(group):
     members, topics = group
@@ -436,7 +438,7 @@ def test_roundrobin_agrees_with_kafka_python_for_dynamic_members(group):
 
 
 @pytest.mark.parametrize("name", ["sticky", "uniform"])
-@settings(max_examples=200)
+@settings(max_examples=examples(200))
 @given(group=groups(homogeneous=True, max_members=8, max_partitions=12))
 def test_homogeneous_balanced_overall(name, group):
     members, topics = group
@@ -446,7 +448,7 @@ def test_homogeneous_balanced_overall(name, group):
     assert max(counts) - min(counts) <= 1
 
 
-@settings(max_examples=200)
+@settings(max_examples=examples(200))
 @given(group=groups(max_members=7, max_partitions=10))
 def test_sticky_heterogeneous_is_balanced(group):
     members, topics = group
@@ -473,7 +475,7 @@ def membership_changes(draw, *, homogeneous: bool, max_members: int = 6, max_par
 
 
 @pytest.mark.parametrize("name", ["sticky", "uniform"])
-@settings(max_examples=200)
+@settings(max_examples=examples(200))
 @given(change=membership_changes(homogeneous=True))
 def test_one_member_joins_or_leaves_moves_the_theoretical_minimum(name, change):
     before, after, topics = change
@@ -485,7 +487,7 @@ def test_one_member_joins_or_leaves_moves_the_theoretical_minimum(name, change):
 
 
 @pytest.mark.parametrize("name", ["sticky", "uniform"])
-@settings(max_examples=150)
+@settings(max_examples=examples(150))
 @given(group=groups(homogeneous=True, max_members=6, max_partitions=10), data=st.data())
 def test_arbitrary_previous_assignment_moves_the_theoretical_minimum(name, group, data):
     members, topics = group
@@ -520,7 +522,7 @@ def oracle_min_moves(members: list[Member], topics: Mapping[str, int], claims: M
     return best
 
 
-@settings(max_examples=120)
+@settings(max_examples=examples(120))
 @given(change=membership_changes(homogeneous=False, max_members=4, max_partitions=3))
 def test_sticky_heterogeneous_join_or_leave_no_assignment_as_balanced_moves_fewer(change):
     before, after, topics = change
@@ -557,7 +559,7 @@ def cooperative_rounds(members: list[Member], topics: Mapping[str, int], first, 
     raise AssertionError(f"cooperative-sticky did not settle in {limit} rounds")
 
 
-@settings(max_examples=200)
+@settings(max_examples=examples(200))
 @given(change=membership_changes(homogeneous=True))
 def test_cooperative_homogeneous_settles_in_two_rounds_with_minimum_moves(change):
     before, after, topics = change
@@ -570,7 +572,7 @@ def test_cooperative_homogeneous_settles_in_two_rounds_with_minimum_moves(change
     assert moves(claims, flatten(final)) == min_moves_homogeneous(claims, after, topics)
 
 
-@settings(max_examples=200)
+@settings(max_examples=examples(200))
 @given(change=membership_changes(homogeneous=False, max_members=5))
 def test_cooperative_heterogeneous_never_double_assigns_and_settles(change):
     before, after, topics = change
@@ -580,7 +582,7 @@ def test_cooperative_heterogeneous_never_double_assigns_and_settles(change):
     assert is_java_balanced(final, after)
 
 
-@settings(max_examples=200)
+@settings(max_examples=examples(200))
 @given(group=claimed_groups(max_members=5))
 def test_cooperative_with_conflicting_claims_withholds_contested_partitions(group):
     members, topics = group
@@ -598,7 +600,7 @@ def test_cooperative_with_conflicting_claims_withholds_contested_partitions(grou
             assert mine and all(mine[0].generation > o.generation for o in others), f"{t}-{p} to {mid}"
 
 
-@settings(max_examples=200)
+@settings(max_examples=examples(200))
 @given(group=groups(max_members=7, max_partitions=10))
 def test_uniform_heterogeneous_keeps_valid_and_sticky(group):
     members, topics = group
@@ -636,7 +638,7 @@ def _arrays(members: list[Member], topics: Mapping[str, int], rnd: random.Random
 
 
 @pytest.mark.parametrize("name", ["range", "roundrobin", "sticky", "cooperative-sticky", "uniform"])
-@settings(max_examples=100)
+@settings(max_examples=examples(100))
 @given(group=groups(), rnd=st.randoms(use_true_random=False))
 def test_assign_arrays_matches_the_simple_face(name, group, rnd):
     members, topics = group
@@ -657,7 +659,7 @@ def test_assign_arrays_matches_the_simple_face(name, group, rnd):
     assert int(starts[-1]) == len(csr.owners)
 
 
-@settings(max_examples=100)
+@settings(max_examples=examples(100))
 @given(group=claimed_groups(max_members=5))
 def test_assign_arrays_sticky_claims_match_the_simple_face(group):
     members, topics = group

@@ -25,6 +25,7 @@ from kcoord._core import _assign
 from kcoord._core._assign import AssignmentError, PartitionEpochError, PartitionEpochs
 
 from . import reconcile_model as model
+from .quick import examples
 from .reconcile_model import (
     FENCED_MEMBER_EPOCH,
     STABLE,
@@ -414,13 +415,13 @@ def both(case) -> Step:
     return ours
 
 
-@settings(max_examples=2000)
+@settings(max_examples=examples(2000))
 @given(cases())
 def test_kernel_equals_model(case):
     both(case)
 
 
-@settings(max_examples=300)
+@settings(max_examples=examples(300))
 @given(cases(max_topics=60))
 def test_kernel_equals_model_with_many_topics(case):
     both(case)
@@ -456,7 +457,7 @@ def topic_of(topic_start, p: int) -> int:
     return next(t for t in range(len(topic_start) - 1) if topic_start[t] <= p < topic_start[t + 1])
 
 
-@settings(max_examples=1000)
+@settings(max_examples=examples(1000))
 @given(cases(realistic=True))
 def test_invariants(case):
     check_invariants(case, both(case))
@@ -594,7 +595,7 @@ def wire_owned(draw, owned: frozenset[int], topic_start) -> list:
     return draw(st.permutations(entries))
 
 
-@settings(max_examples=1500)
+@settings(max_examples=examples(1500))
 @given(cases(realistic=True), st.data())
 def test_step_is_reconcile_then_the_tables_move(case, data):
     """`step` answers as `reconcile` does, with `owned` as an array or straight from the wire (unordered,
