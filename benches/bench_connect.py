@@ -57,15 +57,15 @@ def big_group(data_dir) -> tuple[Coordinator, ConnectGroup]:
     cfg = GroupConfig(group_coordinator_rebalance_protocols="classic,consumer,connect")
     c = Coordinator(cfg, ManualClock(1_000_000), store=GroupStore(SqliteRecords(str(data_dir))))
     for i in range(WORKERS):
-        r = c.handle(HB, 0, W.ConnectGroupHeartbeatRequest(
+        r = c.handle(W.ConnectGroupHeartbeatRequest(
             group_id="bench", member_id=f"worker-{i:04d}", member_epoch=0, rebalance_timeout_ms=300_000,
             client_assignors=[assignor()], connectors_and_tasks=W.ConnectGroupHeartbeatRequestConnectorsAndTasks(
-                connectors=[], tasks=[])), "bench", "/127.0.0.1")
+                connectors=[], tasks=[])), 0, "bench", "/127.0.0.1")
         assert r.error_code == 0
     g = c.groups["bench"]
     compute(c, g, install_members(0))
     for m in list(g.members.values()):
-        r = c.handle(HB, 0, W.ConnectGroupHeartbeatRequest(group_id="bench", member_id=m.member_id, member_epoch=0),
+        r = c.handle(W.ConnectGroupHeartbeatRequest(group_id="bench", member_id=m.member_id, member_epoch=0), 0,
                      "bench", "/127.0.0.1")
         assert r.error_code == 0 and r.member_epoch == g.assignment_epoch
     assert g.state_name == "Stable" and len(g.units) == CONNECTORS * (TASKS + 1)
@@ -75,13 +75,13 @@ def big_group(data_dir) -> tuple[Coordinator, ConnectGroup]:
 def request_compute(c: Coordinator, g: ConnectGroup, reason: int) -> tuple[str, int, int]:
     """A worker's config moved (its Reason): the epoch is bumped and a worker asked; it prepares."""
     m = g.members["worker-0000"]
-    r = c.handle(HB, 0, W.ConnectGroupHeartbeatRequest(group_id="bench", member_id=m.member_id,
+    r = c.handle(W.ConnectGroupHeartbeatRequest(group_id="bench", member_id=m.member_id,
                                                        member_epoch=m.member_epoch,
-                                                       client_assignors=[assignor(reason)]), "bench", "/127.0.0.1")
+                                                       client_assignors=[assignor(reason)]), 0, "bench", "/127.0.0.1")
     assert r.error_code == 0
     w = g.members[g.computing]
-    p = c.handle(PREPARE, 0, W.ConnectGroupPrepareAssignmentRequest(group_id="bench", member_id=w.member_id,
-                                                                    member_epoch=w.member_epoch))
+    p = c.handle(W.ConnectGroupPrepareAssignmentRequest(group_id="bench", member_id=w.member_id,
+                                                                    member_epoch=w.member_epoch), 0)
     assert p.error_code == 0
     return w.member_id, w.member_epoch, p.group_epoch
 
@@ -89,9 +89,9 @@ def request_compute(c: Coordinator, g: ConnectGroup, reason: int) -> tuple[str, 
 def compute(c: Coordinator, g: ConnectGroup, members: list) -> None:
     w = g.computing
     me = g.members[w].member_epoch
-    c.handle(PREPARE, 0, W.ConnectGroupPrepareAssignmentRequest(group_id="bench", member_id=w, member_epoch=me))
-    r = c.handle(INSTALL, 0, W.ConnectGroupInstallAssignmentRequest(
-        group_id="bench", member_id=w, member_epoch=me, group_epoch=g.group_epoch, error=0, members=members))
+    c.handle(W.ConnectGroupPrepareAssignmentRequest(group_id="bench", member_id=w, member_epoch=me), 0)
+    r = c.handle(W.ConnectGroupInstallAssignmentRequest(
+        group_id="bench", member_id=w, member_epoch=me, group_epoch=g.group_epoch, error=0, members=members), 0)
     assert r.error_code == 0, r
 
 
@@ -110,7 +110,7 @@ def test_worker_heartbeat_in_a_1000_worker_group(benchmark: Any, group) -> None:
 
     def heartbeat() -> bytes:
         header, body = decode(frame)
-        return encode(HB, 0, header.correlation_id, handle(HB, 0, body, "bench", "/127.0.0.1"))
+        return encode(HB, 0, header.correlation_id, handle(body, 0, "bench", "/127.0.0.1"))
 
     r = wire.decode_response(HB, 0, heartbeat()[4:])[1]
     assert (r.error_code, r.member_epoch, r.assignment, r.should_compute_assignment) == (0, m.member_epoch, None,
@@ -139,7 +139,7 @@ def test_install_1000_workers_100000_tasks(benchmark: Any, group, shape: str) ->
         return (wire.decode_request(frame)[1],), {}
 
     def install(req) -> None:
-        r = c.handle(INSTALL, 0, req)
+        r = c.handle(req, 0)
         assert r.error_code == 0, r
         assert not c.store.dirty  # validated, staged and committed
 

@@ -43,9 +43,9 @@ def big_group(members: int = MEMBERS, partitions: int = PARTITIONS) -> tuple[Coo
     g.bump()
     g.compute_target()
     for m in list(g.members.values()):
-        r = c.handle(68, 1, wire.ConsumerGroupHeartbeatRequest(
+        r = c.handle(wire.ConsumerGroupHeartbeatRequest(
             group_id="bench", member_id=m.member_id, member_epoch=0, rebalance_timeout_ms=300_000,
-            subscribed_topic_names=["orders"], topic_partitions=[]))
+            subscribed_topic_names=["orders"], topic_partitions=[]), 1)
         assert r.error_code == 0 and r.member_epoch == g.group_epoch
     assert g.state_name == "Stable"
     sizes = {len(m.assigned) for m in g.members.values()}
@@ -73,7 +73,7 @@ def test_stable_heartbeat_in_a_10000_member_group(benchmark: Any, group) -> None
 
     def heartbeat() -> bytes:
         header, body = decode(frame)
-        return encode(68, 1, header.correlation_id, handle(68, 1, body))
+        return encode(68, 1, header.correlation_id, handle(body, 1))
 
     r = wire.decode_response(68, 1, heartbeat()[4:])[1]
     assert (r.error_code, r.member_epoch, r.assignment) == (0, m.member_epoch, None)
@@ -96,9 +96,9 @@ def test_join_then_every_member_reconciles(benchmark: Any) -> None:
         times.append(time.perf_counter() - t0)
     target_ms = statistics.median(times) * 1e3
     t0 = time.perf_counter()
-    r = c.handle(68, 1, wire.ConsumerGroupHeartbeatRequest(
+    r = c.handle(wire.ConsumerGroupHeartbeatRequest(
         group_id="bench", member_id="newcomer", member_epoch=0, rebalance_timeout_ms=300_000,
-        subscribed_topic_names=["orders"], topic_partitions=[]))
+        subscribed_topic_names=["orders"], topic_partitions=[]), 1)
     join_ms = (time.perf_counter() - t0) * 1e3
     assert r.error_code == 0 and g.assignment_epoch == g.group_epoch
     per = []
@@ -114,7 +114,7 @@ def test_join_then_every_member_reconciles(benchmark: Any) -> None:
                                                      member_epoch=m.member_epoch, topic_partitions=owned(tid, m, g))
             before = m.assigned
             t0 = time.perf_counter()
-            resp = c.handle(68, 1, req)
+            resp = c.handle(req, 1)
             per.append(time.perf_counter() - t0)
             assert resp.error_code == 0
             moved += int(not np.array_equal(before, m.assigned))

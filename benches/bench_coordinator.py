@@ -38,7 +38,7 @@ def rebalance(reqs: list[wire.JoinGroupRequest], store=None) -> Coordinator:
     """Everyone joins (static, v9), the initial delay passes, the leader syncs, then every follower."""
     clock = ManualClock()
     c = Coordinator(LARGE, clock, store=store)
-    joins = [c.handle(11, 9, r, "bench", "/127.0.0.1") for r in reqs]
+    joins = [c.handle(r, 9, "bench", "/127.0.0.1") for r in reqs]
     while not joins[0].done:  # the initial delay (extended once, as members kept arriving) runs out
         clock.ms = c.next_deadline()
         c.poll()
@@ -47,12 +47,12 @@ def rebalance(reqs: list[wire.JoinGroupRequest], store=None) -> Coordinator:
     ids = [j.response.member_id for j in joins]
     assignment = [wire.SyncGroupRequestAssignment(member_id=m, assignment=b"\x00\x00\x00\x00\x00\x00\x00\x00")
                   for m in ids]
-    c.handle(14, 5, wire.SyncGroupRequest(group_id="bench", generation_id=1, member_id=leader, protocol_type="consumer",
-                                          protocol_name="range", assignments=assignment))
+    c.handle(wire.SyncGroupRequest(group_id="bench", generation_id=1, member_id=leader, protocol_type="consumer",
+                                          protocol_name="range", assignments=assignment), 5)
     for m in ids:
         if m != leader:
-            c.handle(14, 5, wire.SyncGroupRequest(group_id="bench", generation_id=1, member_id=m,
-                                                  protocol_type="consumer", protocol_name="range"))
+            c.handle(wire.SyncGroupRequest(group_id="bench", generation_id=1, member_id=m,
+                                                  protocol_type="consumer", protocol_name="range"), 5)
     assert g.state.value == "Stable" and g.generation == 1
     return c
 
@@ -69,7 +69,7 @@ def test_heartbeat_in_process(benchmark: Any, members: int) -> None:
 
     def heartbeat() -> bytes:
         header, body = decode(frame)
-        response = handle(12, header.request_api_version, body)
+        response = handle(body, header.request_api_version)
         return encode(12, header.request_api_version, header.correlation_id, response)
 
     assert wire.decode_response(12, 4, heartbeat()[4:])[1].error_code == 0

@@ -35,7 +35,7 @@ def classic_group(members: int = MEMBERS) -> tuple[Coordinator, ManualClock]:
     clock = ManualClock(1_000_000)
     c = Coordinator(LARGE, clock, store=GroupStore(MemoryRecords(), clock.wall_ms))
     c.topics.create("orders", PARTITIONS)
-    joins = [c.handle(11, 9, r, "bench", "/127.0.0.1") for r in join_requests(members)]
+    joins = [c.handle(r, 9, "bench", "/127.0.0.1") for r in join_requests(members)]
     while not joins[0].done:
         clock.ms = c.next_deadline()
         c.poll()
@@ -44,20 +44,20 @@ def classic_group(members: int = MEMBERS) -> tuple[Coordinator, ManualClock]:
     per = PARTITIONS // members
     assignments = [wire.SyncGroupRequestAssignment(member_id=m, assignment=encode_assignment(
         {"orders": list(range(i * per, (i + 1) * per))})) for i, m in enumerate(ids)]
-    c.handle(14, 5, wire.SyncGroupRequest(group_id="bench", generation_id=1, member_id=g.leader_id,
-                                          protocol_type="consumer", protocol_name="range", assignments=assignments))
+    c.handle(wire.SyncGroupRequest(group_id="bench", generation_id=1, member_id=g.leader_id,
+                                          protocol_type="consumer", protocol_name="range", assignments=assignments), 5)
     for m in ids:
         if m != g.leader_id:
-            c.handle(14, 5, wire.SyncGroupRequest(group_id="bench", generation_id=1, member_id=m,
-                                                  protocol_type="consumer", protocol_name="range"))
+            c.handle(wire.SyncGroupRequest(group_id="bench", generation_id=1, member_id=m,
+                                                  protocol_type="consumer", protocol_name="range"), 5)
     assert g.state.value == "Stable"
     return c, clock
 
 
 def join(c: Coordinator):
-    return c.handle(68, 1, wire.ConsumerGroupHeartbeatRequest(
+    return c.handle(wire.ConsumerGroupHeartbeatRequest(
         group_id="bench", member_id="newcomer", member_epoch=0, rebalance_timeout_ms=300_000,
-        subscribed_topic_names=["orders"], topic_partitions=[]), "bench", "/127.0.0.1")
+        subscribed_topic_names=["orders"], topic_partitions=[]), 1, "bench", "/127.0.0.1")
 
 
 @pytest.mark.benchmark(group="online migration of a 10,000-member group, in-process")
@@ -84,8 +84,8 @@ def test_upgrade_and_downgrade_of_a_10000_member_group(benchmark: Any) -> None:
         whole_up.append(time.perf_counter() - t0)
         assert r.error_code == 0 and isinstance(c.groups["bench"], ConsumerGroup)
         t0 = time.perf_counter()
-        r = c.handle(68, 1, wire.ConsumerGroupHeartbeatRequest(group_id="bench", member_id="newcomer",
-                                                               member_epoch=-1))
+        r = c.handle(wire.ConsumerGroupHeartbeatRequest(group_id="bench", member_id="newcomer",
+                                                               member_epoch=-1), 1)
         whole_down.append(time.perf_counter() - t0)
         assert r.error_code == 0 and isinstance(c.groups["bench"], ClassicGroup)
     ms = {k: statistics.median(v) * 1e3 for k, v in (("upgrade", alone_up), ("downgrade", alone_down),

@@ -162,7 +162,7 @@ def test_heartbeat_with_store(benchmark: Any, store: str, tmp_path) -> None:
 
     def heartbeat() -> bytes:
         header, body = decode(frame)
-        response = handle(12, header.request_api_version, body)
+        response = handle(body, header.request_api_version)
         return encode(12, header.request_api_version, header.correlation_id, response)
 
     assert wire.decode_response(12, 4, heartbeat()[4:])[1].error_code == 0

@@ -38,7 +38,7 @@ def main(members: int, rounds: int) -> dict:
     def heartbeat() -> bytes:
         header, body = decode(frame)
         return encode(12, header.request_api_version, header.correlation_id,
-                      handle(12, header.request_api_version, body))
+                      handle(body, header.request_api_version))
 
     assert wire.decode_response(12, 4, heartbeat()[4:])[1].error_code == 0
     per_call = []

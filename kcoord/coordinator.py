@@ -19,7 +19,7 @@ from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from itertools import islice
-from typing import TypeVar, cast
+from typing import Any, TypeVar, cast
 
 import re2
 
@@ -237,15 +237,16 @@ class Coordinator:
                                                                                                      message),
         }
 
-    def handle(self, api_key: int, version: int, body, client_id: str = "", client_host: str = ""):
-        """Answer one decoded request (the caller has checked the API and version are supported).
+    def handle(self, body: Any, version: int, client_id: str = "", client_host: str = "") -> Any:
+        """Answer one decoded request, at the API its message type names (the caller has checked the API and
+        version are supported).
 
         Returns the response message, or a Reply for JoinGroup and SyncGroup, which may be parked (and, with
         `slice_long_requests`, for a DeleteGroups or ListGroups longer than a slice). What the
         response acknowledges is durable when this returns. A StoreError means it is not: the response must not
         be sent, and the coordinator (whose memory is now ahead of its store) must be replaced by one loaded
         from the store, as the server does by stopping."""
-        response = self.handlers[api_key](body, version, client_id or "", client_host)
+        response = self.handlers[type(body).API_KEY](body, version, client_id or "", client_host)
         if type(response) is Deferred:  # the server makes these on its worker; a direct caller gets the response
             response = response.finish()
         store = self._store

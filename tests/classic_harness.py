@@ -48,7 +48,7 @@ class Harness:
             member_id=member_id, group_instance_id=iid if v >= 5 else None, protocol_type=ptype,
             protocols=[wire.JoinGroupRequestProtocol(name=n, metadata=m) for n, m in protocols],
             reason=reason if v >= 8 else None)
-        return self.c.handle(11, v, req, client_id, "/127.0.0.1")
+        return self.c.handle(req, v, client_id, "/127.0.0.1")
 
     def sync(self, member_id: str, generation: int, iid: str | None = None, *, gid: str = "g", v: int = 5,
              assignments: dict[str, bytes] | None = None, ptype: str | None = "consumer",
@@ -58,13 +58,13 @@ class Harness:
             protocol_type=ptype if v >= 5 else None, protocol_name=pname if v >= 5 else None,
             assignments=[wire.SyncGroupRequestAssignment(member_id=k, assignment=a)
                          for k, a in (assignments or {}).items()])
-        return self.c.handle(14, v, req)
+        return self.c.handle(req, v)
 
     def heartbeat(self, member_id: str, generation: int, iid: str | None = None, *, gid: str = "g",
                   v: int = 4) -> int:
         req = wire.HeartbeatRequest(group_id=gid, generation_id=generation, member_id=member_id,
                                     group_instance_id=iid if v >= 3 else None)
-        return self.c.handle(12, v, req).error_code
+        return self.c.handle(req, v).error_code
 
     def leave(self, *members: tuple[str, str | None] | tuple[str, str | None, str | None], gid: str = "g",
               v: int = 5) -> wire.LeaveGroupResponse:
@@ -75,7 +75,7 @@ class Harness:
                 wire.LeaveGroupRequestMemberIdentity(member_id=m[0], group_instance_id=m[1],
                                                      reason=m[2] if len(m) > 2 and v >= 5 else None)
                 for m in members])
-        return self.c.handle(13, v, req)
+        return self.c.handle(req, v)
 
     def advance_alive(self, ms: int, members: dict[str, str | None], step: int = SESSION // 3) -> None:
         """Advance while the given members (member id -> instance id) keep heartbeating."""

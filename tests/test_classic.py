@@ -827,13 +827,13 @@ def offset_commit(h, gid, member, gen, iid=None, v=9, offsets=(("t", 0, 42),)):
         topics=[wire.OffsetCommitRequestTopic(name=t, partitions=[
             wire.OffsetCommitRequestPartition(partition_index=p, committed_offset=o, committed_metadata="m")])
             for t, p, o in offsets])
-    return [p.error_code for t in h.c.handle(8, v, req).topics for p in t.partitions]
+    return [p.error_code for t in h.c.handle(req, v).topics for p in t.partitions]
 
 
 def offset_fetch(h, gid, topics=(("t", [0]),), v=8):
     req = wire.OffsetFetchRequest(groups=[wire.OffsetFetchRequestGroup(group_id=gid, topics=None if topics is None else [
         wire.OffsetFetchRequestTopics(name=t, partition_indexes=ps) for t, ps in topics])])
-    resp = h.c.handle(9, v, req)
+    resp = h.c.handle(req, v)
     return {(t.name, p.partition_index): p.committed_offset for t in resp.groups[0].topics for p in t.partitions}
 
 
@@ -876,7 +876,7 @@ def test_offset_delete_subscribed_topic_refused(h):
     offset_commit(h, "g", h.group().leader_id, 1, "A")
     req = wire.OffsetDeleteRequest(group_id="g", topics=[wire.OffsetDeleteRequestTopic(
         name="t", partitions=[wire.OffsetDeleteRequestPartition(partition_index=0)])])
-    resp = h.c.handle(47, 0, req)
+    resp = h.c.handle(req, 0)
     assert resp.topics[0].partitions[0].error_code == E.GROUP_SUBSCRIBED_TO_TOPIC
 
 
@@ -884,18 +884,18 @@ def test_offset_delete_empty_group_removes_offsets(h):
     offset_commit(h, "s", "", -1)
     req = wire.OffsetDeleteRequest(group_id="s", topics=[wire.OffsetDeleteRequestTopic(
         name="t", partitions=[wire.OffsetDeleteRequestPartition(partition_index=0)])])
-    assert h.c.handle(47, 0, req).topics[0].partitions[0].error_code == E.NONE
+    assert h.c.handle(req, 0).topics[0].partitions[0].error_code == E.NONE
     assert offset_fetch(h, "s") == {("t", 0): -1}
 
 
 def test_describe_groups_unknown_is_dead(h):
-    resp = h.c.handle(15, 5, wire.DescribeGroupsRequest(groups=["nope"]))
+    resp = h.c.handle(wire.DescribeGroupsRequest(groups=["nope"]), 5)
     assert resp.groups[0].group_state == "Dead" and resp.groups[0].error_code == E.NONE
 
 
 def test_describe_groups_stable_has_metadata_and_assignments(h):
     h.form("A", "B")
-    resp = h.c.handle(15, 5, wire.DescribeGroupsRequest(groups=["g"]))
+    resp = h.c.handle(wire.DescribeGroupsRequest(groups=["g"]), 5)
     grp = resp.groups[0]
     assert (grp.group_state, grp.protocol_type, grp.protocol_data) == ("Stable", "consumer", "range")
     assert {m.group_instance_id: m.member_assignment for m in grp.members} == {"A": b"a-A", "B": b"a-B"}
@@ -904,16 +904,16 @@ def test_describe_groups_stable_has_metadata_and_assignments(h):
 def test_list_groups_state_filter(h):
     h.form("A")
     h.join(iid="X", gid="other")
-    resp = h.c.handle(16, 4, wire.ListGroupsRequest(states_filter=["stable"]))
+    resp = h.c.handle(wire.ListGroupsRequest(states_filter=["stable"]), 4)
     assert [g.group_id for g in resp.groups] == ["g"]
-    resp = h.c.handle(16, 4, wire.ListGroupsRequest(states_filter=[]))
+    resp = h.c.handle(wire.ListGroupsRequest(states_filter=[]), 4)
     assert sorted(g.group_id for g in resp.groups) == ["g", "other"]
 
 
 def test_delete_groups_non_empty_and_not_found(h):
     h.form("A")
     offset_commit(h, "empty", "", -1)
-    resp = h.c.handle(42, 2, wire.DeleteGroupsRequest(groups_names=["g", "empty", "nope"]))
+    resp = h.c.handle(wire.DeleteGroupsRequest(groups_names=["g", "empty", "nope"]), 2)
     assert [r.error_code for r in resp.results] == [E.NON_EMPTY_GROUP, E.NONE, E.GROUP_ID_NOT_FOUND]
     assert "empty" not in h.c.groups
 
@@ -964,10 +964,10 @@ def test_offset_commit_and_fetch_v10_by_topic_id(h):
             wire.OffsetCommitRequestPartition(partition_index=2, committed_offset=77, committed_metadata=None)]),
             wire.OffsetCommitRequestTopic(topic_id=b"\x01" * 16, partitions=[
                 wire.OffsetCommitRequestPartition(partition_index=0, committed_offset=1)])])
-    resp = h.c.handle(8, 10, req)
+    resp = h.c.handle(req, 10)
     assert [p.error_code for tp in resp.topics for p in tp.partitions] == [E.NONE, E.UNKNOWN_TOPIC_ID]
     fetch = wire.OffsetFetchRequest(groups=[wire.OffsetFetchRequestGroup(group_id="g", topics=None)])
-    got = h.c.handle(9, 10, fetch).groups[0].topics
+    got = h.c.handle(fetch, 10).groups[0].topics
     assert [(tp.name, tp.topic_id, [(p.partition_index, p.committed_offset) for p in tp.partitions])
             for tp in got] == [("orders", t.topic_id, [(2, 77)])]
     # and the answer encodes at v10 (topic ids, no names)

@@ -63,9 +63,9 @@ class H:
     def hb(self, mid: str, epoch: int | None = None, *, owned=None, assignors=None, rebalance: int = -1, iid=None,
            gid: str = "g", server_assignor=None, client: str = "client") -> W.ConnectGroupHeartbeatResponse:
         epoch = self.epoch.get(mid, 0) if epoch is None else epoch
-        r = self.c.handle(HB, 0, W.ConnectGroupHeartbeatRequest(
+        r = self.c.handle(W.ConnectGroupHeartbeatRequest(
             group_id=gid, member_id=mid, member_epoch=epoch, instance_id=iid, rebalance_timeout_ms=rebalance,
-            server_assignor=server_assignor, client_assignors=assignors, connectors_and_tasks=req_units(owned)),
+            server_assignor=server_assignor, client_assignors=assignors, connectors_and_tasks=req_units(owned)), 0,
             client, "/127.0.0.1")
         if r.error_code == E.NONE and epoch >= 0:
             self.epoch[mid] = r.member_epoch
@@ -76,8 +76,8 @@ class H:
                        iid=iid, gid=gid)
 
     def prepare(self, mid: str, epoch: int | None = None, gid: str = "g") -> W.ConnectGroupPrepareAssignmentResponse:
-        return self.c.handle(PREPARE, 0, W.ConnectGroupPrepareAssignmentRequest(
-            group_id=gid, member_id=mid, member_epoch=self.epoch[mid] if epoch is None else epoch))
+        return self.c.handle(W.ConnectGroupPrepareAssignmentRequest(
+            group_id=gid, member_id=mid, member_epoch=self.epoch[mid] if epoch is None else epoch), 0)
 
     def install(self, mid: str, targets: dict[str, dict], *, group_epoch: int | None = None, epoch=None, error=0,
                 delay=0, state=None, meta: dict | None = None, gid="g") -> W.ConnectGroupInstallAssignmentResponse:
@@ -86,10 +86,10 @@ class H:
             member_id=m, connectors_and_tasks=cat(W.ConnectGroupInstallAssignmentRequestConnectorsAndTasks,
                                                   W.ConnectGroupInstallAssignmentRequestConnectorTasks, u),
             version=2, metadata=(meta or {}).get(m, b"leader=" + mid.encode())) for m, u in targets.items()]
-        return self.c.handle(INSTALL, 0, W.ConnectGroupInstallAssignmentRequest(
+        return self.c.handle(W.ConnectGroupInstallAssignmentRequest(
             group_id=gid, member_id=mid, member_epoch=self.epoch[mid] if epoch is None else epoch,
             group_epoch=g.group_epoch if group_epoch is None else group_epoch, error=error, assignment_delay_ms=delay,
-            assignor_state=state, members=members))
+            assignor_state=state, members=members), 0)
 
     def compute(self, mid: str, targets: dict[str, dict], **kw) -> W.ConnectGroupInstallAssignmentResponse:
         p = self.prepare(mid)
@@ -99,8 +99,8 @@ class H:
         return r
 
     def describe(self, gid="g") -> W.ConnectGroupDescribeResponseDescribedGroup:
-        return self.c.handle(DESCRIBE, 0, W.ConnectGroupDescribeRequest(group_ids=[gid],
-                                                                          include_authorized_operations=False)).groups[0]
+        return self.c.handle(W.ConnectGroupDescribeRequest(group_ids=[gid],
+                                                                          include_authorized_operations=False), 0).groups[0]
 
     def group(self, gid="g") -> ConnectGroup:
         return self.c.groups[gid]
@@ -236,8 +236,8 @@ def test_a_worker_whose_assignor_metadata_would_pass_message_max_bytes_is_refuse
 
 def test_connect_protocol_off_answers_unsupported_version() -> None:
     c = Coordinator(GroupConfig(), ManualClock(0))
-    r = c.handle(HB, 0, W.ConnectGroupHeartbeatRequest(group_id="g", member_id="w", member_epoch=0,
-                                                       rebalance_timeout_ms=1, client_assignors=[assignor()]))
+    r = c.handle(W.ConnectGroupHeartbeatRequest(group_id="g", member_id="w", member_epoch=0,
+                                                       rebalance_timeout_ms=1, client_assignors=[assignor()]), 0)
     assert r.error_code == E.UNSUPPORTED_VERSION
     assert {HB, PREPARE, INSTALL, DESCRIBE} <= c.hidden_apis
     assert not {HB, PREPARE, INSTALL, DESCRIBE} & H().c.hidden_apis
@@ -333,8 +333,8 @@ def test_connect_install_validation() -> None:
     m = W.ConnectGroupInstallAssignmentRequestMember(
         member_id="w1", connectors_and_tasks=W.ConnectGroupInstallAssignmentRequestConnectorsAndTasks(
             connectors=[], tasks=[]), version=2, metadata=b"")
-    listed_twice = h.c.handle(INSTALL, 0, W.ConnectGroupInstallAssignmentRequest(
-        group_id="g", member_id=w, member_epoch=h.epoch[w], group_epoch=g.group_epoch, error=0, members=[m, m]))
+    listed_twice = h.c.handle(W.ConnectGroupInstallAssignmentRequest(
+        group_id="g", member_id=w, member_epoch=h.epoch[w], group_epoch=g.group_epoch, error=0, members=[m, m]), 0)
     assert listed_twice.error_code == E.INVALID_REQUEST and "listed twice" in listed_twice.error_message
     assert (len(h.records.data), g.assignment_epoch, len(g.units)) == before
     h2 = H()
@@ -400,7 +400,7 @@ def test_connect_install_after_a_refused_one_gives_every_worker_its_units_by_nam
     h.compute(g.computing, second)
     check({"w1": {"c": ["a"], "t": {"b": [0, 1]}}, "w2": {"t": {"a": [2], "c": [0]}},
            "w3": {"c": ["b", "c"], "t": {"a": [0, 1]}}})
-    d2 = h.restarted().handle(DESCRIBE, 0, W.ConnectGroupDescribeRequest(group_ids=["g"])).groups[0]
+    d2 = h.restarted().handle(W.ConnectGroupDescribeRequest(group_ids=["g"]), 0).groups[0]
     assert {m.member_id: plain(m.target_assignment) for m in d2.members} == owned
 
 
@@ -737,7 +737,7 @@ def test_connect_delete_tombstones_every_record() -> None:
     two_workers(h)
     h.hb("w1", -1)
     h.hb("w2", -1)
-    r = h.c.handle(42, 2, W.DeleteGroupsRequest(groups_names=["g"]))
+    r = h.c.handle(W.DeleteGroupsRequest(groups_names=["g"]), 2)
     assert r.results[0].error_code == E.NONE
     assert not [k for k in h.records.data if R.record_type(k) in ConnectGroup.RECORD_TYPES]
 
@@ -745,7 +745,7 @@ def test_connect_delete_tombstones_every_record() -> None:
 def test_connect_list_and_describe() -> None:
     h = H()
     owned = two_workers(h)
-    listed = h.c.handle(16, 5, W.ListGroupsRequest(states_filter=[], types_filter=["connect"])).groups
+    listed = h.c.handle(W.ListGroupsRequest(states_filter=[], types_filter=["connect"]), 5).groups
     assert [(x.group_id, x.group_type, x.protocol_type, x.group_state) for x in listed] == \
         [("g", "connect", "connect", "Stable")]
     d = h.describe()
@@ -753,12 +753,12 @@ def test_connect_list_and_describe() -> None:
     assert {m.member_id: plain(m.assignment) for m in d.members} == owned
     assert {m.member_id: plain(m.target_assignment) for m in d.members} == owned
     assert [x.reason for x in d.history] == ["member w1 joined", "member w2 joined"]
-    assert h.c.handle(15, 6, W.DescribeGroupsRequest(groups=["g"])).groups[0].error_code == E.GROUP_ID_NOT_FOUND
+    assert h.c.handle(W.DescribeGroupsRequest(groups=["g"]), 6).groups[0].error_code == E.GROUP_ID_NOT_FOUND
     assert h.describe("nope").error_code == E.GROUP_ID_NOT_FOUND
     # the workers commit no offsets in their group
-    r = h.c.handle(8, 9, W.OffsetCommitRequest(
+    r = h.c.handle(W.OffsetCommitRequest(
         group_id="g", generation_id_or_member_epoch=2, member_id="w1", topics=[W.OffsetCommitRequestTopic(
-            name="t", partitions=[W.OffsetCommitRequestPartition(partition_index=0, committed_offset=5)])]))
+            name="t", partitions=[W.OffsetCommitRequestPartition(partition_index=0, committed_offset=5)])]), 9)
     assert [p.error_code for t in r.topics for p in t.partitions] == [E.GROUP_ID_NOT_FOUND]
 
 
@@ -767,13 +767,13 @@ def test_connect_offline_migration() -> None:
     join = W.JoinGroupRequest(group_id="g", session_timeout_ms=10_000, rebalance_timeout_ms=10_000, member_id="",
                               protocol_type="connect", protocols=[W.JoinGroupRequestProtocol(name="sessioned",
                                                                                              metadata=b"")])
-    h.c.handle(11, 3, join)  # a live classic connect group
+    h.c.handle(join, 3)  # a live classic connect group
     assert h.join("w1").error_code == E.GROUP_ID_NOT_FOUND
     assert type(h.c.groups["g"]).__name__ == "ClassicGroup"
     h2 = H()  # an empty classic group: a simple consumer's commit made it
-    h2.c.handle(8, 2, W.OffsetCommitRequest(
+    h2.c.handle(W.OffsetCommitRequest(
         group_id="g", generation_id_or_member_epoch=-1, member_id="", topics=[W.OffsetCommitRequestTopic(
-            name="t", partitions=[W.OffsetCommitRequestPartition(partition_index=0, committed_offset=5)])]))
+            name="t", partitions=[W.OffsetCommitRequestPartition(partition_index=0, committed_offset=5)])]), 2)
     assert type(h2.c.groups["g"]).__name__ == "ClassicGroup" and h2.c.groups["g"].is_empty()
     assert h2.join("w1").error_code == E.NONE
     assert isinstance(h2.c.groups["g"], ConnectGroup)

@@ -56,7 +56,7 @@ class H:
             group_id=gid, member_id=mid, member_epoch=epoch, instance_id=iid, rack_id=rack,
             rebalance_timeout_ms=rebalance, subscribed_topic_names=topics, server_assignor=assignor,
             subscribed_topic_regex=regex, topic_partitions=tps)
-        return (c or self.c).handle(68, version, req, "client", "/127.0.0.1")
+        return (c or self.c).handle(req, version, "client", "/127.0.0.1")
 
     def join(self, mid: str, topics=("T",), *, iid=None, assignor=None, gid: str = "g", version: int = 1,
              c=None, regex=None) -> wire.ConsumerGroupHeartbeatResponse:
@@ -137,7 +137,7 @@ def test_consumer_heartbeat_request_validation(fields, words) -> None:
                rebalance_timeout_ms=REBALANCE, subscribed_topic_names=["T"], subscribed_topic_regex=None,
                server_assignor=None, topic_partitions=[])
     req.update(fields)
-    r = h.c.handle(68, 1, wire.ConsumerGroupHeartbeatRequest(**req))
+    r = h.c.handle(wire.ConsumerGroupHeartbeatRequest(**req), 1)
     assert r.error_code == E.INVALID_REQUEST and words in r.error_message
     assert "g" not in h.c.groups  # nothing was created
 
@@ -211,11 +211,11 @@ def test_a_classic_join_whose_metadata_would_pass_message_max_bytes_is_refused_b
     assert h.join("a").error_code == E.NONE
 
     def classic_join(extra: bytes) -> wire.JoinGroupResponse:
-        return h.c.handle(11, 9, wire.JoinGroupRequest(
+        return h.c.handle(wire.JoinGroupRequest(
             group_id="g", session_timeout_ms=45_000, rebalance_timeout_ms=REBALANCE, member_id="",
             group_instance_id="S", protocol_type="consumer", protocols=[
                 wire.JoinGroupRequestProtocol(name="range", metadata=encode_subscription(["T"])),
-                wire.JoinGroupRequestProtocol(name="big", metadata=extra)]), "client", "/127.0.0.1").response
+                wire.JoinGroupRequestProtocol(name="big", metadata=extra)]), 9, "client", "/127.0.0.1").response
 
     assert classic_join(b"x" * (2 << 20)).error_code == E.UNKNOWN_SERVER_ERROR
     g = h.group()
@@ -560,9 +560,9 @@ def test_replay_after_restart_gives_the_same_answers() -> None:
 def test_deleting_an_empty_consumer_group_tombstones_every_record() -> None:
     h = H()
     h.join("a")
-    assert h.c.handle(42, 2, wire.DeleteGroupsRequest(groups_names=["g"])).results[0].error_code == E.NON_EMPTY_GROUP
+    assert h.c.handle(wire.DeleteGroupsRequest(groups_names=["g"]), 2).results[0].error_code == E.NON_EMPTY_GROUP
     h.hb("a", -1)
-    assert h.c.handle(42, 2, wire.DeleteGroupsRequest(groups_names=["g"])).results[0].error_code == E.NONE
+    assert h.c.handle(wire.DeleteGroupsRequest(groups_names=["g"]), 2).results[0].error_code == E.NONE
     assert all(k[:2] == b"\x03\xe8" for k in h.records.data)  # only the topic records are left
     assert "g" not in h.restarted().groups
 
@@ -570,11 +570,11 @@ def test_deleting_an_empty_consumer_group_tombstones_every_record() -> None:
 # ---- the group beside the other APIs ----------------------------------------------------------------------------
 
 def commit(h: H, mid: str, epoch: int, version: int = 9):
-    return h.c.handle(8, version, wire.OffsetCommitRequest(
+    return h.c.handle(wire.OffsetCommitRequest(
         group_id="g", generation_id_or_member_epoch=epoch, member_id=mid, group_instance_id=None,
         topics=[wire.OffsetCommitRequestTopic(name="T", partitions=[
             wire.OffsetCommitRequestPartition(partition_index=0, committed_offset=7, committed_leader_epoch=-1,
-                                              committed_metadata="")])])).topics[0].partitions[0].error_code
+                                              committed_metadata="")])]), version).topics[0].partitions[0].error_code
 
 
 def test_offset_commit_and_fetch_check_the_member_epoch() -> None:
@@ -587,8 +587,8 @@ def test_offset_commit_and_fetch_check_the_member_epoch() -> None:
     assert commit(h, "", -1) == E.UNKNOWN_MEMBER_ID  # an admin commit needs an empty group
 
     def fetch(mid, epoch):
-        return h.c.handle(9, 9, wire.OffsetFetchRequest(groups=[wire.OffsetFetchRequestGroup(
-            group_id="g", member_id=mid, member_epoch=epoch, topics=None)])).groups[0]
+        return h.c.handle(wire.OffsetFetchRequest(groups=[wire.OffsetFetchRequestGroup(
+            group_id="g", member_id=mid, member_epoch=epoch, topics=None)]), 9).groups[0]
 
     assert fetch("a", 1).topics[0].partitions[0].committed_offset == 7
     assert fetch(None, -1).error_code == E.NONE
@@ -601,17 +601,17 @@ def test_offset_commit_and_fetch_check_the_member_epoch() -> None:
 def test_list_describe_and_types_filter() -> None:
     h = H()
     h.join("a")
-    h.c.handle(8, 8, wire.OffsetCommitRequest(group_id="simple", generation_id_or_member_epoch=-1, member_id="",
-                                              topics=[]))
+    h.c.handle(wire.OffsetCommitRequest(group_id="simple", generation_id_or_member_epoch=-1, member_id="",
+                                              topics=[]), 8)
     h.c.group("classic", create=True)
     listed = {g.group_id: (g.group_type, g.group_state, g.protocol_type)
-              for g in h.c.handle(16, 5, wire.ListGroupsRequest()).groups}
+              for g in h.c.handle(wire.ListGroupsRequest(), 5).groups}
     assert listed["g"] == ("consumer", "Stable", "consumer") and listed["classic"][0] == "classic"
-    only = h.c.handle(16, 5, wire.ListGroupsRequest(types_filter=["Consumer"])).groups
+    only = h.c.handle(wire.ListGroupsRequest(types_filter=["Consumer"]), 5).groups
     assert [g.group_id for g in only] == ["g"]
-    d = h.c.handle(15, 6, wire.DescribeGroupsRequest(groups=["g"])).groups[0]
+    d = h.c.handle(wire.DescribeGroupsRequest(groups=["g"]), 6).groups[0]
     assert (d.error_code, d.group_state) == (E.GROUP_ID_NOT_FOUND, "Dead")
-    cd = h.c.handle(69, 0, wire.ConsumerGroupDescribeRequest(group_ids=["g", "classic", "nope"])).groups
+    cd = h.c.handle(wire.ConsumerGroupDescribeRequest(group_ids=["g", "classic", "nope"]), 0).groups
     assert [x.error_code for x in cd] == [E.NONE, E.GROUP_ID_NOT_FOUND, E.GROUP_ID_NOT_FOUND]
     assert (cd[0].group_epoch, cd[0].assignor_name, cd[0].members[0].member_id) == (1, "uniform", "a")
     assert cd[0].members[0].assignment.topic_partitions[0].topic_name == "T"
@@ -623,7 +623,7 @@ def test_consumer_group_describe_v1_adds_the_member_type_and_v0_drops_it() -> No
     h = H()
     h.join("a")
     req = wire.ConsumerGroupDescribeRequest(group_ids=["g"])
-    v0, v1 = h.c.handle(69, 0, req), h.c.handle(69, 1, req)
+    v0, v1 = h.c.handle(req, 0), h.c.handle(req, 1)
     assert [m.member_type for m in v1.groups[0].members] == [1]
     one = wire.ConsumerGroupDescribeResponse(groups=[wire.ConsumerGroupDescribeResponseDescribedGroup(
         group_id="g", members=v1.groups[0].members)])
@@ -645,9 +645,9 @@ def test_empty_groups_are_replaced_by_the_other_type_and_keep_their_offsets() ->
     assert h.join("a").error_code == E.NONE
     assert h.c.groups["g"].GROUP_TYPE == "consumer"
     h.hb("a", -1)
-    join = h.c.handle(11, 3, wire.JoinGroupRequest(
+    join = h.c.handle(wire.JoinGroupRequest(
         group_id="g", session_timeout_ms=10_000, rebalance_timeout_ms=10_000, member_id="", protocol_type="consumer",
-        protocols=[wire.JoinGroupRequestProtocol(name="range", metadata=b"")]))
+        protocols=[wire.JoinGroupRequestProtocol(name="range", metadata=b"")]), 3)
     assert not join.done and h.c.groups["g"].GROUP_TYPE == "classic"  # parked for the initial rebalance delay
     assert h.c.offsets.committed("g")[("T", 0)][0] == 7
     # A non-empty classic group is not converted (online migration is not there yet).
@@ -799,9 +799,9 @@ def test_a_heartbeat_from_another_client_id_or_with_the_instance_id_is_served_ri
     r = h.hb("a", 1, iid="ia", owned={"T": [0, 1, 2, 3]})
     assert (r.error_code, r.member_epoch) == (E.NONE, 1)
     req = wire.ConsumerGroupHeartbeatRequest(group_id="g", member_id="a", member_epoch=1)
-    assert h.c.handle(68, 1, req, "renamed", "/127.0.0.1").error_code == E.NONE
+    assert h.c.handle(req, 1, "renamed", "/127.0.0.1").error_code == E.NONE
     assert g.members["a"].client_id == "renamed"
-    described = h.c.handle(69, 0, wire.ConsumerGroupDescribeRequest(group_ids=["g"]))
+    described = h.c.handle(wire.ConsumerGroupDescribeRequest(group_ids=["g"]), 0)
     assert [m.client_id for m in described.groups[0].members] == ["renamed"]
     assert h.join("b", iid="ib").error_code == E.NONE
     r = h.hb("a", 1, iid="ib")  # b's instance id from a: fenced, as the full path says
@@ -875,7 +875,7 @@ def test_regex_subscription_matches_whole_topic_names_with_re2_syntax() -> None:
     assert h.parts(h.join("b", None, regex="ord", gid="g2")) == {}  # a prefix does not match the whole name
     r = h.join("c", ("payments",), regex="x-.*", gid="g3")  # names and regex together: the union
     assert h.parts(r) == {"payments": [0], "x-orders": [0]}
-    cd = h.c.handle(69, 0, wire.ConsumerGroupDescribeRequest(group_ids=["g3"])).groups[0].members[0]
+    cd = h.c.handle(wire.ConsumerGroupDescribeRequest(group_ids=["g3"]), 0).groups[0].members[0]
     assert (cd.subscribed_topic_names, cd.subscribed_topic_regex) == (["payments"], "x-.*")
 
 

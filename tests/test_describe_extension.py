@@ -84,7 +84,7 @@ def describe(h, api_key: int, version: int, unknown_tags=None):
     else:
         req = wire.ConnectGroupDescribeRequest(group_ids=["g"], include_authorized_operations=False,
                                                unknown_tags=unknown_tags)
-    return h.c.handle(api_key, version, req)
+    return h.c.handle(req, version)
 
 
 CASES = [pytest.param(classic, 15, 5, id="DescribeGroups_v5"), pytest.param(classic, 15, 6, id="DescribeGroups_v6"),

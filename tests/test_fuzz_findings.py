@@ -42,14 +42,14 @@ def test_metadata_by_unknown_topic_id_below_v12_answers_an_empty_name(version) -
 
 def test_a_consumer_heartbeat_join_naming_a_live_connect_group_is_group_id_not_found() -> None:
     c = Coordinator(GroupConfig(group_coordinator_rebalance_protocols="classic,consumer,connect"), ManualClock(0))
-    r = c.handle(1000, 0, wire.ConnectGroupHeartbeatRequest(
+    r = c.handle(wire.ConnectGroupHeartbeatRequest(
         group_id="g", member_id="w1", member_epoch=0, rebalance_timeout_ms=30_000,
         client_assignors=[wire.ConnectGroupHeartbeatRequestAssignor(name="incremental", minimum_version=1,
-                                                                    maximum_version=2, version=2)]))
+                                                                    maximum_version=2, version=2)]), 0)
     assert r.error_code == E.NONE
-    r = c.handle(68, 1, wire.ConsumerGroupHeartbeatRequest(
+    r = c.handle(wire.ConsumerGroupHeartbeatRequest(
         group_id="g", member_id="m1", member_epoch=0, rebalance_timeout_ms=30_000, subscribed_topic_names=["t"],
-        topic_partitions=[]))
+        topic_partitions=[]), 1)
     assert r.error_code == E.GROUP_ID_NOT_FOUND  # raised AttributeError: only a classic group can be upgraded
 
 
@@ -58,11 +58,11 @@ def test_a_connect_heartbeat_with_a_rebalance_timeout_of_zero_or_below_is_invali
     c = Coordinator(GroupConfig(group_coordinator_rebalance_protocols="classic,connect"), ManualClock(0))
     assignors = [wire.ConnectGroupHeartbeatRequestAssignor(name="incremental", minimum_version=1, maximum_version=2,
                                                            version=2)]
-    r = c.handle(1000, 0, wire.ConnectGroupHeartbeatRequest(group_id="g", member_id="w1", member_epoch=0,
-                                                            rebalance_timeout_ms=30_000, client_assignors=assignors))
+    r = c.handle(wire.ConnectGroupHeartbeatRequest(group_id="g", member_id="w1", member_epoch=0,
+                                                            rebalance_timeout_ms=30_000, client_assignors=assignors), 0)
     assert r.error_code == E.NONE
-    r = c.handle(1000, 0, wire.ConnectGroupHeartbeatRequest(group_id="g", member_id="w1", member_epoch=r.member_epoch,
-                                                            rebalance_timeout_ms=timeout))
+    r = c.handle(wire.ConnectGroupHeartbeatRequest(group_id="g", member_id="w1", member_epoch=r.member_epoch,
+                                                            rebalance_timeout_ms=timeout), 0)
     assert r.error_code == E.INVALID_REQUEST and "RebalanceTimeoutMs" in r.error_message
     g = c.groups["g"]
     assert g.lease_ms(g.members["w1"]) == 30_000
@@ -105,10 +105,10 @@ def test_a_null_offset_metadata_is_kept_as_kafka_keeps_it_before_and_after_a_res
     c.topics.create("t", 1)
     req = wire.OffsetCommitRequest(group_id="g", topics=[wire.OffsetCommitRequestTopic(name="t", partitions=[
         wire.OffsetCommitRequestPartition(partition_index=0, committed_offset=100, committed_metadata=None)])])
-    assert c.handle(8, 0, req).topics[0].partitions[0].error_code == E.NONE
+    assert c.handle(req, 0).topics[0].partitions[0].error_code == E.NONE
     c.store.commit()
     again = Coordinator(store=GroupStore(records))
     again.load()
     fetch = wire.OffsetFetchRequest(group_id="g", topics=[wire.OffsetFetchRequestTopic(name="t", partition_indexes=[0])])
-    answers = [x.handle(9, 1, fetch).topics[0].partitions[0] for x in (c, again)]
+    answers = [x.handle(fetch, 1).topics[0].partitions[0] for x in (c, again)]
     assert [(p.committed_offset, p.metadata) for p in answers] == [(100, ""), (100, "")]

@@ -72,15 +72,15 @@ class Watched:
 
 
 def commit(c: Coordinator, group: str, generation: int = -1, member: str = "", topic: str = "t") -> None:
-    r = c.handle(8, 8, wire.OffsetCommitRequest(
+    r = c.handle(wire.OffsetCommitRequest(
         group_id=group, generation_id_or_member_epoch=generation, member_id=member, topics=[
             wire.OffsetCommitRequestTopic(name=topic, partitions=[
-                wire.OffsetCommitRequestPartition(partition_index=0, committed_offset=1)])]))
+                wire.OffsetCommitRequestPartition(partition_index=0, committed_offset=1)])]), 8)
     assert r.topics[0].partitions[0].error_code == 0
 
 
 def delete(c: Coordinator, *groups: str) -> None:
-    r = c.handle(42, 2, wire.DeleteGroupsRequest(groups_names=list(groups)))
+    r = c.handle(wire.DeleteGroupsRequest(groups_names=list(groups)), 2)
     assert all(x.error_code == 0 for x in r.results), r
 
 
@@ -286,10 +286,10 @@ def test_a_full_collection_scans_what_was_made_since_the_last_not_the_whole_stat
     gc.callbacks.append(probe)
     try:
         for i in range(GROUPS):
-            h.c.handle(8, 8, wire.OffsetCommitRequest(
+            h.c.handle(wire.OffsetCommitRequest(
                 group_id=f"junk-{i}", generation_id_or_member_epoch=-1, member_id="", topics=[
                     wire.OffsetCommitRequestTopic(name="t", partitions=[
-                        wire.OffsetCommitRequestPartition(partition_index=0, committed_offset=1)])]))
+                        wire.OffsetCommitRequestPartition(partition_index=0, committed_offset=1)])]), 8)
         frozen = gc.get_freeze_count() - frozen_before
         auto = list(scanned)
     finally:

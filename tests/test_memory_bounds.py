@@ -200,19 +200,19 @@ def _one_of_each_group():
     c = Coordinator(GroupConfig(group_coordinator_rebalance_protocols="classic,consumer,connect"), clock,
                     store=GroupStore(MemoryRecords(), clock.wall_ms))
     c.topics.create("orders", 4)
-    r = c.handle(68, 1, wire.ConsumerGroupHeartbeatRequest(
+    r = c.handle(wire.ConsumerGroupHeartbeatRequest(
         group_id="g", member_id="m", member_epoch=0, rebalance_timeout_ms=30_000, subscribed_topic_names=["orders"],
-        topic_partitions=[]))
+        topic_partitions=[]), 1)
     assert r.error_code == E.NONE and r.assignment.topic_partitions
-    r = c.handle(wire.ConnectGroupHeartbeatRequest.API_KEY, 0, wire.ConnectGroupHeartbeatRequest(
+    r = c.handle(wire.ConnectGroupHeartbeatRequest(
         group_id="k", member_id="w", member_epoch=0, rebalance_timeout_ms=30_000,
         client_assignors=[wire.ConnectGroupHeartbeatRequestAssignor(name="a", minimum_version=0, maximum_version=0,
                                                                     reason=0, version=0, metadata=b"")],
-        connectors_and_tasks=wire.ConnectGroupHeartbeatRequestConnectorsAndTasks(connectors=[], tasks=[])))
+        connectors_and_tasks=wire.ConnectGroupHeartbeatRequestConnectorsAndTasks(connectors=[], tasks=[])), 0)
     assert r.error_code == E.NONE
-    r = c.handle(8, 8, wire.OffsetCommitRequest(group_id="s", generation_id_or_member_epoch=-1, member_id="", topics=[
+    r = c.handle(wire.OffsetCommitRequest(group_id="s", generation_id_or_member_epoch=-1, member_id="", topics=[
         wire.OffsetCommitRequestTopic(name="orders", partitions=[
-            wire.OffsetCommitRequestPartition(partition_index=p, committed_offset=10 + p) for p in range(4)])]))
+            wire.OffsetCommitRequestPartition(partition_index=p, committed_offset=10 + p) for p in range(4)])]), 8)
     assert [p.error_code for p in r.topics[0].partitions] == [E.NONE] * 4
     return c, Broker(c, c.topics, node_id=0, host="h", port=1)
 
@@ -254,7 +254,7 @@ def test_an_id_named_10000_times_in_one_request_is_answered_once(api) -> None:
     def ask(names: list[str]):
         req = make(names)
         sent = type(req).decode(req.encode(version), version)
-        return broker.handlers[key](sent, version) if key in broker.handlers else c.handle(key, version, sent)
+        return broker.handlers[key](sent, version) if key in broker.handlers else c.handle(sent, version)
 
     repeated = ask(ids * REPEATS)
     assert [ident(x) for x in items(repeated)] == ids

@@ -88,7 +88,7 @@ class M(Harness):
             group_id="g", member_id=mid, member_epoch=epoch, instance_id=iid,
             rebalance_timeout_ms=30_000 if join else -1, subscribed_topic_names=[TOPIC] if join else None,
             topic_partitions=[] if join else tps)
-        return self.c.handle(68, 1, req, "cclient", "/127.0.0.1")
+        return self.c.handle(req, 1, "cclient", "/127.0.0.1")
 
     def parts(self, r) -> list[int] | None:
         if r.assignment is None:
@@ -130,7 +130,7 @@ def test_online_upgrade_keeps_the_generation_and_each_members_assignment() -> No
         assert m.assigned.tolist() == want
     assert h.parts(r) == []  # everything is still held by the classic members
     owners(g)
-    d = h.c.handle(69, 1, wire.ConsumerGroupDescribeRequest(group_ids=["g"])).groups[0]
+    d = h.c.handle(wire.ConsumerGroupDescribeRequest(group_ids=["g"]), 1).groups[0]
     assert sorted(m.member_type for m in d.members) == [0, 0, 1]
 
 
@@ -263,7 +263,7 @@ def test_classic_member_apis_inside_a_consumer_group_answer_kafkas_errors() -> N
                                        topics=[wire.OffsetCommitRequestTopic(name=TOPIC, partitions=[
                                            wire.OffsetCommitRequestPartition(partition_index=0,
                                                                              committed_offset=5)])])
-        return h.c.handle(8, v, req).topics[0].partitions[0].error_code
+        return h.c.handle(req, v).topics[0].partitions[0].error_code
     assert commit(a, gen) == E.NONE
     assert commit(a, gen + 1) == E.ILLEGAL_GENERATION
 
@@ -646,7 +646,7 @@ def test_a_join_that_fails_leaves_the_classic_group_as_it_was(fields, error) -> 
     keys = dict(h.records.scan())
     req = wire.ConsumerGroupHeartbeatRequest(group_id="g", member_id="c", member_epoch=0, rebalance_timeout_ms=1000,
                                              subscribed_topic_names=[TOPIC], topic_partitions=[], **fields)
-    r = h.c.handle(68, 1, req, "cclient", "/127.0.0.1")
+    r = h.c.handle(req, 1, "cclient", "/127.0.0.1")
     assert r.error_code == error, r.error_message
     assert h.group() is before and isinstance(before, ClassicGroup) and before.state.value == "Stable"
     assert dict(h.records.scan()) == keys

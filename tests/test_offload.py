@@ -128,7 +128,7 @@ def test_a_topic_deleted_after_the_plan_is_asked_about_again() -> None:
     h.c.topics.delete("gone")
     offsets.planned = (req, plan)
     try:
-        resp = h.c.handle(8, 9, req)
+        resp = h.c.handle(req, 9)
     finally:
         offsets.planned = None
     assert codes(resp) == {"gone": {E.UNKNOWN_TOPIC_OR_PARTITION}}
@@ -142,7 +142,7 @@ def test_a_plan_is_taken_only_for_its_own_request() -> None:
     other = commit("g", -1, {1: 5}, unknown=0)
     offsets.planned = (other, offsets.prepare(other, 9))
     try:
-        h.c.handle(8, 9, req)
+        h.c.handle(req, 9)
     finally:
         offsets.planned = None
     assert offsets.committed("g")[("t", 1)][0] == 4
@@ -152,5 +152,5 @@ def test_many_partitions_make_a_deferred_answer_that_the_coordinator_finishes() 
     h = Harness()
     req = commit("g", -1, {}, unknown=DEFER_ABOVE + 1)
     assert type(h.c.offsets.offset_commit(req, 9)) is Deferred
-    resp = h.c.handle(8, 9, commit("g", -1, {}, unknown=DEFER_ABOVE + 1))
+    resp = h.c.handle(commit("g", -1, {}, unknown=DEFER_ABOVE + 1), 9)
     assert codes(resp) == {"nope": {E.UNKNOWN_TOPIC_OR_PARTITION}, "t": set()}

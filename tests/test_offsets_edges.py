@@ -30,7 +30,7 @@ def commit(h: Harness, gid: str, *, v: int = 9, gen: int = -1, member: str = "",
         group_id=gid, generation_id_or_member_epoch=gen, member_id=member, group_instance_id=iid,
         topics=[wire.OffsetCommitRequestTopic(name=t if v < 10 else "", topic_id=topic_id, partitions=ps)
                 for t, ps in topics.items()])
-    return h.c.handle(8, v, req)
+    return h.c.handle(req, v)
 
 
 def codes(resp: wire.OffsetCommitResponse) -> list[int]:
@@ -40,7 +40,7 @@ def codes(resp: wire.OffsetCommitResponse) -> list[int]:
 def fetch_old(h: Harness, gid: str, topics=(("t", [0]),), v: int = 7) -> wire.OffsetFetchResponse:
     req = wire.OffsetFetchRequest(group_id=gid, topics=None if topics is None else [
         wire.OffsetFetchRequestTopic(name=t, partition_indexes=list(ps)) for t, ps in topics])
-    return h.c.handle(9, v, req)
+    return h.c.handle(req, v)
 
 
 def fetch_groups(h: Harness, *groups, v: int = 8) -> wire.OffsetFetchResponse:
@@ -49,13 +49,13 @@ def fetch_groups(h: Harness, *groups, v: int = 8) -> wire.OffsetFetchResponse:
         group_id=g[0], member_id=g[2] if len(g) > 2 else None, member_epoch=g[3] if len(g) > 3 else -1,
         topics=None if g[1] is None else [wire.OffsetFetchRequestTopics(name=n, topic_id=tid, partition_indexes=ps)
                                            for n, tid, ps in g[1]]) for g in groups])
-    return h.c.handle(9, v, req)
+    return h.c.handle(req, v)
 
 
 def delete(h: Harness, gid: str, topics=(("t", [0]),)) -> wire.OffsetDeleteResponse:
     req = wire.OffsetDeleteRequest(group_id=gid, topics=[wire.OffsetDeleteRequestTopic(
         name=t, partitions=[wire.OffsetDeleteRequestPartition(partition_index=p) for p in ps]) for t, ps in topics])
-    return h.c.handle(47, 0, req)
+    return h.c.handle(req, 0)
 
 
 # ---- OffsetCommit -------------------------------------------------------------------------------------------

@@ -174,7 +174,7 @@ def test_a_consumer_groups_offsets_expire_from_their_commits_except_what_a_membe
         req = wire.OffsetCommitRequest(group_id="g", generation_id_or_member_epoch=epoch, member_id="m", topics=[
             wire.OffsetCommitRequestTopic(name=topic, partitions=[wire.OffsetCommitRequestPartition(
                 partition_index=0, committed_offset=3, committed_leader_epoch=-1, committed_metadata="")])])
-        assert codes(h.c.handle(8, 9, req)) == [E.NONE]
+        assert codes(h.c.handle(req, 9)) == [E.NONE]
     committed_at = h.clock.ms
     h.clock.ms = committed_at + RETENTION - 1
     h.c.expire_offsets()
@@ -255,7 +255,7 @@ def test_a_group_deleted_or_recreated_between_slices_is_judged_as_it_is_then(mon
     at(h, h.clock.ms + RETENTION)
     h.c._sweep.extend(["a", "b"])
     assert not h.c.expire_slice(3)  # part of a's offsets
-    assert h.c.handle(42, 2, wire.DeleteGroupsRequest(groups_names=["a"])).results[0].error_code == E.NONE
+    assert h.c.handle(wire.DeleteGroupsRequest(groups_names=["a"]), 2).results[0].error_code == E.NONE
     assert codes(commit(h, "a")) == [E.NONE]  # a new "a", committed now: not expired
     while not h.c.expire_slice(3):
         pass
@@ -330,7 +330,7 @@ def test_a_deleted_group_is_freed_at_once_not_at_the_next_garbage_collection(kin
     ref = weakref.ref(h.c.groups["g"])
     gc.disable()
     try:
-        assert h.c.handle(42, 2, wire.DeleteGroupsRequest(groups_names=["g"])).results[0].error_code == E.NONE
+        assert h.c.handle(wire.DeleteGroupsRequest(groups_names=["g"]), 2).results[0].error_code == E.NONE
         assert ref() is None  # no reference cycle keeps it (and the memory of 100,000 like it) alive
     finally:
         gc.enable()
@@ -375,13 +375,13 @@ def test_deletions_schedule_the_reclaim_on_the_coordinators_timers(tmp_path) -> 
     c = Coordinator(h.config, h.clock, store=GroupStore(records, h.clock.wall_ms))
     c.topics.create("t", 1)
     for i in range(3000):
-        assert codes(c.handle(8, 8, wire.OffsetCommitRequest(
+        assert codes(c.handle(wire.OffsetCommitRequest(
             group_id=f"g{i}", generation_id_or_member_epoch=-1, member_id="", topics=[wire.OffsetCommitRequestTopic(
                 name="t", partitions=[wire.OffsetCommitRequestPartition(
                     partition_index=0, committed_offset=1, committed_metadata="x" * 100,
-                    committed_leader_epoch=-1)])]))) == [E.NONE]
+                    committed_leader_epoch=-1)])]), 8)) == [E.NONE]
     names = [f"g{i}" for i in range(3000)]
-    assert not any(r.error_code for r in c.handle(42, 2, wire.DeleteGroupsRequest(groups_names=names)).results)
+    assert not any(r.error_code for r in c.handle(wire.DeleteGroupsRequest(groups_names=names), 2).results)
     assert records.db.execute("PRAGMA freelist_count").fetchone()[0] > 0
     assert c.timers.is_armed(c.reclaim_timer)
     while (deadline := c.next_deadline()) is not None and c.timers.is_armed(c.reclaim_timer):

@@ -251,13 +251,13 @@ def test_a_refused_authorization_is_answered_as_kafka_does() -> None:
     coord = Coordinator()
     seen = []
     coord.credentials.authorize = lambda op, client_id, host: seen.append((op, client_id, host)) or False
-    r = coord.handle(51, 0, wire.AlterUserScramCredentialsRequest(deletions=[deletion("b")], upsertions=[
-        upsertion("c"), upsertion("a")]), "cli", "10.0.0.1")
+    r = coord.handle(wire.AlterUserScramCredentialsRequest(deletions=[deletion("b")], upsertions=[
+        upsertion("c"), upsertion("a")]), 0, "cli", "10.0.0.1")
     assert [(x.user, x.error_code, x.error_message) for x in r.results] == [
         ("a", 31, None), ("b", 31, None), ("c", 31, None)]
-    r = coord.handle(50, 0, wire.DescribeUserScramCredentialsRequest(users=[
+    r = coord.handle(wire.DescribeUserScramCredentialsRequest(users=[
         wire.DescribeUserScramCredentialsRequestUserName(name="a"),
-        wire.DescribeUserScramCredentialsRequestUserName(name="b")]), "cli", "10.0.0.1")
+        wire.DescribeUserScramCredentialsRequestUserName(name="b")]), 0, "cli", "10.0.0.1")
     assert (r.error_code, [(x.user, x.error_code) for x in r.results]) == (31, [("", 31), ("", 31)])
     assert seen == [("ALTER", "cli", "10.0.0.1"), ("DESCRIBE", "cli", "10.0.0.1")]
     assert len(coord.credentials) == 0
@@ -582,8 +582,8 @@ def test_lookup_and_replay_in_process() -> None:
 
     store = GroupStore(MemoryRecords())
     coord = Coordinator(store=store)
-    coord.handle(51, 0, wire.AlterUserScramCredentialsRequest(deletions=[], upsertions=[
-        upsertion("user", SHA256, 4096, "pencil", RFC_SALT)]))
+    coord.handle(wire.AlterUserScramCredentialsRequest(deletions=[], upsertions=[
+        upsertion("user", SHA256, 4096, "pencil", RFC_SALT)]), 0)
     cred = coord.credentials.lookup("user", SHA256)
     assert (cred.salt, cred.stored_key, cred.server_key) == (RFC_SALT, RFC_STORED_KEY, RFC_SERVER_KEY)
     assert coord.credentials.lookup("user", "SCRAM-SHA-256") == cred

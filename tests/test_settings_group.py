@@ -186,7 +186,7 @@ def test_rebalance_protocols_gate_the_consumer_and_connect_apis(classic_only: Se
 
 def test_consumer_group_describe_with_the_consumer_protocol_off_is_unsupported_version() -> None:
     h = ConsumerH(group_coordinator_rebalance_protocols="classic")
-    r = h.c.handle(69, 0, wire.ConsumerGroupDescribeRequest(group_ids=["g"]))
+    r = h.c.handle(wire.ConsumerGroupDescribeRequest(group_ids=["g"]), 0)
     assert [g.error_code for g in r.groups] == [E.UNSUPPORTED_VERSION]
 
 
@@ -278,7 +278,7 @@ def test_rebalance_history_keeps_exactly_the_newest_h(size: int) -> None:
     h = Harness(group_rebalance_history_size=size)
     for i in range(size + 1):  # each join carries a reason, so each is recorded
         h.join(iid=f"m{i}", reason=f"r{i}")
-    d = h.c.handle(15, 5, wire.DescribeGroupsRequest(groups=["g"], unknown_tags=[(KCOORD_DESCRIBE_TAG, b"")])).groups[0]
+    d = h.c.handle(wire.DescribeGroupsRequest(groups=["g"], unknown_tags=[(KCOORD_DESCRIBE_TAG, b"")]), 5).groups[0]
     doc = json.loads(dict(d.unknown_tags)[KCOORD_DESCRIBE_TAG])
     assert [e["group_instance_id"] for e in doc["history"]] == [f"m{i}" for i in range(1, size + 1)]
     assert [e["reason"] for e in doc["history"]] == [f"r{i}" for i in range(1, size + 1)]
@@ -293,7 +293,7 @@ def test_rebalance_history_keeps_exactly_the_newest_h(size: int) -> None:
 # ---- session deadlines, to the millisecond -----------------------------------------------------------------------
 
 def classic_members(h: Harness) -> list[str]:
-    return [m.member_id for m in h.c.handle(15, 5, wire.DescribeGroupsRequest(groups=["g"])).groups[0].members]
+    return [m.member_id for m in h.c.handle(wire.DescribeGroupsRequest(groups=["g"]), 5).groups[0].members]
 
 
 def test_classic_session_deadline_to_the_millisecond() -> None:
@@ -320,7 +320,7 @@ def test_classic_session_deadline_to_the_millisecond() -> None:
 
 
 def consumer_members(h: ConsumerH) -> list[str]:
-    d = h.c.handle(69, 0, wire.ConsumerGroupDescribeRequest(group_ids=["g"])).groups[0]
+    d = h.c.handle(wire.ConsumerGroupDescribeRequest(group_ids=["g"]), 0).groups[0]
     return [m.member_id for m in d.members]
 
 
@@ -424,7 +424,7 @@ def test_consumer_assignors_first_is_the_default_and_others_are_refused(assignor
     h = ConsumerH({"T": 1, "U": 1}, group_consumer_assignors=assignors)
     assert h.join("a", ("T", "U")).error_code == E.NONE
     assert h.join("b", ("T", "U")).error_code == E.NONE
-    d = h.c.handle(69, 0, wire.ConsumerGroupDescribeRequest(group_ids=["g"])).groups[0]
+    d = h.c.handle(wire.ConsumerGroupDescribeRequest(group_ids=["g"]), 0).groups[0]
     assert d.assignor_name == default
     sizes = sorted(sum(len(tp.partitions) for tp in m.target_assignment.topic_partitions) for m in d.members)
     assert sizes == ([0, 2] if default == "range" else [1, 1])

@@ -38,7 +38,7 @@ def commit(h: Harness, offsets: dict[tuple[str, int], int], *, gid: str = "g", m
             wire.OffsetCommitRequestPartition(partition_index=p, committed_offset=o, committed_leader_epoch=3,
                                               committed_metadata=f"m{o}")])
             for (t, p), o in offsets.items()])
-    return h.c.handle(8, 8, req)
+    return h.c.handle(req, 8)
 
 
 def restarted(h: Harness, records=None) -> Coordinator:
@@ -151,8 +151,8 @@ def test_replay_restores_a_stable_static_group_and_its_offsets() -> None:
     assert c2.offsets.committed("g")[("orders", 1)][:3] == (11, 3, "m11")
     # The members carry on as if nothing happened: heartbeats with their ids and generation are fine.
     for iid, mid in ids.items():
-        hb = c2.handle(12, 4, wire.HeartbeatRequest(group_id="g", generation_id=g.generation, member_id=mid,
-                                                    group_instance_id=iid))
+        hb = c2.handle(wire.HeartbeatRequest(group_id="g", generation_id=g.generation, member_id=mid,
+                                                    group_instance_id=iid), 4)
         assert hb.error_code == E.NONE
 
 
@@ -245,11 +245,11 @@ def test_heartbeats_write_nothing() -> None:
 def test_delete_groups_and_offset_delete_write_tombstones() -> None:
     h = Harness()
     commit(h, {("t", 0): 1, ("t", 1): 2, ("u", 0): 3})
-    h.c.handle(47, 0, wire.OffsetDeleteRequest(group_id="g", topics=[
-        wire.OffsetDeleteRequestTopic(name="u", partitions=[wire.OffsetDeleteRequestPartition(partition_index=0)])]))
+    h.c.handle(wire.OffsetDeleteRequest(group_id="g", topics=[
+        wire.OffsetDeleteRequestTopic(name="u", partitions=[wire.OffsetDeleteRequestPartition(partition_index=0)])]), 0)
     assert offset_key("g", "u", 0) not in h.records.data
     assert restarted(h).offsets.committed("g").keys() == {("t", 0), ("t", 1)}
-    resp = h.c.handle(42, 2, wire.DeleteGroupsRequest(groups_names=["g"]))
+    resp = h.c.handle(wire.DeleteGroupsRequest(groups_names=["g"]), 2)
     assert resp.results[0].error_code == E.NONE
     assert h.records.data == {}
     assert "g" not in restarted(h).groups

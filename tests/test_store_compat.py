@@ -34,15 +34,15 @@ def answers(data_dir: str) -> dict:
     c = Coordinator(GroupConfig(), clock, store=store)
     try:
         stats = c.load()
-        groups = sorted(g.group_id for g in c.handle(16, 5, wire.ListGroupsRequest()).groups)
+        groups = sorted(g.group_id for g in c.handle(wire.ListGroupsRequest(), 5).groups)
         return jsonable({
             "loaded": {"groups": stats.groups, "members": stats.members, "offsets": stats.offsets,
                        "topics": stats.topics},
             "topics": sorted([t.name, t.topic_id.hex(), t.partitions] for t in c.topics.by_name.values()),
-            "list_groups": c.handle(16, 5, wire.ListGroupsRequest()).to_dict(),
-            "describe_groups": c.handle(15, 5, wire.DescribeGroupsRequest(groups=[*groups, "deleted"])).to_dict(),
-            "offset_fetch": c.handle(9, 8, wire.OffsetFetchRequest(groups=[
-                wire.OffsetFetchRequestGroup(group_id=g, topics=None) for g in [*groups, "deleted"]])).to_dict(),
+            "list_groups": c.handle(wire.ListGroupsRequest(), 5).to_dict(),
+            "describe_groups": c.handle(wire.DescribeGroupsRequest(groups=[*groups, "deleted"]), 5).to_dict(),
+            "offset_fetch": c.handle(wire.OffsetFetchRequest(groups=[
+                wire.OffsetFetchRequestGroup(group_id=g, topics=None) for g in [*groups, "deleted"]]), 8).to_dict(),
             "store_check": {k: v for k, v in check_store(data_dir).to_dict().items() if k not in ("path", "bytes", "notes")},
         })
     finally:

@@ -128,10 +128,10 @@ def test_a_stored_topic_over_the_bound_is_refused_at_start_naming_it(tmp_path) -
 # ---- DeleteTopics ------------------------------------------------------------------------------------------
 
 def commit(c: Coordinator, group: str, topic: str, partition: int, offset: int) -> None:
-    r = c.handle(8, 8, wire.OffsetCommitRequest(group_id=group, generation_id_or_member_epoch=-1, member_id="",
+    r = c.handle(wire.OffsetCommitRequest(group_id=group, generation_id_or_member_epoch=-1, member_id="",
                                                   topics=[wire.OffsetCommitRequestTopic(name=topic, partitions=[
                                                       wire.OffsetCommitRequestPartition(partition_index=partition,
-                                                                                        committed_offset=offset)])]))
+                                                                                        committed_offset=offset)])]), 8)
     assert r.topics[0].partitions[0].error_code == E.NONE
 
 
