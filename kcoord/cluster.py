@@ -27,9 +27,9 @@ import logging
 import math
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from . import errors as E
 from . import wire
@@ -49,10 +49,12 @@ from .pgstore import (
 from .pgstore import _first_line as first_line
 from .reply import Deferred, Reply, release
 from .tables import ranges
-from .topics import Topic
+from .topics import Topic, TopicCatalogue
 
 if TYPE_CHECKING:
     import psycopg
+
+    from .coordinator import LoadStats
 
 log = logging.getLogger("kcoord.cluster")
 PRUNE_EVERY = 120  # lease rounds between prunings of this node's partitions' write log
@@ -140,8 +142,59 @@ class Round:
     registered: bool
 
 
+class NodeSettings(Protocol):
+    """The server settings a node reads (kcoord.server.ServerConfig has them)."""
+
+    node_id: int
+    coordinator_partitions: int
+    lease_ms: int
+    lease_renew_ms: int
+    host: str
+    port: int
+    advertised_host: str | None
+    advertised_port: int | None
+    topics: list[str]
+
+
+class ClusterHost(Protocol):
+    """What a node needs of the server it runs in, and all it may touch: kcoord.server.Server implements it. The
+    node reads the settings and the topic catalogue, and asks the server to load and unload groups, to take the
+    catalogue's and the credentials' changes, to commit what a turn staged, and to re-arm its timer."""
+
+    @property
+    def config(self) -> NodeSettings: ...
+
+    @property
+    def loop(self) -> asyncio.AbstractEventLoop: ...
+
+    @property
+    def topics(self) -> TopicCatalogue: ...
+
+    def load_records(self, rows: Iterable[tuple[bytes, bytes]]) -> LoadStats:
+        """Replay records read from the database (checked rows) into the coordinator."""
+        ...
+
+    def unload_groups(self, belongs: Callable[[str], bool]) -> int:
+        """Drop the groups whose id `belongs` (parked requests answered NOT_COORDINATOR): how many."""
+        ...
+
+    def refresh_credentials(self, rows: Iterable[tuple[bytes, bytes]]) -> None:
+        """Adopt the SCRAM credentials as the database holds them."""
+        ...
+
+    def forget_topic(self, name: str) -> None:
+        """A topic another node deleted: every group's committed offsets of it go."""
+        ...
+
+    def commit_staged(self) -> None:
+        """Commit what this turn has staged, if anything."""
+        ...
+
+    def rearm_timer(self) -> None: ...
+
+
 class Cluster:
-    def __init__(self, server, dsn: str) -> None:
+    def __init__(self, server: ClusterHost, dsn: str) -> None:
         cfg = server.config
         self.server = server
         self.dsn = dsn
@@ -409,7 +462,7 @@ class Cluster:
         from .pgstore import checked
         t0 = time.perf_counter()
         srv = self.server
-        stats = srv.coordinator.load(checked(rows))
+        stats = srv.load_records(checked(rows))
         for p, epoch in acquired.items():
             self.epochs[p] = epoch
             self.deadline[p] = until
@@ -424,15 +477,15 @@ class Cluster:
         """Stop serving `parts`: commit what is staged for them first when the lease still allows it, then drop
         their groups from memory (parked requests are answered NOT_COORDINATOR)."""
         srv = self.server
-        if srv.store.dirty and all(self.deadline.get(p, 0) > time.monotonic() for p in parts):
-            srv.commit_turn()
+        if all(self.deadline.get(p, 0) > time.monotonic() for p in parts):
+            srv.commit_staged()
         gone = set(parts)
         self.step_downs += len(gone)
         for p in parts:
             self.epochs.pop(p, None)
             self.deadline.pop(p, None)
         partition_of = self.partitioner
-        dropped = srv.coordinator.unload_groups(lambda gid: partition_of(gid) in gone)
+        dropped = srv.unload_groups(lambda gid: partition_of(gid) in gone)
         srv.rearm_timer()
         log.info("node %d left coordinator partitions %s (%s): %d groups unloaded", self.node_id,
                  _ranges_or_none(parts), why, dropped,
@@ -464,7 +517,7 @@ class Cluster:
                 continue
             t = rec.value
             stored[t.name] = Topic(t.name, t.topic_id, t.partitions)
-        self.server.coordinator.credentials.refresh(checked(rows))
+        self.server.refresh_credentials(checked(rows))
         on_change, on_delete = cat.on_change, cat.on_delete
         cat.on_change = cat.on_delete = None  # what the database already holds is not written back
         try:
@@ -474,7 +527,7 @@ class Cluster:
                     cat.restore(t)
             for name in [n for n in cat.by_name if n not in stored]:
                 cat.delete(name)
-                self.server.coordinator.offsets.forget_topic(name)
+                self.server.forget_topic(name)
         finally:
             cat.on_change, cat.on_delete = on_change, on_delete
 

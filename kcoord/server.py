@@ -22,7 +22,7 @@ import socket
 import struct
 from bisect import bisect_right
 from collections import Counter, deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from time import perf_counter
@@ -1609,6 +1609,24 @@ class Server:
             self._tls_failed(x.name, ip, e)
 
         return lambda: MeteredTls(budget, ctx, lambda: conn_type(self, x), on_failure=failed)
+
+    # ---- what a cluster node asks of its server (kcoord.cluster.ClusterHost) ---------------------------------
+
+    def load_records(self, rows: Iterable[tuple[bytes, bytes]]) -> LoadStats:
+        return self.coordinator.load(rows)
+
+    def unload_groups(self, belongs: Callable[[str], bool]) -> int:
+        return self.coordinator.unload_groups(belongs)
+
+    def refresh_credentials(self, rows: Iterable[tuple[bytes, bytes]]) -> None:
+        self.coordinator.credentials.refresh(rows)
+
+    def forget_topic(self, name: str) -> None:
+        self.coordinator.offsets.forget_topic(name)
+
+    def commit_staged(self) -> None:
+        if self.store.dirty:
+            self.commit_turn()
 
     def _tls_failed(self, listener: str, ip: str, e: Exception) -> None:
         """A TLS handshake failed on its TLS error (an untrusted or missing client certificate, a protocol or
