@@ -22,8 +22,8 @@ import asyncio
 import gc
 import itertools
 import logging
-from collections.abc import Iterator
-from typing import Any
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
 
 from prometheus_client.core import CollectorRegistry, CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
 from prometheus_client.exposition import choose_encoder
@@ -32,14 +32,47 @@ from prometheus_client.metrics_core import Metric
 from . import errors as E
 from . import gcpolicy, wire
 from ._core._stats import RequestStats
+from .coordinator import Coordinator
 from .events import LATENCY_BUCKETS, Histogram
-from .reply import Reply
-
-Server = Any  # kcoord.server.Server, which starts the endpoint (an import of it here would point up the layers)
 
 log = logging.getLogger("kcoord.metrics")
 
 MAX_REQUEST_HEAD = 8192  # an HTTP request head longer than this is refused (431) and the connection closed
+
+
+@dataclass(frozen=True)
+class ClusterStats:
+    """A cluster node's figures (kcoord.cluster)."""
+
+    partitions_held: int
+    nodes: int
+    lease_rounds_failed: int
+    step_downs: int
+
+
+@dataclass(frozen=True)
+class ServerStats:
+    """What a scrape shows of a server, taken at the scrape (kcoord.server.Server.stats): the coordinator, read
+    and never changed, and the server's own figures as plain values. The endpoint knows nothing more of the
+    server than this and whether it is ready."""
+
+    coordinator: Coordinator
+    requests: RequestStats | None
+    store_commit_seconds: Histogram
+    store_fsyncs: int
+    store_full: bool
+    connections: int
+    connections_accepted: int
+    connections_refused: Mapping[str, int]
+    authentications: Mapping[tuple[str, str, str], int]  # (listener, mechanism, result) -> count
+    queued_request_bytes: int
+    queued_request_bytes_peak: int
+    muted_connections: int
+    received_bytes: int
+    sent_bytes: int
+    parked_requests: int
+    ready: bool
+    cluster: ClusterStats | None
 
 
 def api_name(key: int) -> str:
@@ -55,15 +88,15 @@ def _histogram(name: str, doc: str, labels: list[str], items: Iterator[tuple[lis
 
 
 class ServerCollector:
-    """prometheus_client's custom-collector protocol over one running Server."""
+    """prometheus_client's custom-collector protocol over a server's ServerStats, taken at each scrape."""
 
-    def __init__(self, server: Server) -> None:
-        self.server = server
+    def __init__(self, snapshot: Callable[[], ServerStats]) -> None:
+        self.snapshot = snapshot
 
     def collect(self) -> Iterator[Metric]:
-        srv = self.server
+        srv = self.snapshot()
         coord = srv.coordinator
-        stats = srv.request_stats or RequestStats(LATENCY_BUCKETS)
+        stats = srv.requests or RequestStats(LATENCY_BUCKETS)
         ev = coord.events
 
         requests = CounterMetricFamily("kcoord_requests", "Requests answered, by API and version",
@@ -120,13 +153,13 @@ class ServerCollector:
         for (t, trigger), n in sorted(ev.expiries.items()):
             c.add_metric([t, trigger], n)
         yield c
-        for name, doc, counts in (
+        for name, doc, by_type in (
                 ("kcoord_static_member_replacements", "Static members (KIP-345) taken over by a new instance",
                  ev.static_replacements),
                 ("kcoord_admin_member_removals", "Members removed by an admin (LeaveGroup by instance id)",
                  ev.admin_removals)):
             c = CounterMetricFamily(name, doc, labels=["group_type"])
-            for t, n in sorted(counts.items()):
+            for t, n in sorted(by_type.items()):
                 c.add_metric([t], n)
             yield c
         yield CounterMetricFamily("kcoord_offset_commits", "Offsets accepted by OffsetCommit",
@@ -136,42 +169,37 @@ class ServerCollector:
         yield CounterMetricFamily("kcoord_group_expirations", "Empty groups deleted by the offset retention check",
                                   value=coord.groups_expired)
 
-        store = srv.store
         yield _histogram("kcoord_store_commit_duration_seconds", "Store commits (one transaction per batch of "
                          "staged records, on the store's writer thread for SQLite), fsync included", [],
                          iter([([], srv.store_commit_seconds)]))
         yield CounterMetricFamily("kcoord_store_fsyncs", "fsyncs of the store's write-ahead log (one per commit "
-                                  "under store.fsync=always)", value=getattr(store, "fsyncs", 0))
+                                  "under store.fsync=always)", value=srv.store_fsyncs)
         yield GaugeMetricFamily("kcoord_store_full", "1 while the store cannot write for want of space: writes are "
                                 "refused (COORDINATOR_NOT_AVAILABLE), heartbeats and reads served",
-                                value=int(getattr(store, "full", False)))
+                                value=int(srv.store_full))
 
-        yield GaugeMetricFamily("kcoord_connections", "Open client connections", value=len(srv.connections))
+        yield GaugeMetricFamily("kcoord_connections", "Open client connections", value=srv.connections)
         yield CounterMetricFamily("kcoord_connections_accepted", "Client connections accepted",
                                   value=srv.connections_accepted)
         refused = CounterMetricFamily("kcoord_connections_refused", "Client connections closed at once, by the "
                                       "limit they met", labels=["limit"])
-        for limit, n in sorted(srv.limits.refused.items()):
+        for limit, n in sorted(srv.connections_refused.items()):
             refused.add_metric([limit], n)
         yield refused
         auth = CounterMetricFamily("kcoord_authentications", "SASL authentications on each listener, by mechanism "
                                    "and result (success, failure)", labels=["listener", "mechanism", "result"])
-        for (listener, mechanism, result), n in sorted(srv.auth_results.items()):
+        for (listener, mechanism, result), n in sorted(srv.authentications.items()):
             auth.add_metric([listener, mechanism, result], n)
         yield auth
         yield GaugeMetricFamily("kcoord_queued_request_bytes", "Bytes held by requests not yet whole, on all "
-                                "connections (bounded by queued.max.request.bytes)", value=srv.frame_bytes)
+                                "connections (bounded by queued.max.request.bytes)", value=srv.queued_request_bytes)
         yield GaugeMetricFamily("kcoord_queued_request_bytes_peak", "The most bytes requests not yet whole held at "
-                                "once since start", value=srv.frame_bytes_peak)
+                                "once since start", value=srv.queued_request_bytes_peak)
         yield GaugeMetricFamily("kcoord_muted_connections", "Connections not read for now: queued.max.request.bytes "
-                                "is held by others' unfinished requests", value=len(srv.muted))
-        yield CounterMetricFamily("kcoord_network_received_bytes", "Bytes read from clients", value=srv.bytes_in)
-        yield CounterMetricFamily("kcoord_network_sent_bytes", "Bytes written to clients", value=srv.bytes_out)
-        parked = 0
-        for conn in srv.connections:
-            for item in conn.queue:
-                if type(item[0]) is Reply and not item[0].done:
-                    parked += 1
+                                "is held by others' unfinished requests", value=srv.muted_connections)
+        yield CounterMetricFamily("kcoord_network_received_bytes", "Bytes read from clients", value=srv.received_bytes)
+        yield CounterMetricFamily("kcoord_network_sent_bytes", "Bytes written to clients", value=srv.sent_bytes)
+        parked = srv.parked_requests
         yield GaugeMetricFamily("kcoord_parked_requests", "Requests waiting for their answer (JoinGroup, "
                                 "SyncGroup, a held Fetch)", value=parked)
         yield GaugeMetricFamily("kcoord_ready", "1 when the store is loaded and the server listens", value=int(
@@ -182,11 +210,11 @@ class ServerCollector:
         cluster = srv.cluster
         if cluster is not None:  # a node of a cluster on PostgreSQL (kcoord.cluster)
             yield GaugeMetricFamily("kcoord_cluster_partitions_held", "Coordinator partitions this node holds and "
-                                    "serves (of offsets.topic.num.partitions)", value=len(cluster.epochs))
+                                    "serves (of offsets.topic.num.partitions)", value=cluster.partitions_held)
             yield GaugeMetricFamily("kcoord_cluster_nodes", "Live nodes, by this node's last lease round",
-                                    value=len(cluster.view.nodes))
+                                    value=cluster.nodes)
             yield CounterMetricFamily("kcoord_cluster_lease_rounds_failed", "Lease rounds that could not reach the "
-                                      "database", value=cluster.failed_rounds)
+                                      "database", value=cluster.lease_rounds_failed)
             yield CounterMetricFamily("kcoord_cluster_step_downs", "Coordinator partitions this node stopped "
                                       "serving (moved, lost, or a refused write)", value=cluster.step_downs)
 
@@ -244,7 +272,7 @@ class HttpConnection(asyncio.Protocol):
         elif path == "/healthz":
             self.send(200, "text/plain", b"ok\n", close, method == "HEAD")
         elif path == "/readyz":
-            ready = self.endpoint.server.ready
+            ready = self.endpoint.ready()
             self.send(200 if ready else 503, "text/plain", b"ready\n" if ready else b"not ready\n", close,
                       method == "HEAD")
         else:
@@ -266,10 +294,10 @@ class HttpConnection(asyncio.Protocol):
 class MetricsEndpoint:
     """The HTTP listener, started and stopped with the server."""
 
-    def __init__(self, server: Server) -> None:
-        self.server = server
+    def __init__(self, snapshot: Callable[[], ServerStats], ready: Callable[[], bool]) -> None:
+        self.ready = ready
         self.registry = CollectorRegistry(auto_describe=False)
-        self.registry.register(ServerCollector(server))
+        self.registry.register(ServerCollector(snapshot))
         self._listener: asyncio.AbstractServer | None = None
         self.port = 0
 

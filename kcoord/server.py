@@ -51,7 +51,7 @@ if TYPE_CHECKING:  # imported at run time only when asked for (psycopg, promethe
     import ssl
 
     from .cluster import Cluster
-    from .metrics import MetricsEndpoint
+    from .metrics import MetricsEndpoint, ServerStats
     from .security.tls import PrincipalMapper
 
 log = logging.getLogger("kcoord.server")
@@ -1384,7 +1384,7 @@ class Server:
         self._reaper = self.loop.create_task(self._reap_idle())
         if cfg.metrics_port is not None:
             from .metrics import MetricsEndpoint  # prometheus_client is imported only when the endpoint is asked for
-            self.metrics = endpoint = MetricsEndpoint(self)
+            self.metrics = endpoint = MetricsEndpoint(self.stats, lambda: self.ready)
             await endpoint.start(cfg.metrics_host or cfg.host, cfg.metrics_port)
         if self.cluster is not None:
             self.cluster.port = cfg.advertised_port or cfg.port  # known now, with --port 0
@@ -1609,6 +1609,26 @@ class Server:
             self._tls_failed(x.name, ip, e)
 
         return lambda: MeteredTls(budget, ctx, lambda: conn_type(self, x), on_failure=failed)
+
+    def stats(self) -> ServerStats:
+        """What the metrics endpoint shows, taken now (kcoord.metrics.ServerStats)."""
+        from .metrics import ClusterStats, ServerStats
+
+        store = self.store
+        parked = sum(1 for conn in self.connections for item in conn.queue
+                     if type(item[0]) is Reply and not item[0].done)
+        c = self.cluster
+        return ServerStats(
+            coordinator=self.coordinator, requests=self.request_stats,
+            store_commit_seconds=self.store_commit_seconds, store_fsyncs=getattr(store, "fsyncs", 0),
+            store_full=bool(getattr(store, "full", False)), connections=len(self.connections),
+            connections_accepted=self.connections_accepted, connections_refused=self.limits.refused,
+            authentications=self.auth_results, queued_request_bytes=self.frame_bytes,
+            queued_request_bytes_peak=self.frame_bytes_peak, muted_connections=len(self.muted),
+            received_bytes=self.bytes_in, sent_bytes=self.bytes_out, parked_requests=parked, ready=self.ready,
+            cluster=None if c is None else ClusterStats(partitions_held=len(c.epochs), nodes=len(c.view.nodes),
+                                                        lease_rounds_failed=c.failed_rounds,
+                                                        step_downs=c.step_downs))
 
     # ---- what a cluster node asks of its server (kcoord.cluster.ClusterHost) ---------------------------------
 
