@@ -67,12 +67,12 @@ def test_upgrade_and_downgrade_of_a_10000_member_group(benchmark: Any) -> None:
         c, _clock = classic_group()
         old = c.groups["bench"]
         assert migration.validate_upgrade(old, c.config) is None
-        new = ConsumerGroup("bench", c.config, c.timers, c.store, c.topics)
+        new = ConsumerGroup("bench", c.group_context())
         t0 = time.perf_counter()
         migration.upgrade(old, new)
         alone_up.append(time.perf_counter() - t0)
         assert len(new.members) == MEMBERS and new.group_epoch == old.generation
-        back = ClassicGroup("bench", c.config, c.timers, c.store, c.topics)
+        back = ClassicGroup("bench", c.group_context())
         t0 = time.perf_counter()
         migration.downgrade(new, back, False)
         alone_down.append(time.perf_counter() - t0)

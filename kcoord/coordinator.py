@@ -28,7 +28,7 @@ from . import records as R
 from . import wire
 from .config import GroupConfig
 from .events import GroupEvents
-from .groups.base import KCOORD_DESCRIBE_TAG, Group
+from .groups.base import KCOORD_DESCRIBE_TAG, Group, GroupContext
 from .groups.classic import ClassicGroup
 from .groups.connect import ConnectGroup
 from .groups.connect import validate_heartbeat as validate_connect_heartbeat
@@ -265,20 +265,18 @@ class Coordinator:
     def next_deadline(self) -> int | None:
         return self.timers.next_deadline()
 
+    def group_context(self) -> GroupContext:
+        """What a group is made with (read at each group's making: the store and settings as they are now)."""
+        return GroupContext(self.config, self.timers, self._store, self.topics, self.events, self._downgrade)
+
     def new_group(self, cls: type[G], group_id: str) -> G:
-        g = self.groups[group_id] = cls(group_id, self.config, self.timers, self._store, self.topics)
-        g.events = self.events
-        if isinstance(g, ConsumerGroup):
-            g.downgrade = self._downgrade
+        g = self.groups[group_id] = cls(group_id, self.group_context())
         return g
 
     def convert(self, old: From, cls: type[G], fill: Callable[[From, G], None]) -> G:
         """Online migration: a non-empty group becomes one of the other type, filled from it by `fill` (which
         stages the old group's tombstones and the new group's records); its offsets stay."""
-        new = cls(old.group_id, self.config, self.timers, self._store, self.topics)
-        new.events = self.events
-        if isinstance(new, ConsumerGroup):
-            new.downgrade = self._downgrade
+        new = cls(old.group_id, self.group_context())
         fill(old, new)
         old.unload()
         self.groups[old.group_id] = new

@@ -10,20 +10,37 @@ mirrors Kafka's `Group` interface and `GroupCoordinatorShard.replay`.
 from __future__ import annotations
 
 from collections.abc import Callable, Collection, Iterable
+from dataclasses import dataclass
 from typing import Any, ClassVar, Protocol
 
 from .. import records as R
 from .. import wire
 from ..config import GroupConfig
-from ..events import GroupEvents
+from ..events import NO_EVENTS, GroupEvents
 from ..reply import Reply
 from ..timers import Timers
+from ..topics import TopicCatalogue
 
 # The describe APIs (DescribeGroups v5+, ConsumerGroupDescribe, ConnectGroupDescribe) carry kcoord's own view of a
 # group (generation and history, or member states and pending revocations) as JSON in a tagged field with this tag,
 # only to a request that carries the same tag (Coordinator._with_extension): `kcoord describe` asks and reads it.
 # Other callers get Kafka's answer alone (Kafka's readers skip an unknown tag, but strict decoders refuse it).
 KCOORD_DESCRIBE_TAG = 10_000
+
+
+@dataclass(eq=False)
+class GroupContext:
+    """What every group is made with, in one piece (Coordinator.new_group): its settings, the coordinator's
+    timers, where it stages its records, the topic catalogue (which the modern types read), the coordinator's
+    group events, and the conversion hook a consumer group calls to go back to the classic protocol when its last
+    consumer-protocol member leaves (kcoord.groups.migration.downgrade; None: a group made outside a coordinator)."""
+
+    config: GroupConfig
+    timers: Timers
+    store: RecordSink
+    topics: TopicCatalogue | None = None
+    events: GroupEvents = NO_EVENTS
+    downgrade: Callable[[Any, bool], Any] | None = None
 
 
 class RecordSink(Protocol):
@@ -48,11 +65,10 @@ class Group(Protocol):
     RECORD_TYPES: ClassVar[tuple[int, ...]]  # the record types (kcoord.records) this type stages and replays
 
     group_id: str
-    events: GroupEvents  # the coordinator's, set when it makes the group
+    events: GroupEvents  # the coordinator's (GroupContext.events)
 
-    def __init__(self, group_id: str, config: GroupConfig, timers: Timers, store: RecordSink,
-                 topics: Any = None) -> None:
-        """How the router makes a group (topics: its TopicCatalogue, which only some types read)."""
+    def __init__(self, group_id: str, ctx: GroupContext) -> None:
+        """How the router makes a group: its id and the one GroupContext every group shares."""
 
     @property
     def members(self) -> Collection[str]:

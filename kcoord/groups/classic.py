@@ -24,11 +24,10 @@ from .. import records as R
 from .. import wire
 from .._core._members import ClassicMember, MemberTable
 from ..assignors import AssignmentError, decode_subscription
-from ..config import CLASSIC_GROUP_NEW_MEMBER_JOIN_TIMEOUT_MS, GroupConfig
+from ..config import CLASSIC_GROUP_NEW_MEMBER_JOIN_TIMEOUT_MS
 from ..events import ADMIN_REMOVAL_REASON, NO_EVENTS, GroupEvents, join_reason
 from ..reply import Reply
-from ..timers import Timers
-from .base import MemberTimers, RecordSink
+from .base import GroupContext, MemberTimers
 
 
 class State(str, Enum):
@@ -84,14 +83,15 @@ SESSION, PENDING = "session", "pending"  # the kinds of member timers
 class ClassicGroup:
     GROUP_TYPE: ClassVar[str] = "classic"
     RECORD_TYPES: ClassVar[tuple[int, ...]] = (R.GROUP_METADATA,)
-    events: GroupEvents = NO_EVENTS  # the coordinator's, set when it makes the group
+    events: GroupEvents = NO_EVENTS  # the coordinator's (GroupContext.events)
 
-    def __init__(self, group_id: str, config: GroupConfig, timers: Timers, store: RecordSink,
-                 topics: object = None) -> None:
+    def __init__(self, group_id: str, ctx: GroupContext) -> None:
+        config, timers = ctx.config, ctx.timers
         self.group_id = group_id
+        self.events = ctx.events
         self.config = config
         self.timers = timers
-        self.store = store
+        self.store = ctx.store
         self.state = State.EMPTY
         self.previous_state = State.EMPTY
         # Kafka's currentStateTimestamp: wall-clock ms of the latest state change (a new group's: its creation), kept

@@ -33,11 +33,8 @@ from .. import wire
 from .._core import _assign
 from .._core._assign import PartitionEpochs
 from .._core._members import EMPTY_IDS, ConnectGroupCore, ConnectMember, intern_known_tasks
-from ..config import GroupConfig
 from ..reply import Reply
-from ..timers import Timers
-from ..topics import TopicCatalogue
-from .base import MemberTimers, RecordSink
+from .base import GroupContext, MemberTimers
 from .modern import REBALANCE, ModernGroup, TargetAssignment, csr_changed, csr_take
 
 STABLE = _assign.STABLE
@@ -306,12 +303,13 @@ class ConnectGroup(ModernGroup, ConnectGroupCore):
         R.CONNECT_GROUP_CURRENT_MEMBER_ASSIGNMENT)
     unit_epochs: PartitionEpochs  # the epoch table of its units (a consumer group's is its topic space's)
 
-    def __init__(self, group_id: str, config: GroupConfig, timers: Timers, store: RecordSink,
-                 topics: TopicCatalogue | None = None) -> None:
+    def __init__(self, group_id: str, ctx: GroupContext) -> None:
+        config, timers = ctx.config, ctx.timers
         self.group_id = group_id
+        self.events = ctx.events
         self.config = config
         self.timers = timers
-        self.store = store
+        self.store = ctx.store
         self.group_epoch = 0
         self.assignment_epoch = 0
         self.members: dict[str, ConnectMember] = {}

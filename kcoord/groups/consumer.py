@@ -39,12 +39,10 @@ from ..assignors import (
     encode_assignment,
     kafka_order,
 )
-from ..config import GroupConfig
 from ..events import ADMIN_REMOVAL_REASON, join_reason
 from ..reply import Reply
-from ..timers import Timers
 from ..topics import TopicCatalogue
-from .base import MemberTimers, RecordSink
+from .base import GroupContext, MemberTimers
 from .modern import REBALANCE, ModernGroup, TargetAssignment, csr_changed
 
 STABLE = _assign.STABLE
@@ -246,13 +244,14 @@ class ConsumerGroup(ModernGroup, ConsumerGroupCore):
         R.CONSUMER_GROUP_TARGET_ASSIGNMENT_METADATA, R.CONSUMER_GROUP_TARGET_ASSIGNMENT_MEMBER,
         R.CONSUMER_GROUP_CURRENT_MEMBER_ASSIGNMENT)
 
-    def __init__(self, group_id: str, config: GroupConfig, timers: Timers, store: RecordSink,
-                 topics: TopicCatalogue | None = None) -> None:
+    def __init__(self, group_id: str, ctx: GroupContext) -> None:
+        config, timers = ctx.config, ctx.timers
         self.group_id = group_id
+        self.events = ctx.events
         self.config = config
         self.timers = timers
-        self.store = store
-        self.catalogue = topics if topics is not None else TopicCatalogue()
+        self.store = ctx.store
+        self.catalogue = ctx.topics if ctx.topics is not None else TopicCatalogue()
         self.group_epoch = 0
         self.assignment_epoch = 0
         self.members: dict[str, ConsumerMember] = {}
@@ -268,9 +267,9 @@ class ConsumerGroup(ModernGroup, ConsumerGroupCore):
         self.member_timers = MemberTimers(timers, self.on_member_timer)
         self.assignors = config.consumer_assignors()
         self._loaded: list[R.Record] = []
-        # Set by the coordinator: converts this group back to a classic one (the last consumer-protocol member went);
+        # The coordinator's: converts this group back to a classic one (the last consumer-protocol member went);
         # called with (group, whether a member left), returns the classic group that took its place.
-        self.downgrade: Callable[[ConsumerGroup, bool], object] | None = None
+        self.downgrade: Callable[[ConsumerGroup, bool], object] | None = ctx.downgrade
         self.init_core(timers.heap, timers.clock.now_ms, config.group_consumer_session_timeout_ms,
                        config.group_consumer_heartbeat_interval_ms, wire.ConsumerGroupHeartbeatResponse)
 

@@ -61,7 +61,7 @@ class ModernGroup:
 
     PROTOCOL_TYPE: ClassVar[str]  # the protocol type ListGroups reports
     GROUP_TYPE: ClassVar[str]
-    events: GroupEvents = NO_EVENTS  # the coordinator's, set when it makes the group
+    events: GroupEvents = NO_EVENTS  # the coordinator's (GroupContext.events)
     change: tuple[str, str] | None = None  # (trigger, reason) of the change the next epoch bump is for
 
     if TYPE_CHECKING:  # what each group type and its compiled core provide, declared for the type checker
