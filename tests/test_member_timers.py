@@ -59,3 +59,27 @@ def test_released_and_cleared_keys_go_back_to_the_heap() -> None:
     assert timers.fire_due() == 0 and fired == []
     mt.clear()
     assert timers.heap.keys_in_use == 0 and len(mt) == 0
+
+
+def test_group_timers_are_the_groups_own_and_no_member_id_can_reach_them() -> None:
+    """GroupTimers: a group's deadlines by kind (a connect group's compute lease and delay), apart from its
+    members' (they were once member timers under the member id "")."""
+    from kcoord.groups.base import GroupTimers
+
+    clock, timers, mt, member_fired = make()
+    fired: list[str] = []
+    gt = GroupTimers(timers, fired.append)
+    gt.arm("compute", 100)
+    gt.arm("delay", 50)
+    mt.arm("", "compute", 10)  # a member whose id is empty has its own timer, not the group's
+    assert gt.is_armed("compute") and gt.key("compute") != mt.key("", "compute")
+    clock.advance(60)
+    assert timers.fire_due() == 2
+    assert fired == ["delay"] and member_fired == [("", "compute")]
+    gt.cancel("compute")
+    clock.advance(100)
+    assert timers.fire_due() == 0 and not gt.is_armed("compute")
+    gt.arm("compute", 10)
+    gt.clear()  # unloaded: its keys go back, nothing fires, and the group is let go
+    clock.advance(20)
+    assert timers.fire_due() == 0 and fired == ["delay"] and not gt.keys

@@ -220,3 +220,54 @@ class MemberTimers:
     def _on_fire(self, key: int) -> None:
         member_id, kind = self.owner[key]
         self.expired(member_id, kind)
+
+
+class GroupTimers:
+    """A group's own deadlines, not any member's (a connect group's compute lease and scheduled delay), by kind,
+    over the coordinator's deadline heap: each fires `expired(kind)`. Keys are made on first use, in the order
+    the group asks, as MemberTimers makes its own."""
+
+    __slots__ = ("expired", "keys", "owner", "timers")
+
+    def __init__(self, timers: Timers, expired: Callable[[str], None]) -> None:
+        self.timers = timers
+        self.expired = expired
+        self.keys: dict[str, int] = {}
+        self.owner: dict[int, str] = {}
+
+    def key(self, kind: str) -> int:
+        k = self.keys.get(kind)
+        if k is None:
+            k = self.keys[kind] = self.timers.new(self._on_fire)
+            self.owner[k] = kind
+        return k
+
+    def arm(self, kind: str, delay_ms: int) -> int:
+        """(Re)arm `delay_ms` from now; returns the key."""
+        k = self.key(kind)
+        self.timers.arm(k, delay_ms)
+        return k
+
+    def is_armed(self, kind: str) -> bool:
+        k = self.keys.get(kind)
+        return k is not None and self.timers.is_armed(k)
+
+    def cancel(self, kind: str) -> None:
+        k = self.keys.get(kind)
+        if k is not None:
+            self.timers.cancel(k)
+
+    def clear(self) -> None:
+        """Release every key (the group is unloaded) and let go of the group (no cycle through the timers)."""
+        for k in self.owner:
+            self.timers.release(k)
+        self.keys.clear()
+        self.owner.clear()
+        self.expired = _unloaded_group
+
+    def _on_fire(self, key: int) -> None:
+        self.expired(self.owner[key])
+
+
+def _unloaded_group(kind: str) -> None:
+    """What an unloaded group's timers call, should one still fire: nothing."""

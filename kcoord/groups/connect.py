@@ -34,7 +34,7 @@ from .._core import _assign
 from .._core._assign import PartitionEpochs
 from .._core._members import EMPTY_IDS, ConnectGroupCore, ConnectMember, intern_known_tasks
 from ..reply import Reply
-from .base import GroupContext, MemberTimers
+from .base import GroupContext, GroupTimers, MemberTimers
 from .modern import REBALANCE, ModernGroup, TargetAssignment, csr_changed, csr_take
 
 STABLE = _assign.STABLE
@@ -46,7 +46,6 @@ CONNECT_PROTOCOL_TYPE = "connect"
 CONFIG_MISMATCH = 1  # Install's Error: the computing worker's config is behind another worker's (D12)
 # timer kinds: a member's session and revocation deadline; the group's compute lease and scheduled delay
 SESSION, COMPUTE, DELAY = "session", "compute", "delay"  # and REBALANCE (groups.modern)
-GROUP_TIMER = ""  # the member id the group's own timers are filed under
 _ONE_TOPIC = np.zeros(1, dtype=np.int32)  # every unit lies in "topic" 0 of the epoch table
 _NONE = EMPTY_IDS
 
@@ -334,6 +333,7 @@ class ConnectGroup(ModernGroup, ConnectGroupCore):
         self.history: deque[Rebalance] = deque(maxlen=config.group_rebalance_history_size)
         self.dead = False
         self.member_timers = MemberTimers(timers, self.on_member_timer)
+        self.group_timers = GroupTimers(timers, self.on_group_timer)  # the compute lease and the scheduled delay
         self._loaded: list[R.Record] = []
         self.init_core(timers.heap, timers.clock.now_ms, config.group_connect_session_timeout_ms,
                        config.group_connect_heartbeat_interval_ms, wire.ConnectGroupHeartbeatResponse)
@@ -641,9 +641,9 @@ class ConnectGroup(ModernGroup, ConnectGroupCore):
         self.computing, self.prepared = (m.member_id, False) if m is not None else (None, False)
         if m is not None:
             self.last_computing = m.member_id
-            self.member_timers.arm(GROUP_TIMER, COMPUTE, self.lease_ms(m))
+            self.group_timers.arm(COMPUTE, self.lease_ms(m))
         else:
-            self.member_timers.cancel(GROUP_TIMER, COMPUTE)
+            self.group_timers.cancel(COMPUTE)
 
     def _rotate(self, reason: str) -> None:
         """The computing worker is passed over (lease expired, mismatches) or gone: pick another at once."""
@@ -789,14 +789,14 @@ class ConnectGroup(ModernGroup, ConnectGroupCore):
         delay = min(req.assignment_delay_ms, self.config.group_connect_max_assignment_delay_ms)
         if delay > 0:
             self.delay_deadline_ms = self.timers.clock.wall_ms() + delay
-            self.member_timers.arm(GROUP_TIMER, DELAY, delay)
+            self.group_timers.arm(DELAY, delay)
         else:
             self.delay_deadline_ms = -1
-            self.member_timers.cancel(GROUP_TIMER, DELAY)
+            self.group_timers.cancel(DELAY)
         self.computing, self.prepared = None, False
         self.mismatches.clear()
         self.excluded.clear()
-        self.member_timers.cancel(GROUP_TIMER, COMPUTE)
+        self.group_timers.cancel(COMPUTE)
         self.stage_target_metadata()
         self.stage_group()
         return fail(E.NONE, None)
@@ -885,7 +885,7 @@ class ConnectGroup(ModernGroup, ConnectGroupCore):
             self.bump(reason)
             self.owe_computation()  # the computing worker went, or this departure calls for a computation
         if not self.members:
-            self.member_timers.cancel(GROUP_TIMER, COMPUTE)
+            self.group_timers.cancel(COMPUTE)
             self.computing = None
 
     def bump(self, reason: str) -> None:
@@ -900,7 +900,7 @@ class ConnectGroup(ModernGroup, ConnectGroupCore):
         m = self.members.get(self.computing) if self.computing is not None else None
         if m is not None and self.prepared:
             self.prepared = False
-            self.member_timers.arm(GROUP_TIMER, COMPUTE, self.lease_ms(m))
+            self.group_timers.arm(COMPUTE, self.lease_ms(m))
 
     # ---- reconciliation -----------------------------------------------------------------------------------------
 
@@ -934,16 +934,16 @@ class ConnectGroup(ModernGroup, ConnectGroupCore):
         self.timers.heap.schedule(m.session_key, self.timers.clock.now_ms() +
                                   self.config.group_connect_session_timeout_ms)
 
+    def on_group_timer(self, kind: str) -> None:
+        if kind == COMPUTE and self.computing is not None and self.group_epoch > self.assignment_epoch:
+            self._rotate("the compute lease expired")  # the slow worker is not fenced (D8)
+        elif kind == DELAY:
+            self.delay_deadline_ms = -1
+            self.change = ("scheduled-delay", "")
+            self.bump("the scheduled rebalance delay ended")
+            self.owe_computation()
+
     def on_member_timer(self, member_id: str, kind: str) -> None:
-        if member_id == GROUP_TIMER:
-            if kind == COMPUTE and self.computing is not None and self.group_epoch > self.assignment_epoch:
-                self._rotate("the compute lease expired")  # the slow worker is not fenced (D8)
-            elif kind == DELAY:
-                self.delay_deadline_ms = -1
-                self.change = ("scheduled-delay", "")
-                self.bump("the scheduled rebalance delay ended")
-                self.owe_computation()
-            return
         m = self.members.get(member_id)
         if m is None:
             return
@@ -1070,11 +1070,12 @@ class ConnectGroup(ModernGroup, ConnectGroupCore):
                 m.rebalance_armed_epoch = m.member_epoch
                 self.member_timers.arm(m.member_id, REBALANCE, max(m.rebalance_timeout_ms, 0))
         if self.delay_deadline_ms >= 0:
-            self.member_timers.arm(GROUP_TIMER, DELAY, max(self.delay_remaining_ms(), 0))
+            self.group_timers.arm(DELAY, max(self.delay_remaining_ms(), 0))
         self.owe_computation()
 
     def unload(self) -> None:
         self.member_timers.clear()
+        self.group_timers.clear()
         self.dead = True
 
     # ---- ConnectGroupDescribe -----------------------------------------------------------------------------------
@@ -1094,8 +1095,8 @@ class ConnectGroup(ModernGroup, ConnectGroupCore):
                 target_assignment=units.to_wire(self.target.get(m.member_id), cat, tasks),
                 pending_revocation=units.to_wire(m.pending, cat, tasks)))
         lease = -1
-        if self.computing is not None and self.member_timers.is_armed(GROUP_TIMER, COMPUTE):
-            k = self.member_timers.key(GROUP_TIMER, COMPUTE)
+        if self.computing is not None and self.group_timers.is_armed(COMPUTE):
+            k = self.group_timers.key(COMPUTE)
             lease = max(int(self.timers.heap.deadline_of(k) - self.timers.clock.now_ms()), 0)
         return wire.ConnectGroupDescribeResponseDescribedGroup(
             error_code=E.NONE, group_id=self.group_id, group_state=self.state_name, group_epoch=self.group_epoch,
