@@ -1,4 +1,5 @@
-"""Measures the classic hot path of whichever kcoord is first on sys.path, and prints JSON.
+"""Measures the hot path of whichever kcoord is first on sys.path, and prints JSON: the classic group's heartbeat
+and rebalance, and the consumer and connect groups' heartbeats where the build has them.
 
 Run by benches/bench_baseline.py once under the tree being tested and once under a baseline commit's build
 (PYTHONPATH=that build), so both are measured by the same code in the same run. It uses only API that both
@@ -59,9 +60,68 @@ def main(members: int, rounds: int) -> dict:
         for _ in range(n):
             heartbeat()
         per_call.append((time.perf_counter() - t0) / n)
-    return {"kcoord": kcoord.__file__, "rebalance_ms": statistics.median(times) * 1e3,
-            "rebalance_ms_best": min(times) * 1e3, "heartbeat_us": statistics.median(per_call) * 1e6,
-            "heartbeat_us_best": min(per_call) * 1e6}
+    out = {"kcoord": kcoord.__file__, "rebalance_ms": statistics.median(times) * 1e3,
+           "rebalance_ms_best": min(times) * 1e3, "heartbeat_us": statistics.median(per_call) * 1e6,
+           "heartbeat_us_best": min(per_call) * 1e6}
+    for name, measure in (("consumer", consumer_heartbeat), ("connect", connect_heartbeat)):
+        try:
+            median, best = measure(rounds)
+        except ImportError:  # a baseline from before that group type
+            continue
+        out[f"{name}_heartbeat_us"], out[f"{name}_heartbeat_us_best"] = median, best
+    return out
+
+
+def timed(call, rounds: int, n: int = 20_000) -> tuple[float, float]:
+    """(median, best) µs per call over rounds * 3 rounds of n calls."""
+    per_call = []
+    for _ in range(rounds * 3):
+        t0 = time.perf_counter()
+        for _ in range(n):
+            call()
+        per_call.append((time.perf_counter() - t0) / n)
+    return statistics.median(per_call) * 1e6, min(per_call) * 1e6
+
+
+def consumer_heartbeat(rounds: int) -> tuple[float, float]:
+    """A Stable member's heartbeat in bench_consumer's 10,000-member, 100,000-partition group."""
+    from bench_consumer import big_group
+
+    c, g, _ = big_group()
+    m = g.members["member-00000"]
+    frame = wire.encode_request(68, 1, 1, "bench", wire.ConsumerGroupHeartbeatRequest(
+        group_id="bench", member_id=m.member_id, member_epoch=m.member_epoch))[4:]
+    decode, handle, encode = wire.decode_request, c.handle, wire.encode_response
+
+    def heartbeat() -> bytes:
+        header, body = decode(frame)
+        return encode(68, 1, header.correlation_id, handle(body, 1))
+
+    assert wire.decode_response(68, 1, heartbeat()[4:])[1].error_code == 0
+    return timed(heartbeat, rounds)
+
+
+def connect_heartbeat(rounds: int) -> tuple[float, float]:
+    """A Stable worker's heartbeat in bench_connect's 1,000-worker, 100,000-task group (on a SQLite store)."""
+    import tempfile
+
+    from bench_connect import HB, big_group
+
+    with tempfile.TemporaryDirectory() as tmp:
+        c, g = big_group(tmp)
+        m = g.members["worker-0500"]
+        frame = wire.encode_request(HB, 0, 1, "bench", wire.ConnectGroupHeartbeatRequest(
+            group_id="bench", member_id=m.member_id, member_epoch=m.member_epoch))[4:]
+        decode, handle, encode = wire.decode_request, c.handle, wire.encode_response
+
+        def heartbeat() -> bytes:
+            header, body = decode(frame)
+            return encode(HB, 0, header.correlation_id, handle(body, 0, "bench", "/127.0.0.1"))
+
+        assert wire.decode_response(HB, 0, heartbeat()[4:])[1].error_code == 0
+        result = timed(heartbeat, rounds)
+        c.store.close()
+        return result
 
 
 if __name__ == "__main__":
