@@ -11,6 +11,7 @@ from __future__ import annotations
 import itertools
 import statistics
 import time
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -100,9 +101,8 @@ def group(tmp_path_factory):
     return big_group(tmp_path_factory.mktemp("connect-bench"))
 
 
-@pytest.mark.benchmark(group="connect group heartbeat, in-process (decode -> coordinator -> encode)")
-def test_worker_heartbeat_in_a_1000_worker_group(benchmark: Any, group) -> None:
-    c, g = group
+def stable_heartbeat(c: Coordinator, g: ConnectGroup) -> Callable[[], bytes]:
+    """One Stable worker's heartbeat, decode -> coordinator -> encode (also benches/hotpath_probe.py's)."""
     m = g.members["worker-0500"]
     frame = wire.encode_request(HB, 0, 1, "bench", W.ConnectGroupHeartbeatRequest(
         group_id="bench", member_id=m.member_id, member_epoch=m.member_epoch))[4:]
@@ -112,6 +112,14 @@ def test_worker_heartbeat_in_a_1000_worker_group(benchmark: Any, group) -> None:
         header, body = decode(frame)
         return encode(HB, 0, header.correlation_id, handle(body, 0, "bench", "/127.0.0.1"))
 
+    return heartbeat
+
+
+@pytest.mark.benchmark(group="connect group heartbeat, in-process (decode -> coordinator -> encode)")
+def test_worker_heartbeat_in_a_1000_worker_group(benchmark: Any, group) -> None:
+    c, g = group
+    m = g.members["worker-0500"]
+    heartbeat = stable_heartbeat(c, g)
     r = wire.decode_response(HB, 0, heartbeat()[4:])[1]
     assert (r.error_code, r.member_epoch, r.assignment, r.should_compute_assignment) == (0, m.member_epoch, None,
                                                                                           False)

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import statistics
 import time
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -63,9 +64,8 @@ def owned(tid: bytes, m: ConsumerMember, g: ConsumerGroup) -> list:
             for _, ps in g.space.split(m.assigned)]
 
 
-@pytest.mark.benchmark(group="consumer group heartbeat, in-process (decode -> coordinator -> encode)")
-def test_stable_heartbeat_in_a_10000_member_group(benchmark: Any, group) -> None:
-    c, g, _ = group
+def stable_heartbeat(c: Coordinator, g: ConsumerGroup) -> Callable[[], bytes]:
+    """One Stable member's heartbeat, decode -> coordinator -> encode (also benches/hotpath_probe.py's)."""
     m = g.members["member-00000"]
     frame = wire.encode_request(68, 1, 1, "bench", wire.ConsumerGroupHeartbeatRequest(
         group_id="bench", member_id=m.member_id, member_epoch=m.member_epoch))[4:]
@@ -75,6 +75,14 @@ def test_stable_heartbeat_in_a_10000_member_group(benchmark: Any, group) -> None
         header, body = decode(frame)
         return encode(68, 1, header.correlation_id, handle(body, 1))
 
+    return heartbeat
+
+
+@pytest.mark.benchmark(group="consumer group heartbeat, in-process (decode -> coordinator -> encode)")
+def test_stable_heartbeat_in_a_10000_member_group(benchmark: Any, group) -> None:
+    c, g, _ = group
+    m = g.members["member-00000"]
+    heartbeat = stable_heartbeat(c, g)
     r = wire.decode_response(68, 1, heartbeat()[4:])[1]
     assert (r.error_code, r.member_epoch, r.assignment) == (0, m.member_epoch, None)
     benchmark.extra_info.update(members=MEMBERS, partitions=PARTITIONS, target_us=2.0)

@@ -85,18 +85,10 @@ def timed(call, rounds: int, n: int = 20_000) -> tuple[float, float]:
 
 def consumer_heartbeat(rounds: int) -> tuple[float, float]:
     """A Stable member's heartbeat in bench_consumer's 10,000-member, 100,000-partition group."""
-    from bench_consumer import big_group
+    from bench_consumer import big_group, stable_heartbeat
 
     c, g, _ = big_group()
-    m = g.members["member-00000"]
-    frame = wire.encode_request(68, 1, 1, "bench", wire.ConsumerGroupHeartbeatRequest(
-        group_id="bench", member_id=m.member_id, member_epoch=m.member_epoch))[4:]
-    decode, handle, encode = wire.decode_request, c.handle, wire.encode_response
-
-    def heartbeat() -> bytes:
-        header, body = decode(frame)
-        return encode(68, 1, header.correlation_id, handle(body, 1))
-
+    heartbeat = stable_heartbeat(c, g)
     assert wire.decode_response(68, 1, heartbeat()[4:])[1].error_code == 0
     return timed(heartbeat, rounds)
 
@@ -105,19 +97,11 @@ def connect_heartbeat(rounds: int) -> tuple[float, float]:
     """A Stable worker's heartbeat in bench_connect's 1,000-worker, 100,000-task group (on a SQLite store)."""
     import tempfile
 
-    from bench_connect import HB, big_group
+    from bench_connect import HB, big_group, stable_heartbeat
 
     with tempfile.TemporaryDirectory() as tmp:
         c, g = big_group(tmp)
-        m = g.members["worker-0500"]
-        frame = wire.encode_request(HB, 0, 1, "bench", wire.ConnectGroupHeartbeatRequest(
-            group_id="bench", member_id=m.member_id, member_epoch=m.member_epoch))[4:]
-        decode, handle, encode = wire.decode_request, c.handle, wire.encode_response
-
-        def heartbeat() -> bytes:
-            header, body = decode(frame)
-            return encode(HB, 0, header.correlation_id, handle(body, 0, "bench", "/127.0.0.1"))
-
+        heartbeat = stable_heartbeat(c, g)
         assert wire.decode_response(HB, 0, heartbeat()[4:])[1].error_code == 0
         result = timed(heartbeat, rounds)
         c.store.close()

@@ -31,22 +31,11 @@ def pytest_configure(config) -> None:
         signal.signal(signal.SIGTERM, _interrupted)
 
 
-def _children(pid: int) -> list[int]:
-    """The processes whose parent is `pid` (from /proc; none where there is no /proc)."""
-    out = []
-    for entry in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            fields = entry.read_text().rsplit(")", 1)[1].split()
-        except (OSError, IndexError):
-            continue
-        if int(fields[1]) == pid:
-            out.append(int(entry.parent.name))
-    return out
-
-
 def reap_children(grace: float = 5.0) -> list[int]:
     """Stop every process this one started and has not waited for (a server or a client peer a test left behind,
     or whose test was interrupted): SIGTERM, then SIGKILL after `grace` seconds. The pids it found."""
+    from .postgres import _children
+
     found = _children(os.getpid())
     for pid in found:
         try:

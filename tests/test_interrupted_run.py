@@ -12,20 +12,10 @@ from pathlib import Path
 
 import pytest
 
+from .postgres import _alive as alive
+
 ROOT = Path(__file__).resolve().parents[1]
 STOP_WITHIN_S = 30.0  # a bound on waiting, not a speed target: the run ends in a few seconds
-
-
-def alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    stat = Path(f"/proc/{pid}/stat")
-    try:  # a zombie has ended
-        return stat.read_text().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False
 
 
 @pytest.mark.parametrize("how", ["SIGTERM", "Ctrl-C"])
