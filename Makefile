@@ -47,9 +47,10 @@ $(VENV)/.installed-test: $(VENV)/.installed-run
 run: $(VENV)/.installed-run
 	$(BIN)/kcoord serve $(SERVE_ARGS)
 
-# TEST_WORKERS=2 runs the suite on two pytest-xdist workers, each taking whole files (about 11 min instead of 20).
-# One process is the default and what CI runs; the load that made xdist runs fail (a kafka-python member stranded
-# mid-join, librdkafka fencing itself after its own session timed out) is handled in the tests now.
+# TEST_WORKERS=2 runs the suite on two pytest-xdist workers, each taking whole files: what CI runs (.ci/run), 19
+# minutes of tests on 2 cores instead of about 24 in one process. The load that once made xdist runs fail (a
+# kafka-python member stranded mid-join, librdkafka fencing itself after its own session timed out) is handled in
+# the tests.
 TEST_WORKERS ?= 0
 test: $(VENV)/.installed-test
 	$(BIN)/python -m kcoord.protocol.generate --check

@@ -84,7 +84,7 @@ def sliced_harness(groups: int) -> Harness:
     h = Harness()
     h.c.slice_long_requests = True  # as the server runs it
     for i in range(groups):
-        assert h.c.handle(8, 8, commit(f"g{i:05d}")).topics[0].partitions[0].error_code == E.NONE
+        assert h.c.handle(commit(f"g{i:05d}"), 8).topics[0].partitions[0].error_code == E.NONE
     return h
 
 
@@ -102,7 +102,7 @@ def run_slices(h: Harness, reply: Reply, between=lambda: None) -> int:
 def test_delete_groups_of_many_groups_runs_in_slices_and_answers_every_group_in_order() -> None:
     h = sliced_harness(3_000)
     names = ["", *[f"g{i:05d}" for i in range(3_000)], "nope", "g00000"]
-    reply = h.c.handle(42, 2, wire.DeleteGroupsRequest(groups_names=names))
+    reply = h.c.handle(wire.DeleteGroupsRequest(groups_names=names), 2)
     assert type(reply) is Reply and not reply.done  # parked: the loop is given back before the last group goes
     left_after_first = sum(f"g{i:05d}" in h.c.groups for i in range(3_000))
     assert 0 < left_after_first < 3_000  # the first slice did part of the work, not none and not all
@@ -124,20 +124,20 @@ def test_delete_groups_of_many_groups_runs_in_slices_and_answers_every_group_in_
 
 def test_a_small_delete_groups_is_answered_at_once() -> None:
     h = sliced_harness(3)
-    resp = h.c.handle(42, 2, wire.DeleteGroupsRequest(groups_names=["g00000", "g00001"]))
+    resp = h.c.handle(wire.DeleteGroupsRequest(groups_names=["g00000", "g00001"]), 2)
     assert type(resp) is wire.DeleteGroupsResponse and [r.error_code for r in resp.results] == [E.NONE, E.NONE]
 
 
 def test_list_groups_of_many_groups_runs_in_slices_and_lists_the_groups_there_were() -> None:
     h = sliced_harness(5_000)
-    reply = h.c.handle(16, 5, wire.ListGroupsRequest())
+    reply = h.c.handle(wire.ListGroupsRequest(), 5)
     assert type(reply) is Reply and not reply.done
     changed = []
 
     def between() -> None:  # served between slices: a new group, and a group deleted before it is listed
         if not changed:
-            h.c.handle(8, 8, commit("newcomer"))
-            assert h.c.handle(42, 2, wire.DeleteGroupsRequest(groups_names=["g04999"])).results[0].error_code == 0
+            h.c.handle(commit("newcomer"), 8)
+            assert h.c.handle(wire.DeleteGroupsRequest(groups_names=["g04999"]), 2).results[0].error_code == 0
             changed.append(1)
 
     assert run_slices(h, reply, between) >= 2
@@ -148,8 +148,8 @@ def test_list_groups_of_many_groups_runs_in_slices_and_lists_the_groups_there_we
 def test_in_process_a_long_request_is_answered_at_once() -> None:
     h = Harness()
     for i in range(3_000):
-        h.c.handle(8, 8, commit(f"g{i:05d}"))
-    assert len(h.c.handle(16, 5, wire.ListGroupsRequest()).groups) == 3_000
+        h.c.handle(commit(f"g{i:05d}"), 8)
+    assert len(h.c.handle(wire.ListGroupsRequest(), 5).groups) == 3_000
 
 
 def test_another_connection_is_served_while_a_big_delete_groups_runs(tmp_path) -> None:
