@@ -6,7 +6,7 @@
 #               tests at a tenth of their examples); no server process, no real client, no PostgreSQL
 #   make fuzz   fuzz the request path for FUZZ_SECONDS (1800) and merge what adds coverage into tests/fuzz/corpus
 #   make mutate mutation testing ([tool.mutmut] in pyproject.toml): the score and every surviving mutant
-#   make planted  the bugs kept in tests/planted_bugs.py, each planted in turn: every one must fail a test
+#   make planted  the bugs kept in tests/support/planted_bugs.py, each planted in turn: every one must fail a test
 
 PYTHON ?= python3
 VENV   := .venv
@@ -27,7 +27,7 @@ $(BIN)/python:
 # One build serves every target. pyproject's build requirements are installed into the venv once, and kcoord is built
 # without build isolation against them: an isolated build installs Cython afresh each time, and its new include
 # files make every generated .c out of date. setup.py reuses what is already compiled (kcoord/_core/), so the test
-# extras after `make run` compile nothing, and the wheel the suite tests (tests/wheelhouse.py) reuses it too.
+# extras after `make run` compile nothing, and the wheel the suite tests (tests/support/wheelhouse.py) reuses it too.
 CORE_SOURCES := setup.py $(wildcard src/_core/*/*.pyx src/_core/*/*.pxd src/_core/*/*.pxi src/_core/*/*.h)
 
 $(VENV)/.installed-build: $(BIN)/python pyproject.toml
@@ -56,25 +56,24 @@ test: $(VENV)/.installed-test
 	$(BIN)/python -m kcoord.protocol.generate --check
 	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile --benchmark-disable -m "not slow" $(PYTEST_ARGS)
 
-# The in-process tests of one module each, no sockets: kcoord's units. Lint and types run in test_sourcecode.
-UNIT_TESTS ?= test_sourcecode test_assignors test_assignors_properties test_classic test_classic_model \
-	test_codec_golden test_codec_roundtrip test_connect test_connect_assignor test_consumer test_deadline_heap \
-	test_member_timers test_migration test_reconcile test_offsets_edges test_sasl_mechanisms test_client_config \
-	test_schema_conformance test_settings_validation
+# The in-process tests of one module each (tests/unit: no sockets, no subprocess), the codec's against every message
+# and version, and the schema's: kcoord's units. Lint and types run in test_sourcecode.
+UNIT_TESTS ?= tests/test_sourcecode.py tests/unit tests/wire/test_codec_golden.py tests/wire/test_codec_roundtrip.py \
+	tests/wire/test_schema_conformance.py
 unit: $(VENV)/.installed-test
 	$(BIN)/python -m kcoord.protocol.generate --check
 	KCOORD_HYPOTHESIS=quick $(BIN)/python -m pytest -q -p no:cacheprovider -p no:randomly --benchmark-disable \
-		-m "not slow" $(addprefix tests/,$(addsuffix .py,$(UNIT_TESTS))) $(PYTEST_ARGS)
+		-m "not slow" $(UNIT_TESTS) $(PYTEST_ARGS)
 
 # mutmut copies the tree into mutants/, runs the selected tests once to learn which reach each function, then each
-# mutant against those; tests/mutation_report.py prints the score and the survivors.
+# mutant against those; tests/support/mutation_report.py prints the score and the survivors.
 mutate: $(VENV)/.installed-test
 	rm -rf mutants
 	$(BIN)/mutmut run --max-children 2
-	$(BIN)/python -m tests.mutation_report
+	$(BIN)/python -m tests.support.mutation_report
 
 planted: $(VENV)/.installed-test
-	$(BIN)/python -m tests.planted_bugs
+	$(BIN)/python -m tests.support.planted_bugs
 
 # A long fuzzing run (FUZZ_SECONDS) whose finds are merged into the corpus kept in the repo (libFuzzer's merge
 # keeps only inputs that add coverage). A crash stops it: its input is in .fuzz/artifacts/ (tests/fuzz/crashes/README).

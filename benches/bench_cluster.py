@@ -12,7 +12,7 @@
   of a live node) names a live node, and there a Heartbeat with the member's member id, generation and instance id
   answers 0. The member survives because it is static and its state is replayed from the database.
 
-One PostgreSQL server (tests/postgres.py) for the module; a fresh database per measurement.
+One PostgreSQL server (tests/support/postgres.py) for the module; a fresh database per measurement.
 Run: `python -m pytest benches/bench_cluster.py -m "slow or not slow" -s -p no:cacheprovider`.
 """
 
@@ -48,7 +48,7 @@ ASSIGNMENT = b"\x00\x00" + wire.ConsumerProtocolAssignment(assigned_partitions=[
 @pytest.fixture(scope="module")
 def pg():
     pytest.importorskip("psycopg")
-    from tests.postgres import Postgres, find_binaries
+    from tests.support.postgres import Postgres, find_binaries
 
     if find_binaries() is None:
         pytest.skip("PostgreSQL's binaries (initdb, pg_ctl, postgres) are not installed")
@@ -73,7 +73,7 @@ def database(pg, prefix: str) -> Iterator[str]:
 def cluster(dsn: str, workdir: Path, nodes: int) -> Iterator[Any]:
     """`nodes` nodes started together, once every partition is held by one of them, each its share, and every
     node has seen that (two more lease rounds)."""
-    from tests.cluster_nodes import KCluster, wait_until
+    from tests.support.cluster_nodes import KCluster, wait_until
 
     workdir.mkdir(parents=True, exist_ok=True)
     c = KCluster(dsn, workdir, nodes=nodes, args=FAST)

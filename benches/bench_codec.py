@@ -20,7 +20,7 @@ from kio.serial import entity_reader, entity_writer
 
 from kcoord import wire
 from kcoord.protocol import BY_NAME
-from tests.peers import KAFKA_PYTHON, KIO
+from tests.support.peers import KAFKA_PYTHON, KIO
 
 CODECS = ("kcoord", "kio", "kafka-python")
 

@@ -1,5 +1,5 @@
 """KIP-848 reconciliation step speed: the compiled `reconcile` (validation, kernel, result) against the pure-Python
-model (tests/reconcile_model.py, sets in and out) in the same run.
+model (tests/support/reconcile_model.py, sets in and out) in the same run.
 
 The group's catalogue is 1,000 topics × 100 partitions (100,000 partitions), 90% of them held by other members in the
 epoch table; the member holds 10 or 1,000 partitions spread over the topics. Two heartbeats:
@@ -23,7 +23,7 @@ import numpy as np
 import pytest
 
 from kcoord._core import _assign
-from tests import reconcile_model as model
+from tests.support import reconcile_model as model
 
 TOPICS, PER_TOPIC = 1_000, 100
 N = TOPICS * PER_TOPIC

@@ -17,7 +17,7 @@ spaces full collections, starts from nothing.
 
 The cost: a frozen object is still freed by reference counting when its last reference goes, but never as part
 of a garbage cycle. So what kcoord makes and later drops while serving (groups and their members, timers, parked
-replies, connections) must be freed by reference counting alone, and tests/test_gc_policy.py churns each of them
+replies, connections) must be freed by reference counting alone, and tests/server/test_gc_policy.py churns each of them
 and fails on any cyclic garbage. There is no periodic unfreeze: a full collection of everything is the pause the
 policy exists to avoid (about 3 ms per 1,000 groups), and the known cycles are broken where they are made; the
 frozen count is a metric (kcoord_gc_frozen_objects), so a leak shows as a count that grows while the groups and

@@ -34,7 +34,7 @@ def pytest_configure(config) -> None:
 def reap_children(grace: float = 5.0) -> list[int]:
     """Stop every process this one started and has not waited for (a server or a client peer a test left behind,
     or whose test was interrupted): SIGTERM, then SIGKILL after `grace` seconds. The pids it found."""
-    from .postgres import _children
+    from .support.postgres import _children
 
     found = _children(os.getpid())
     for pid in found:
@@ -93,7 +93,7 @@ def _without(reason: str) -> None:
 @pytest.fixture(scope="session")
 def postgres_server():
     """A real PostgreSQL server (Debian's binaries; .ci/run installs them), started once per session."""
-    from .postgres import Postgres, find_binaries
+    from .support.postgres import Postgres, find_binaries
 
     if find_binaries() is None:
         _without("PostgreSQL's binaries (initdb, pg_ctl, postgres) are not installed (apt-get install postgresql)")

@@ -1,4 +1,4 @@
-"""kcoord as users get it: the manylinux wheel (tests/wheelhouse.py) installed into a fresh venv, and the fast part of
+"""kcoord as users get it: the manylinux wheel (tests/support/wheelhouse.py) installed into a fresh venv, and the fast part of
 the suite run against that install, from a copy of tests/ outside this checkout, so nothing can come from the source
 tree (a package missing from the wheel, a file only the tree has, an extension not built into it fails here). The
 [tool.cibuildwheel] configuration is checked too: a selector that stopped matching fails.
@@ -29,15 +29,14 @@ ROOT = HERE.parent
 # manual clock, the store (SQLite records, replay, `python -m kcoord.cli store`), and the compiled timers. About
 # 40 s; the rest of the suite (servers, real clients, Spark, fuzzing) stays on the source tree.
 WHEEL_SUBSET = (
-    "test_codec_roundtrip.py",
-    "test_codec_golden.py",
-    "test_framing.py",
-    "test_classic.py",
-    "test_consumer.py",
-    "test_connect.py",
-    "test_store.py",
-    "test_member_timers.py",
-    "test_deadline_heap.py",
+    "wire/test_codec_roundtrip.py",
+    "wire/test_codec_golden.py",
+    "wire/test_framing.py",
+    "unit/test_classic.py",
+    "unit/test_consumer.py",
+    "unit/test_connect.py",
+    "unit/test_store.py",
+    "unit/test_timers.py",
 )
 # What the subset imports besides kcoord: these packages of the test extra, at its pins, go into the fresh venv.
 SUBSET_REQUIRES = ("pytest", "hypothesis", "kafka-python", "kio")
@@ -72,7 +71,7 @@ def run(cmd: list[str], **kw) -> subprocess.CompletedProcess:
 @pytest.fixture(scope="module")
 def venv(tmp_path_factory) -> Path:
     """A fresh venv holding the wheel and the subset's test packages, nothing from this checkout."""
-    from .wheelhouse import kcoord_wheel
+    from .support.wheelhouse import kcoord_wheel
 
     wheel = kcoord_wheel()
     assert re.search(r"[-.]manylinux_\d+_\d+_(x86_64|aarch64)\.whl$", wheel.name), wheel.name

@@ -6,6 +6,6 @@ fuzz_requests.py the atheris entry point: instruments kcoord's Python modules, t
 make_seeds.py    writes the seed corpus (corpus/fuzz_requests/) from plausible.py
 corpus/          the corpus kept in the repo; crashes/ holds inputs of open bugs (see its README)
 
-tests/test_fuzz.py replays the corpus, runs the fuzzer for a time budget, and drives `kcoord serve` under an
+tests/wire/test_fuzz.py replays the corpus, runs the fuzzer for a time budget, and drives `kcoord serve` under an
 address-space limit with the corpus and Hypothesis-made frames.
 """

@@ -9,7 +9,7 @@ built without coverage instrumentation: atheris instruments Python bytecode only
 blind (through the structured inputs of the harness, and libFuzzer's byte-level mutations) and learns only from
 the Python that runs on its results. See harness.py for the input format and the invariants.
 
-tests/test_fuzz.py runs this for a time budget on a copy of corpus/fuzz_requests/; `make fuzz` runs it longer
+tests/wire/test_fuzz.py runs this for a time budget on a copy of corpus/fuzz_requests/; `make fuzz` runs it longer
 and merges what it found into the corpus.
 """
 

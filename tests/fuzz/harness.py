@@ -76,9 +76,9 @@ from .plausible import Params, encoded, select, served
 
 # The oracle follows each read's frames as they are handled, in that read: a read's frames are never split across
 # turns of the loop here (the server's 5 ms budget a turn is wall time, which would make runs unrepeatable; its
-# split is tested in tests/test_long_handlers.py).
+# split is tested in tests/server/test_long_handlers.py).
 server_module.TURN_BUDGET_S = float("inf")
-# Nor is a large frame sent to the worker thread (a real thread beside the fake loop; tested in tests/test_offload.py).
+# Nor is a large frame sent to the worker thread (a real thread beside the fake loop; tested in tests/server/test_offload.py).
 server_module.OFFLOAD_ABOVE = float("inf")
 
 MAX_CONNECTIONS = 3
@@ -745,10 +745,10 @@ def check_restart(live: dict, back: dict) -> None:
 _REAL_URANDOM = os.urandom
 
 # Open bugs the fuzzer found, each with its input in tests/fuzz/crashes/ (see the README there): a finding whose
-# text holds one of these is not reported again, so the fuzzer goes on looking for others. tests/test_fuzz.py
+# text holds one of these is not reported again, so the fuzzer goes on looking for others. tests/wire/test_fuzz.py
 # replays the crash inputs strictly (KCOORD_FUZZ_STRICT=1) as expected failures: when a bug is fixed its test
 # passes unexpectedly, and then its line here goes and its input moves to the corpus.
-KNOWN_OPEN: dict[str, str] = {}  # none open: the eight found so far are fixed (tests/test_fuzz_findings.py)
+KNOWN_OPEN: dict[str, str] = {}  # none open: the eight found so far are fixed (tests/wire/test_fuzz_findings.py)
 STRICT = os.environ.get("KCOORD_FUZZ_STRICT") == "1"
 
 

@@ -1,0 +1,125 @@
+"""`kcoord serve` as a subprocess on a free loopback port, for the tests that need the real server process."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+
+from kcoord.cli import describe_group
+from kcoord.client import Client
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def recv_exact(sock: socket.socket, n: int) -> bytes:
+    """Exactly `n` bytes from `sock`; ConnectionError if the server closes the connection first."""
+    buf = b""
+    while len(buf) < n:
+        chunk = sock.recv(n - len(buf))
+        if not chunk:
+            raise ConnectionError("the server closed the connection")
+        buf += chunk
+    return buf
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Server:
+    def __init__(self, proc: subprocess.Popen, port: int, log: Path) -> None:
+        self.proc = proc
+        self.port = port
+        self.bootstrap = f"127.0.0.1:{port}"
+        self.log = log
+
+    def describe(self, group: str) -> dict:
+        with Client(self.bootstrap, timeout=10) as c:
+            return describe_group(c, group)
+
+    def log_tail(self, n: int = 30) -> str:
+        return "\n".join(self.log.read_text(errors="replace").splitlines()[-n:])
+
+    def check_alive(self) -> None:
+        assert self.proc.poll() is None, f"the server exited with {self.proc.returncode}:\n{self.log_tail()}"
+
+
+def serve(port: int, log: Path, *args: str, timeout: float = 30.0, preexec_fn=None) -> Server:
+    """`kcoord serve --port PORT ARGS...`, output appended to `log`; returns once it serves. That is when its
+    "kcoord listening on" line is in the log (written after the server accepts, and after what it loaded is logged), or,
+    with the INFO lines turned off (--log-level above INFO), once a connection is accepted.
+    `preexec_fn` runs in the child before kcoord starts (resource limits)."""
+    start = log.stat().st_size if log.exists() else 0
+    with open(log, "ab") as out:
+        proc = subprocess.Popen([sys.executable, "-m", "kcoord.cli", "serve", "--port", str(port), *args],
+                                stdout=out, stderr=subprocess.STDOUT, cwd=ROOT,
+                                env={**os.environ, "PYTHONUNBUFFERED": "1"}, preexec_fn=preexec_fn)
+    srv = Server(proc, port, log)
+    level = next((b for a, b in zip(args, args[1:]) if a == "--log-level"), "INFO").upper()
+    deadline = time.monotonic() + timeout
+    while True:
+        if level in ("DEBUG", "INFO"):
+            with open(log, "rb") as f:
+                f.seek(start)
+                if b"kcoord listening on " in f.read():
+                    return srv
+        else:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                return srv
+            except OSError:
+                pass
+        if proc.poll() is not None or time.monotonic() > deadline:
+            proc.kill()
+            pytest.fail(f"kcoord serve did not listen on {port}:\n{srv.log_tail()}")
+        time.sleep(0.02)
+
+
+@contextmanager
+def in_process(config) -> Iterator:
+    """The real server (kcoord.server.Server for `config`), in this process on its own thread and event loop, so
+    a test can read its counters; stopped on exit."""
+    import asyncio
+    import threading
+
+    from kcoord.server import Server as KcoordServer
+
+    srv = KcoordServer(config)
+    started = threading.Event()
+    box: dict = {}
+
+    def run() -> None:
+        async def main() -> None:
+            box["stop"] = asyncio.Event()
+            box["loop"] = asyncio.get_running_loop()
+            try:
+                await srv.start()
+            except BaseException as e:
+                box["error"] = e
+                started.set()
+                return
+            started.set()
+            await box["stop"].wait()
+            await srv.close()
+        asyncio.run(main())
+
+    th = threading.Thread(target=run, daemon=True)
+    th.start()
+    assert started.wait(30), "the server did not start"
+    if "error" in box:
+        raise box["error"]
+    try:
+        yield srv
+    finally:
+        box["loop"].call_soon_threadsafe(box["stop"].set)
+        th.join(30)
