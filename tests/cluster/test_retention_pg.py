@@ -24,13 +24,12 @@ from kcoord.client import Client
 from kcoord.config import GroupConfig
 from kcoord.coordinator import Coordinator
 from kcoord.pgstore import Partitioner, PgRecords, check_pg_store, connect, init_schema, partition_for
-from kcoord.store import GroupStore
 from kcoord.timers import Clock
 
 from ..server.test_store_server import ThreadServer
 from ..support.cluster_nodes import FAST, KCluster, wait_until
 from ..unit.test_offsets import commit
-from ..unit.test_retention import RETENTION, at, codes, empty_group_with_offsets, harness, reload
+from ..unit.test_retention import RETENTION, at, codes, empty_group_with_offsets, harness
 
 PARTITIONS = 8  # "g" and "s" are in two coordinator partitions (7 and 3)
 TOPIC = "orders"
@@ -75,7 +74,7 @@ def node_store(pg_dsn):
 def take(h, records: PgRecords) -> Coordinator:
     """What a node does at start over PostgreSQL: the topics at once (the store's scan: the global partition), then
     the groups of the partitions its lease round takes (Cluster.take replays them)."""
-    c = reload(h, records)
+    c = h.restarted(records)
     c.load(records.scan_partitions(range(PARTITIONS)))
     return c
 
@@ -104,12 +103,8 @@ def in_db(dsn: str, gid: str) -> set:
 # ---- in-process, on a manual clock ---------------------------------------------------------------------------
 
 def test_expiry_is_written_to_postgresql_and_a_node_taking_the_partitions_again_keeps_it(pg_dsn, node_store) -> None:
-    h = harness()
     records = node_store(1)
-    h.records = records
-    h.c = Coordinator(h.config, h.clock, store=GroupStore(records, h.clock.wall_ms))
-    for name in ("t", "u"):
-        h.c.topics.create(name, 8)
+    h = harness(records=records)  # topics t and u, 8 partitions each
     empty_since = empty_group_with_offsets(h)
     assert codes(commit(h, "s")) == [E.NONE]
     h.c.store.commit()

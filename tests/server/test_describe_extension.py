@@ -28,11 +28,9 @@ from kcoord.cli import describe_group
 from kcoord.client import Client
 from kcoord.groups.base import KCOORD_DESCRIBE_TAG
 
-from ..support.classic_harness import DELAY, Harness
+from ..support.harness import DELAY, ClassicHarness, ConnectHarness, ConsumerHarness
 from ..support.servers import free_port, recv_exact, serve
 from ..unit.test_connect import DESCRIBE as CONNECT_DESCRIBE
-from ..unit.test_connect import H as ConnectH
-from ..unit.test_consumer import H as ConsumerH
 
 ASK = [(KCOORD_DESCRIBE_TAG, b"")]
 KIO = {(15, 5): KioDG5, (15, 6): KioDG6, (69, 0): KioCGD0, (69, 1): KioCGD1}
@@ -51,9 +49,9 @@ def extension(described) -> dict | None:
     return json.loads(tags[KCOORD_DESCRIBE_TAG]) if tags else None
 
 
-def classic() -> Harness:
+def classic() -> ClassicHarness:
     """A Stable classic group "g" of one static member whose requests came from User:alice."""
-    h = Harness()
+    h = ClassicHarness()
     r = h.join(iid="s-1", reason="first")
     h.advance(DELAY)  # the initial rebalance delay
     j = r.response
@@ -62,15 +60,15 @@ def classic() -> Harness:
     return h
 
 
-def consumer() -> ConsumerH:
-    h = ConsumerH()
+def consumer() -> ConsumerHarness:
+    h = ConsumerHarness()
     assert h.join("k-1").error_code == E.NONE
     h.c.note_principal("g", "k-1", "User:alice")
     return h
 
 
-def connect() -> ConnectH:
-    h = ConnectH()
+def connect() -> ConnectHarness:
+    h = ConnectHarness()
     assert h.join("w-1").error_code == E.NONE
     h.c.note_principal("g", "w-1", "User:alice")
     return h

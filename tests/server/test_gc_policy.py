@@ -26,11 +26,8 @@ from kcoord.config import GroupConfig
 from kcoord.coordinator import Coordinator
 from kcoord.store import MemoryRecords
 
-from ..support.classic_harness import SESSION, Harness
+from ..support.harness import SESSION, ClassicHarness, ConnectHarness, ConsumerHarness, MigrationHarness
 from ..support.servers import recv_exact
-from ..unit.test_connect import H as ConnectHarness
-from ..unit.test_consumer import H as ConsumerHarness
-from ..unit.test_migration import M as MigrationHarness
 from .test_store_server import ThreadServer, commit_frame
 
 
@@ -87,7 +84,7 @@ def delete(c: Coordinator, *groups: str) -> None:
 # ---- churns: groups of each type made, used and dropped, in-process ----------------------------------------------
 
 def classic_churn(w: Watched) -> Coordinator:
-    h = Harness(offsets_retention_minutes=1, offsets_retention_check_interval_ms=1_000)
+    h = ClassicHarness(offsets_retention_minutes=1, offsets_retention_check_interval_ms=1_000)
     for i in range(6):
         gid = f"c{i}"
         mid = h.dynamic_member(gid=gid)
@@ -278,7 +275,7 @@ def test_a_full_collection_scans_what_was_made_since_the_last_not_the_whole_stat
         if phase == "start" and info["generation"] == 2:
             scanned.append(sum(len(gc.get_objects(generation)) for generation in range(3)))
 
-    h = Harness()
+    h = ClassicHarness()
     holder = object()
     before = gcpolicy.installed()  # by a server another test left running (then it stays)
     gcpolicy.install(holder)

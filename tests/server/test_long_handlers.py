@@ -15,7 +15,7 @@ from kcoord.client import Client
 from kcoord.reply import Reply
 from kcoord.store import STORE_FILE, SqliteRecords
 
-from ..support.classic_harness import DELAY, Harness
+from ..support.harness import DELAY, ClassicHarness
 from ..support.servers import free_port, serve
 
 FIXTURE = Path(__file__).parents[1] / "fixtures" / "store-a195b2b"  # a store written by an older kcoord (WITHOUT ROWID)
@@ -80,15 +80,15 @@ def commit(group: str) -> wire.OffsetCommitRequest:
             wire.OffsetCommitRequestPartition(partition_index=0, committed_offset=1)])])
 
 
-def sliced_harness(groups: int) -> Harness:
-    h = Harness()
+def sliced_harness(groups: int) -> ClassicHarness:
+    h = ClassicHarness()
     h.c.slice_long_requests = True  # as the server runs it
     for i in range(groups):
         assert h.c.handle(commit(f"g{i:05d}"), 8).topics[0].partitions[0].error_code == E.NONE
     return h
 
 
-def run_slices(h: Harness, reply: Reply, between=lambda: None) -> int:
+def run_slices(h: ClassicHarness, reply: Reply, between=lambda: None) -> int:
     """Fire the coordinator's timers until `reply` is answered, calling `between` after each fire; the fires."""
     fires = 0
     while not reply.done:
@@ -146,7 +146,7 @@ def test_list_groups_of_many_groups_runs_in_slices_and_lists_the_groups_there_we
 
 
 def test_in_process_a_long_request_is_answered_at_once() -> None:
-    h = Harness()
+    h = ClassicHarness()
     for i in range(3_000):
         h.c.handle(commit(f"g{i:05d}"), 8)
     assert len(h.c.handle(wire.ListGroupsRequest(), 5).groups) == 3_000

@@ -20,7 +20,7 @@ from kcoord.offsets import DEFER_ABOVE
 from kcoord.reply import Deferred
 from kcoord.server import ServerConfig
 
-from ..support.classic_harness import Harness
+from ..support.harness import ClassicHarness
 from ..support.servers import in_process, recv_exact
 
 UNKNOWN = 40_000  # partitions of a topic that does not exist: about 560 KB of request, above OFFLOAD_ABOVE
@@ -117,7 +117,7 @@ def test_a_malformed_large_request_closes_its_connection_only() -> None:
 def test_a_topic_deleted_after_the_plan_is_asked_about_again() -> None:
     # The plan is made on the worker; the loop takes it later. A topic deleted between the two is asked about again,
     # so no offset is kept for a topic that is gone.
-    h = Harness()
+    h = ClassicHarness()
     h.c.topics.create("gone", 2)
     offsets = h.c.offsets
     req = wire.OffsetCommitRequest(group_id="g", generation_id_or_member_epoch=-1, member_id="", topics=[
@@ -136,7 +136,7 @@ def test_a_topic_deleted_after_the_plan_is_asked_about_again() -> None:
 
 
 def test_a_plan_is_taken_only_for_its_own_request() -> None:
-    h = Harness()
+    h = ClassicHarness()
     offsets = h.c.offsets
     req = commit("g", -1, {1: 4}, unknown=0)
     other = commit("g", -1, {1: 5}, unknown=0)
@@ -149,7 +149,7 @@ def test_a_plan_is_taken_only_for_its_own_request() -> None:
 
 
 def test_many_partitions_make_a_deferred_answer_that_the_coordinator_finishes() -> None:
-    h = Harness()
+    h = ClassicHarness()
     req = commit("g", -1, {}, unknown=DEFER_ABOVE + 1)
     assert type(h.c.offsets.offset_commit(req, 9)) is Deferred
     resp = h.c.handle(commit("g", -1, {}, unknown=DEFER_ABOVE + 1), 9)

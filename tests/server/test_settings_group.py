@@ -28,12 +28,8 @@ from kcoord.groups.base import KCOORD_DESCRIBE_TAG
 from kcoord.groups.classic import ClassicGroup
 from kcoord.groups.consumer import ConsumerGroup
 
-from ..support.classic_harness import DELAY, Harness
+from ..support.harness import DELAY, ClassicHarness, ConnectHarness, ConsumerHarness, MigrationHarness, assignor
 from ..support.servers import Server, free_port, serve
-from ..unit.test_connect import H as ConnectH
-from ..unit.test_connect import assignor
-from ..unit.test_consumer import H as ConsumerH
-from ..unit.test_migration import M
 
 HERE = "tests/server/test_settings_group.py"
 
@@ -185,7 +181,7 @@ def test_rebalance_protocols_gate_the_consumer_and_connect_apis(classic_only: Se
 
 
 def test_consumer_group_describe_with_the_consumer_protocol_off_is_unsupported_version() -> None:
-    h = ConsumerH(group_coordinator_rebalance_protocols="classic")
+    h = ConsumerHarness(group_coordinator_rebalance_protocols="classic")
     r = h.c.handle(wire.ConsumerGroupDescribeRequest(group_ids=["g"]), 0)
     assert [g.error_code for g in r.groups] == [E.UNSUPPORTED_VERSION]
 
@@ -249,7 +245,7 @@ def test_initial_rebalance_delay_to_the_millisecond(extension: str, arrivals: li
                                                     answered_at: int) -> None:
     """group.initial.rebalance.delay.ms=D: the first join of a new group is not answered at answered_at-1 and is
     at answered_at, for each group.initial.rebalance.extension as config.py describes it."""
-    h = Harness(group_initial_rebalance_delay_ms=D, group_initial_rebalance_extension=extension)
+    h = ClassicHarness(group_initial_rebalance_delay_ms=D, group_initial_rebalance_extension=extension)
     t0 = h.clock.ms
     replies = []
     for i, offset in enumerate(arrivals):
@@ -263,7 +259,7 @@ def test_initial_rebalance_delay_to_the_millisecond(extension: str, arrivals: li
 
 
 def test_initial_rebalance_delay_zero_answers_without_waiting() -> None:
-    h = Harness(group_initial_rebalance_delay_ms=0)
+    h = ClassicHarness(group_initial_rebalance_delay_ms=0)
     r = h.join(iid="a")
     at(h, h.clock.ms)  # the timer due now fires; no time passes
     assert r.done and r.response.generation_id == 1
@@ -275,7 +271,7 @@ def test_initial_rebalance_delay_zero_answers_without_waiting() -> None:
 def test_rebalance_history_keeps_exactly_the_newest_h(size: int) -> None:
     """group.rebalance.history.size=H: after H+1 recorded changes, describe shows exactly the newest H (none at 0):
     a classic group's KIP-800 history (DescribeGroups' kcoord tag) and a connect group's epoch bumps."""
-    h = Harness(group_rebalance_history_size=size)
+    h = ClassicHarness(group_rebalance_history_size=size)
     for i in range(size + 1):  # each join carries a reason, so each is recorded
         h.join(iid=f"m{i}", reason=f"r{i}")
     d = h.c.handle(wire.DescribeGroupsRequest(groups=["g"], unknown_tags=[(KCOORD_DESCRIBE_TAG, b"")]), 5).groups[0]
@@ -283,7 +279,7 @@ def test_rebalance_history_keeps_exactly_the_newest_h(size: int) -> None:
     assert [e["group_instance_id"] for e in doc["history"]] == [f"m{i}" for i in range(1, size + 1)]
     assert [e["reason"] for e in doc["history"]] == [f"r{i}" for i in range(1, size + 1)]
 
-    w = ConnectH(group_rebalance_history_size=size)
+    w = ConnectHarness(group_rebalance_history_size=size)
     for i in range(size + 1):  # each new worker bumps the group epoch: 1 .. H+1
         assert w.join(f"w{i}").error_code == E.NONE
     assert w.group().group_epoch == size + 1
@@ -292,7 +288,7 @@ def test_rebalance_history_keeps_exactly_the_newest_h(size: int) -> None:
 
 # ---- session deadlines, to the millisecond -----------------------------------------------------------------------
 
-def classic_members(h: Harness) -> list[str]:
+def classic_members(h: ClassicHarness) -> list[str]:
     return [m.member_id for m in h.c.handle(wire.DescribeGroupsRequest(groups=["g"]), 5).groups[0].members]
 
 
@@ -301,7 +297,7 @@ def test_classic_session_deadline_to_the_millisecond() -> None:
     heartbeat's own deadline move) at t, it is a member at t+S-1 and removed at t+S."""
     session = 7_001
     for via in ("sync", "heartbeat"):
-        h = Harness()
+        h = ClassicHarness()
         r = h.join(iid="A", session=session)
         h.advance(DELAY)
         assert r.done and r.response.generation_id == 1
@@ -319,16 +315,16 @@ def test_classic_session_deadline_to_the_millisecond() -> None:
         assert h.group().history[-1].trigger == "session-timeout"
 
 
-def consumer_members(h: ConsumerH) -> list[str]:
+def consumer_members(h: ConsumerHarness) -> list[str]:
     d = h.c.handle(wire.ConsumerGroupDescribeRequest(group_ids=["g"]), 0).groups[0]
     return [m.member_id for m in d.members]
 
 
-def modern_members(h: ConsumerH | ConnectH) -> list[str]:
-    return consumer_members(h) if isinstance(h, ConsumerH) else [m.member_id for m in h.describe().members]
+def modern_members(h: ConsumerHarness | ConnectHarness) -> list[str]:
+    return consumer_members(h) if isinstance(h, ConsumerHarness) else [m.member_id for m in h.describe().members]
 
 
-def expires_exactly(h: ConsumerH | ConnectH, session: int, members, via: str) -> None:
+def expires_exactly(h: ConsumerHarness | ConnectHarness, session: int, members, via: str) -> None:
     """The group's one member, last heard from now (t), is still there at t+session-1 and gone at t+session."""
     t = h.clock.ms
     at(h, t + session - 1)
@@ -348,7 +344,7 @@ def test_consumer_session_deadline_to_the_millisecond(monkeypatch: pytest.Monkey
     session = 12_345
     config = {"group_consumer_min_session_timeout_ms": 10_000, "group_consumer_session_timeout_ms": session}
     for via in ("join", "quick"):
-        h = ConsumerH(**config)
+        h = ConsumerHarness(**config)
         assert h.join("a").error_code == E.NONE
         if via == "quick":
             h.advance(1_000)
@@ -364,7 +360,7 @@ def test_connect_session_deadline_to_the_millisecond(monkeypatch: pytest.MonkeyP
     session = 12_345
     config = {"group_connect_min_session_timeout_ms": 10_000, "group_connect_session_timeout_ms": session}
     for via in ("join", "quick"):
-        h = ConnectH(**config)
+        h = ConnectHarness(**config)
         assert h.join("w1").error_code == E.NONE
         if via == "quick":
             h.compute("w1", {"w1": {"c": ["a"]}})
@@ -399,7 +395,7 @@ def test_modern_session_and_heartbeat_bounds(kind: str) -> None:
         assert f"{name} ({value})" in str(e.value) and f"group.{kind}.{bound}" in str(e.value)
     for session, interval in [(10_000, 1_000), (20_000, 3_000)]:
         config = {**base, f"{g}session_timeout_ms": session, f"{g}heartbeat_interval_ms": interval}
-        h = ConsumerH(**config) if kind == "consumer" else ConnectH(**config)
+        h = ConsumerHarness(**config) if kind == "consumer" else ConnectHarness(**config)
         r = h.join("a")
         assert (r.error_code, r.heartbeat_interval_ms) == (E.NONE, interval)
         t = h.clock.ms
@@ -421,7 +417,7 @@ def test_consumer_assignors_first_is_the_default_and_others_are_refused(assignor
     """group.consumer.assignors: members naming no assignor get the first (describe names it, and the targets are
     that assignor's: range gives topics T and U, one partition each, both to one of two members, uniform one each);
     a member naming an assignor not listed gets UNSUPPORTED_ASSIGNOR (112) and does not join."""
-    h = ConsumerH({"T": 1, "U": 1}, group_consumer_assignors=assignors)
+    h = ConsumerHarness({"T": 1, "U": 1}, group_consumer_assignors=assignors)
     assert h.join("a", ("T", "U")).error_code == E.NONE
     assert h.join("b", ("T", "U")).error_code == E.NONE
     d = h.c.handle(wire.ConsumerGroupDescribeRequest(group_ids=["g"]), 0).groups[0]
@@ -435,7 +431,7 @@ def test_consumer_assignors_first_is_the_default_and_others_are_refused(assignor
 
 # ---- migration policy --------------------------------------------------------------------------------------------
 
-def consumer_group_with_a_classic_member(h: M) -> str:
+def consumer_group_with_a_classic_member(h: MigrationHarness) -> str:
     """Group "g": consumer-protocol member "c", then a classic member that joined it with JoinGroup (no upgrade
     needed: the group is already a consumer group). Returns the classic member's id."""
     assert h.chb("c", 0, join=True).error_code == E.NONE
@@ -458,7 +454,7 @@ def test_migration_policy_on_upgrade_and_downgrade_of_a_live_group(policy: str, 
     """group.consumer.migration.policy: the first consumer-protocol member joining a live classic group converts it
     (or gets GROUP_ID_NOT_FOUND and the group stays classic, its members kept); the last consumer-protocol member
     leaving a group of classic members turns it back into a classic group (or it stays a consumer group)."""
-    h = M(group_consumer_migration_policy=policy)
+    h = MigrationHarness(group_consumer_migration_policy=policy)
     a, b = h.form_classic(2)
     r = h.chb("c", 0, join=True)
     if upgrades:
@@ -468,7 +464,7 @@ def test_migration_policy_on_upgrade_and_downgrade_of_a_live_group(policy: str, 
         assert r.error_code == E.GROUP_ID_NOT_FOUND and "online upgrade is disabled" in r.error_message
         assert isinstance(h.group(), ClassicGroup) and set(h.group().members.members) == {a, b}
 
-    h = M(group_consumer_migration_policy=policy)
+    h = MigrationHarness(group_consumer_migration_policy=policy)
     mid = consumer_group_with_a_classic_member(h)
     assert h.chb("c", -1).error_code == E.NONE
     if downgrades:
@@ -482,7 +478,7 @@ def test_group_max_size_bounds_the_downgrade(classic_members: int, downgrades: b
     """group.max.size=2 also bounds the online downgrade (Kafka's validateOnlineDowngradeWithFencedMembers): the
     classic members left when the last consumer-protocol member goes become a classic group only if they are at
     most group.max.size."""
-    h = M(group_max_size=2)
+    h = MigrationHarness(group_max_size=2)
     assert h.chb("c", 0, join=True).error_code == E.NONE
     ids = set()
     for _ in range(classic_members):
@@ -508,7 +504,7 @@ def test_group_max_size_bounds_the_downgrade(classic_members: int, downgrades: b
 def test_connect_max_assignment_delay_clamps_the_scheduled_delay(limit: int, asked: int, armed: int) -> None:
     """group.connect.max.assignment.delay.ms=L: an Install's AssignmentDelayMs is clamped to L; the delay
     describe reports is the clamped one, and the epoch bump that ends it comes at exactly that many ms."""
-    h = ConnectH(group_connect_max_assignment_delay_ms=limit)
+    h = ConnectHarness(group_connect_max_assignment_delay_ms=limit)
     assert h.join("w1").error_code == E.NONE
     h.compute("w1", {"w1": {}}, delay=asked)
     epoch = h.group().group_epoch

@@ -182,9 +182,9 @@ def test_delete_topics_deletes_the_topic_its_record_and_its_offsets(version) -> 
 def test_a_deleted_topic_is_revoked_from_a_consumer_group_and_a_new_one_by_its_name_is_a_new_topic() -> None:
     from kcoord.broker import Broker
 
-    from ..unit.test_consumer import H
+    from ..support.harness import ConsumerHarness
 
-    h = H({"t": 4, "u": 2})
+    h = ConsumerHarness({"t": 4, "u": 2})
     b = Broker(h.c, h.c.topics, node_id=0, host="h", port=1)
     r = h.join("m", ("t", "u"))
     assert h.parts(r) == {"t": [0, 1, 2, 3], "u": [0, 1]}

@@ -19,7 +19,9 @@ from kcoord.coordinator import Coordinator
 from kcoord.groups.classic import ClassicGroup
 from kcoord.groups.connect import ConnectGroup
 from kcoord.groups.consumer import ConsumerGroup
-from kcoord.store import GroupStore, Records
+from kcoord.store import Records
+
+from .harness import rebuild
 
 # A classic group between generations: Kafka writes a classic group's GroupMetadataValue only when a generation is
 # settled (the leader's SyncGroup: GroupMetadataManager.classicGroupSyncToLeader, kcoord classic.py `sync`; the join
@@ -189,13 +191,6 @@ def snapshots(c: Coordinator) -> dict[str, dict]:
         if snap is not None and (g is None or snap != pristine(type(g))):
             out[gid] = snap
     return out
-
-
-def rebuild(live: Coordinator, records: Records) -> Coordinator:
-    """A fresh coordinator (the live one's settings and clock) that has replayed `records`, as a restart does."""
-    c = Coordinator(live.config, live.clock, store=GroupStore(records, live.clock.wall_ms))
-    c.load()
-    return c
 
 
 _last: tuple[object, int, dict[str, dict]] | None = None  # (records, their commit count, rebuilt snapshots)

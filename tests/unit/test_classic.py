@@ -12,12 +12,12 @@ from kcoord.config import CLASSIC_GROUP_NEW_MEMBER_JOIN_TIMEOUT_MS, GroupConfig
 from kcoord.groups.classic import ADMIN_REMOVAL_REASON, State
 from kcoord.records import group_key
 
-from ..support.classic_harness import DELAY, REBALANCE, SESSION, Harness
+from ..support.harness import DELAY, REBALANCE, SESSION, ClassicHarness
 
 
 @pytest.fixture
-def h() -> Harness:
-    return Harness()
+def h() -> ClassicHarness:
+    return ClassicHarness()
 
 
 # ---- validation before the group --------------------------------------------------------------------
@@ -39,7 +39,7 @@ def test_join_unknown_group_with_member_id_unknown_member_id(h):
 # ---- capacity ---------------------------------------------------------------------------------------
 
 def test_group_max_size_reached_for_new_member_when_stable():
-    h = Harness(group_max_size=2)
+    h = ClassicHarness(group_max_size=2)
     h.form("A", "B")
     r = h.join(iid="C")
     assert r.response.error_code == E.GROUP_MAX_SIZE_REACHED and r.response.member_id == ""
@@ -49,7 +49,7 @@ def test_group_max_size_reached_for_new_member_when_stable():
 def test_group_max_size_in_preparing_rebalance_counts_awaiting_members():
     # KAFKA-9885: while rebalancing, capacity counts members awaiting a join response, so the last
     # members to rejoin are the ones turned away (and removed), not the ones that arrived first.
-    h = Harness(group_max_size=2)
+    h = ClassicHarness(group_max_size=2)
     ids = h.form("A", "B")
     h.join(ids["A"], "A", protocols=(("range", b"changed"),))  # leader rejoins: rebalance
     assert h.group().state == State.PREPARING_REBALANCE
@@ -348,7 +348,7 @@ EXTENSIONS = ("last-join", "kafka")
 
 @pytest.mark.parametrize("extension", EXTENSIONS)
 def test_initial_rebalance_delay_extends_while_members_arrive_capped_by_rebalance_timeout(extension):
-    h = Harness(group_initial_rebalance_extension=extension)
+    h = ClassicHarness(group_initial_rebalance_extension=extension)
     first = h.join(iid="m0", rebalance=10_000)
     for i in range(1, 20):  # a new member every 2 s, for as long as the group waits
         h.advance(2_000)
@@ -361,10 +361,10 @@ def test_initial_rebalance_delay_extends_while_members_arrive_capped_by_rebalanc
     assert len(first.response.members) == 5  # m0 at 0 s, then 2, 4, 6 and 8 s
 
 
-START = Harness().clock.ms
+START = ClassicHarness().clock.ms
 
 
-def advance_until_done(h: Harness, r, step: int = 1) -> int:
+def advance_until_done(h: ClassicHarness, r, step: int = 1) -> int:
     """Milliseconds until `r` completes, advancing in `step`s."""
     waited = 0
     while not r.done:
@@ -378,7 +378,7 @@ def advance_until_done(h: Harness, r, step: int = 1) -> int:
 def test_initial_rebalance_of_members_that_arrive_together(extension, formed_after):
     # Three members join in the same millisecond, as clients started together do. Kafka's rule sees new members
     # in the first window and waits a second whole one; last-join completes one delay after the last join.
-    h = Harness(group_initial_rebalance_extension=extension)
+    h = ClassicHarness(group_initial_rebalance_extension=extension)
     rs = [h.join(iid=k) for k in "ABC"]
     assert advance_until_done(h, rs[0]) == formed_after
     assert all(r.done and r.response.generation_id == 1 for r in rs)
@@ -386,7 +386,7 @@ def test_initial_rebalance_of_members_that_arrive_together(extension, formed_aft
 
 @pytest.mark.parametrize("extension, formed_after", [("last-join", 2_500 + DELAY), ("kafka", 2 * DELAY)])
 def test_initial_rebalance_waits_the_delay_after_a_late_member(extension, formed_after):
-    h = Harness(group_initial_rebalance_extension=extension)
+    h = ClassicHarness(group_initial_rebalance_extension=extension)
     a = h.join(iid="A")
     h.advance(2_500)
     b = h.join(iid="B")
@@ -398,7 +398,7 @@ def test_initial_rebalance_waits_the_delay_after_a_late_member(extension, formed
 def test_initial_rebalance_chain_of_arrivals(extension):
     # A member each 2 s for 8 s. last-join: done 3 s after the last (at 11 s). kafka: windows end at 3, 6, 9
     # (each saw a newcomer) and 12 s (the window 9-12 saw none).
-    h = Harness(group_initial_rebalance_extension=extension)
+    h = ClassicHarness(group_initial_rebalance_extension=extension)
     first = h.join(iid="m0", rebalance=60_000)
     for i in range(1, 5):
         h.advance(2_000)
@@ -459,7 +459,7 @@ def test_static_member_not_rejoined_is_removed_by_session_timeout(h):
 def test_new_member_join_times_out_after_five_minutes():
     # A new member's parked join is dropped after CLASSIC_GROUP_NEW_MEMBER_JOIN_TIMEOUT_MS, even while the
     # join phase (here bounded by a 10-minute rebalance timeout) is still waiting for others.
-    h = Harness(group_max_rebalance_timeout_ms=600_000)
+    h = ClassicHarness(group_max_rebalance_timeout_ms=600_000)
     ra = h.join(iid="A", rebalance=600_000)
     h.advance(DELAY)
     a = ra.response.member_id
@@ -486,7 +486,7 @@ def test_a_member_that_heartbeats_and_never_rejoins_holds_the_join_phase_only_up
     # X declares a rebalance timeout of 2^31-1 ms (24.8 days), keeps heartbeating and never rejoins: Kafka would
     # hold the group in PreparingRebalance that long; kcoord waits group.max.rebalance.timeout.ms, then removes X
     # as Kafka removes a member at the rebalance timeout.
-    h = Harness() if bound is None else Harness(group_max_rebalance_timeout_ms=bound)
+    h = ClassicHarness() if bound is None else ClassicHarness(group_max_rebalance_timeout_ms=bound)
     limit = bound or GroupConfig().group_max_rebalance_timeout_ms
     x = h.dynamic_member()
     rx = h.join(x, rebalance=JAVA_MAX_INT)
@@ -515,7 +515,7 @@ def test_a_member_that_heartbeats_and_never_rejoins_holds_the_join_phase_only_up
 def test_a_leader_that_never_syncs_holds_the_sync_phase_only_up_to_the_bound():
     # The sync phase waits the same bounded rebalance timeout: a leader with 2^31-1 ms that never sends its
     # SyncGroup is removed at group.max.rebalance.timeout.ms, and the group rebalances without it.
-    h = Harness(group_max_rebalance_timeout_ms=40_000)
+    h = ClassicHarness(group_max_rebalance_timeout_ms=40_000)
     ra = h.join(iid="A", rebalance=JAVA_MAX_INT)
     rb = h.join(iid="B", rebalance=JAVA_MAX_INT)
     h.advance(DELAY)  # the join phase completes: the sync phase starts now
@@ -541,7 +541,7 @@ def test_a_join_whose_metadata_would_pass_message_max_bytes_is_refused_to_the_by
     # counted in full: at the limit B joins, one byte above it is refused UNKNOWN_SERVER_ERROR and nothing of B
     # is kept (no member, no static id, no rebalance, nothing stored).
     limit = 4_000
-    h = Harness(message_max_bytes=limit)
+    h = ClassicHarness(message_max_bytes=limit)
     a = h.form("A")["A"]
     b_id = "B-" + "x" * 36  # a static member's id: its instance id, a dash and a UUID
     room = limit - (R.group_record_size("g", "consumer", "range", a)
@@ -574,7 +574,7 @@ def test_a_dynamic_members_huge_metadata_is_refused_at_either_join_under_the_def
 
 
 def test_a_member_whose_new_metadata_would_pass_message_max_bytes_keeps_its_old():
-    h = Harness(message_max_bytes=2_000)
+    h = ClassicHarness(message_max_bytes=2_000)
     ids = h.form("A", "B")
     g = h.group()
     r = h.join(ids["B"], "B", protocols=(("range", b"m" * 2_000),))
@@ -586,7 +586,7 @@ def test_a_member_whose_new_metadata_would_pass_message_max_bytes_keeps_its_old(
 def test_a_leaders_assignments_that_would_pass_message_max_bytes_fail_every_sync_and_the_group_rebalances():
     # Kafka writes the group's record with the leader's assignments; when the log refuses it (MESSAGE_TOO_LARGE)
     # every waiting SyncGroup gets UNKNOWN_SERVER_ERROR and the group prepares a rebalance. Nothing is stored.
-    h = Harness(message_max_bytes=3_000)
+    h = ClassicHarness(message_max_bytes=3_000)
     ra, rb = h.join(iid="A"), h.join(iid="B")
     h.advance(DELAY)
     a, b = ra.response.member_id, rb.response.member_id
@@ -811,7 +811,7 @@ def test_kip800_join_reason_v8_in_history(h):
 
 
 def test_kip800_history_is_bounded():
-    h = Harness(group_rebalance_history_size=5)
+    h = ClassicHarness(group_rebalance_history_size=5)
     ids = h.form("A", "B")
     for _ in range(20):
         h.heartbeat(ids["B"], h.group().generation, "B")

@@ -16,8 +16,8 @@ from kcoord import errors as E
 from kcoord import records as R
 from kcoord.groups.classic import State
 
-from ..support.classic_harness import REBALANCE as REBALANCE_MS
-from ..support.classic_harness import Harness
+from ..support.harness import REBALANCE as REBALANCE_MS
+from ..support.harness import ClassicHarness
 from ..support.snapshots import check_rebuild
 
 SEQUENCES = 2_000
@@ -39,7 +39,7 @@ class Client:
 class Model:
     def __init__(self, rng: random.Random) -> None:
         self.rng = rng
-        self.h = Harness()
+        self.h = ClassicHarness()
         n = rng.randint(1, 50)
         self.clients = [Client(i, rng.random() < 0.6) for i in range(n)]
         self.replies: list = []
@@ -164,7 +164,7 @@ def test_a_classic_group_is_compared_with_its_rebuild_only_once_settled() -> Non
     """A classic group's record is written when a generation settles (Kafka's), so check_rebuild skips the group
     while it rebalances, and compares it again once it is Empty or Stable. A group that holds nothing yet (made by
     a KIP-394 first join) has no record and stands for no group."""
-    h = Harness()
+    h = ClassicHarness()
     ids = h.form(None, None)
     assert check_rebuild(h.c, h.records) == 1  # Stable: the record is the live group
     h.leave((ids["d1"], None))

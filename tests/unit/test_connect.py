@@ -11,9 +11,10 @@ from kcoord import wire
 from kcoord.config import GroupConfig
 from kcoord.coordinator import Coordinator
 from kcoord.groups.connect import UNREVOKED, ConnectGroup
-from kcoord.store import GroupStore, MemoryRecords, StoreError
+from kcoord.store import StoreError
 from kcoord.timers import ManualClock
 
+from ..support.harness import ConnectHarness, assignor, owners, plain
 from ..support.snapshots import check_rebuild
 
 W = wire
@@ -23,102 +24,7 @@ REBALANCE = 60_000
 HB, PREPARE, INSTALL, DESCRIBE = 1000, 1001, 1002, 1003
 
 
-def cat(cls, task_cls, units: dict | None):
-    """{"c": ["a"], "t": {"a": [0, 1]}} as a generated ConnectorsAndTasks."""
-    if units is None:
-        return None
-    return cls(connectors=list(units.get("c", [])),
-               tasks=[task_cls(connector=k, task_ids=list(v)) for k, v in units.get("t", {}).items()])
-
-
-def plain(c) -> dict:
-    """A ConnectorsAndTasks as {"c": [...], "t": {...}} (empty parts left out), for comparisons."""
-    out: dict = {}
-    if c.connectors:
-        out["c"] = sorted(c.connectors)
-    tasks = {t.connector: sorted(t.task_ids) for t in c.tasks if t.task_ids}
-    if tasks:
-        out["t"] = tasks
-    return out
-
-
-def req_units(units):
-    return cat(W.ConnectGroupHeartbeatRequestConnectorsAndTasks, W.ConnectGroupHeartbeatRequestConnectorTasks, units)
-
-
-def assignor(lo=1, hi=2, reason=0, metadata=b"url", name="ica", version=None):
-    return W.ConnectGroupHeartbeatRequestAssignor(name=name, minimum_version=lo, maximum_version=hi, reason=reason,
-                                                  version=hi if version is None else version, metadata=metadata)
-
-
-class H:
-    def __init__(self, **config) -> None:
-        self.clock = ManualClock(1_000_000)
-        self.records = MemoryRecords()
-        self.config = GroupConfig(group_coordinator_rebalance_protocols="classic,consumer,connect", **config)
-        self.c = Coordinator(self.config, self.clock, store=GroupStore(self.records, self.clock.wall_ms))
-        self.c.topics.create("t", 1)  # what the tests commit offsets to
-        self.epoch: dict[str, int] = {}
-
-    def hb(self, mid: str, epoch: int | None = None, *, owned=None, assignors=None, rebalance: int = -1, iid=None,
-           gid: str = "g", server_assignor=None, client: str = "client") -> W.ConnectGroupHeartbeatResponse:
-        epoch = self.epoch.get(mid, 0) if epoch is None else epoch
-        r = self.c.handle(W.ConnectGroupHeartbeatRequest(
-            group_id=gid, member_id=mid, member_epoch=epoch, instance_id=iid, rebalance_timeout_ms=rebalance,
-            server_assignor=server_assignor, client_assignors=assignors, connectors_and_tasks=req_units(owned)), 0,
-            client, "/127.0.0.1")
-        if r.error_code == E.NONE and epoch >= 0:
-            self.epoch[mid] = r.member_epoch
-        return r
-
-    def join(self, mid: str, *, lo=1, hi=2, iid=None, rebalance=REBALANCE, gid="g", reason=0, metadata=b"url"):
-        return self.hb(mid, 0, owned={}, assignors=[assignor(lo, hi, reason, metadata)], rebalance=rebalance,
-                       iid=iid, gid=gid)
-
-    def prepare(self, mid: str, epoch: int | None = None, gid: str = "g") -> W.ConnectGroupPrepareAssignmentResponse:
-        return self.c.handle(W.ConnectGroupPrepareAssignmentRequest(
-            group_id=gid, member_id=mid, member_epoch=self.epoch[mid] if epoch is None else epoch), 0)
-
-    def install(self, mid: str, targets: dict[str, dict], *, group_epoch: int | None = None, epoch=None, error=0,
-                delay=0, state=None, meta: dict | None = None, gid="g") -> W.ConnectGroupInstallAssignmentResponse:
-        g = self.c.groups[gid]
-        members = [W.ConnectGroupInstallAssignmentRequestMember(
-            member_id=m, connectors_and_tasks=cat(W.ConnectGroupInstallAssignmentRequestConnectorsAndTasks,
-                                                  W.ConnectGroupInstallAssignmentRequestConnectorTasks, u),
-            version=2, metadata=(meta or {}).get(m, b"leader=" + mid.encode())) for m, u in targets.items()]
-        return self.c.handle(W.ConnectGroupInstallAssignmentRequest(
-            group_id=gid, member_id=mid, member_epoch=self.epoch[mid] if epoch is None else epoch,
-            group_epoch=g.group_epoch if group_epoch is None else group_epoch, error=error, assignment_delay_ms=delay,
-            assignor_state=state, members=members), 0)
-
-    def compute(self, mid: str, targets: dict[str, dict], **kw) -> W.ConnectGroupInstallAssignmentResponse:
-        p = self.prepare(mid)
-        assert p.error_code == E.NONE, p
-        r = self.install(mid, targets, group_epoch=p.group_epoch, **kw)
-        assert r.error_code == E.NONE, r
-        return r
-
-    def describe(self, gid="g") -> W.ConnectGroupDescribeResponseDescribedGroup:
-        return self.c.handle(W.ConnectGroupDescribeRequest(group_ids=[gid],
-                                                                          include_authorized_operations=False), 0).groups[0]
-
-    def group(self, gid="g") -> ConnectGroup:
-        return self.c.groups[gid]
-
-    def advance(self, ms: int) -> None:
-        target = self.clock.ms + ms
-        while (d := self.c.next_deadline()) is not None and d <= target:
-            self.clock.ms = max(self.clock.ms, d)
-            self.c.poll()
-        self.clock.ms = target
-
-    def restarted(self) -> Coordinator:
-        c = Coordinator(self.config, self.clock, store=GroupStore(self.records, self.clock.wall_ms))
-        c.load()
-        return c
-
-
-def settle(h: H, owned: dict[str, dict], rounds: int = 10) -> list[tuple[str, dict, dict]]:
+def settle(h: ConnectHarness, owned: dict[str, dict], rounds: int = 10) -> list[tuple[str, dict, dict]]:
     """Every worker heartbeats in turn reporting what it owns, until nothing changes; returns each change as
     (member, before, after), and checks that no response both adds and removes."""
     changes = []
@@ -147,15 +53,6 @@ def units_of(u: dict) -> set:
     return {("c", c) for c in u.get("c", [])} | {(k, t) for k, ts in u.get("t", {}).items() for t in ts}
 
 
-def holders(g: ConnectGroup) -> dict[int, str]:
-    owner: dict[int, str] = {}
-    for m in g.members.values():
-        for u in [*m.assigned.tolist(), *m.pending.tolist()]:
-            assert u not in owner, f"unit {u} held by {owner[u]} and {m.member_id}"
-            owner[u] = m.member_id
-    return owner
-
-
 # ---- membership and validation -----------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("change, words", [
@@ -166,7 +63,7 @@ def holders(g: ConnectGroup) -> dict[int, str]:
     ({"owned": {"c": ["a"]}}, "ConnectorsAndTasks"),
 ])
 def test_connect_join_requires_client_assignors(change, words) -> None:
-    h = H()
+    h = ConnectHarness()
     kw = {"owned": {}, "assignors": [assignor()], "rebalance": REBALANCE, **change}
     r = h.hb("w1", 0, **kw)
     assert (r.error_code, words in r.error_message) == (E.INVALID_REQUEST, True)
@@ -175,13 +72,13 @@ def test_connect_join_requires_client_assignors(change, words) -> None:
 
 @pytest.mark.parametrize("lo, hi, version", [(-2, 2, 1), (1, -1, -1), (3, 2, 2), (1, 2, 3), (1, 2, 0)])
 def test_connect_version_range_rules(lo, hi, version) -> None:
-    h = H()
+    h = ConnectHarness()
     r = h.hb("w1", 0, owned={}, assignors=[assignor(lo, hi, version=version)], rebalance=REBALANCE)
     assert r.error_code == E.INVALID_REQUEST and "Assignor ica" in r.error_message
 
 
 def test_connect_version_range_disjoint_is_unsupported_assignor_and_leaves_the_group_unchanged() -> None:
-    h = H()
+    h = ConnectHarness()
     h.join("w1", lo=1, hi=2)
     h.join("w2", lo=2, hi=3)
     before = (h.group().group_epoch, list(h.group().members))
@@ -194,7 +91,7 @@ def test_connect_version_range_disjoint_is_unsupported_assignor_and_leaves_the_g
 
 
 def test_connect_member_id_client_generated() -> None:
-    h = H()
+    h = ConnectHarness()
     for epoch in (0, 1, -1):
         r = h.hb("", epoch, owned={}, assignors=[assignor()], rebalance=REBALANCE)
         assert r.error_code == E.INVALID_REQUEST and "MemberId" in r.error_message
@@ -203,7 +100,7 @@ def test_connect_member_id_client_generated() -> None:
 
 
 def test_connect_unknown_member_and_group() -> None:
-    h = H()
+    h = ConnectHarness()
     assert h.hb("w1", 3).error_code == E.GROUP_ID_NOT_FOUND
     h.join("w1")
     assert h.hb("nobody", 3).error_code == E.UNKNOWN_MEMBER_ID
@@ -211,7 +108,7 @@ def test_connect_unknown_member_and_group() -> None:
 
 
 def test_connect_max_size() -> None:
-    h = H(group_connect_max_size=2)
+    h = ConnectHarness(group_connect_max_size=2)
     h.join("w1")
     h.join("w2")
     assert h.join("w3").error_code == E.GROUP_MAX_SIZE_REACHED
@@ -221,7 +118,7 @@ def test_connect_max_size() -> None:
 def test_a_worker_whose_assignor_metadata_would_pass_message_max_bytes_is_refused() -> None:
     # A worker's record holds its assignors' metadata: one that would pass message.max.bytes is refused
     # (UNKNOWN_SERVER_ERROR, the consumer group's answer) at its join and when it grows, and nothing of it is kept.
-    h = H()
+    h = ConnectHarness()
     assert h.join("w1").error_code == E.NONE
     r = h.join("w2", metadata=b"x" * (2 << 20))  # under the default bound, 1048588
     assert r.error_code == E.UNKNOWN_SERVER_ERROR and "message.max.bytes" in r.error_message
@@ -240,13 +137,13 @@ def test_connect_protocol_off_answers_unsupported_version() -> None:
                                                        rebalance_timeout_ms=1, client_assignors=[assignor()]), 0)
     assert r.error_code == E.UNSUPPORTED_VERSION
     assert {HB, PREPARE, INSTALL, DESCRIBE} <= c.hidden_apis
-    assert not {HB, PREPARE, INSTALL, DESCRIBE} & H().c.hidden_apis
+    assert not {HB, PREPARE, INSTALL, DESCRIBE} & ConnectHarness().c.hidden_apis
 
 
 # ---- computation ---------------------------------------------------------------------------------------------------
 
 def test_connect_first_worker_computes() -> None:
-    h = H()
+    h = ConnectHarness()
     r = h.join("w1")
     assert (r.member_epoch, r.should_compute_assignment, r.assignor_version) == (0, True, 2)
     assert h.group().group_epoch == 1
@@ -261,7 +158,7 @@ def test_connect_first_worker_computes() -> None:
 
 
 def test_connect_select_covering_worker() -> None:
-    h = H()
+    h = ConnectHarness()
     h.join("B", lo=3, hi=4)
     h.join("C", lo=2, hi=4)
     h.join("A", lo=1, hi=5)
@@ -273,7 +170,7 @@ def test_connect_select_covering_worker() -> None:
 
 
 def test_connect_select_without_cover() -> None:
-    h = H()
+    h = ConnectHarness()
     h.join("A", lo=1, hi=2)
     r = h.join("B", lo=2, hi=3)
     assert r.error_code == E.NONE
@@ -292,7 +189,7 @@ def test_connect_select_without_cover_takes_the_highest_maximum(ranges, version)
     """Nobody's range covers all the others': the worker with the highest maximum computes (B), not the one with
     the highest minimum (C), the widest range or the first to join (A). Chosen when the computing worker leaves,
     and told so in its heartbeat answer."""
-    h = H()
+    h = ConnectHarness()
     h.join("first", lo=3, hi=3)  # computes at once, then leaves: the three below are chosen among
     for w, (lo, hi) in ranges.items():
         assert h.join(w, lo=lo, hi=hi).error_code == E.NONE
@@ -306,7 +203,7 @@ def test_connect_select_without_cover_takes_the_highest_maximum(ranges, version)
 
 
 def test_connect_prepare_from_non_chosen() -> None:
-    h = H()
+    h = ConnectHarness()
     h.join("w1")
     h.join("w2")
     g = h.group()
@@ -317,7 +214,7 @@ def test_connect_prepare_from_non_chosen() -> None:
 
 
 def test_connect_install_validation() -> None:
-    h = H()
+    h = ConnectHarness()
     h.join("w1")
     h.join("w2")
     g = h.group()
@@ -337,7 +234,7 @@ def test_connect_install_validation() -> None:
         group_id="g", member_id=w, member_epoch=h.epoch[w], group_epoch=g.group_epoch, error=0, members=[m, m]), 0)
     assert listed_twice.error_code == E.INVALID_REQUEST and "listed twice" in listed_twice.error_message
     assert (len(h.records.data), g.assignment_epoch, len(g.units)) == before
-    h2 = H()
+    h2 = ConnectHarness()
     h2.join("w1")
     h2.join("w2")
     g2 = h2.group()
@@ -349,7 +246,7 @@ def test_connect_install_validation() -> None:
 
 
 def test_connect_install_refused_persists_nothing() -> None:
-    h = H()
+    h = ConnectHarness()
     h.join("w1")
     h.join("w2")
     g = h.group()
@@ -368,7 +265,7 @@ def test_connect_install_after_a_refused_one_gives_every_worker_its_units_by_nam
     """An Install refused for a unit given twice interns its units, names one in the refusal and forgets them; the
     valid Installs after it (the same units listed in another order, then more units) reach every worker by name,
     in its heartbeat answers and in ConnectGroupDescribe, and survive a restart."""
-    h = H()
+    h = ConnectHarness()
     for w in ("w1", "w2", "w3"):
         h.join(w)
     g = h.group()
@@ -387,7 +284,7 @@ def test_connect_install_after_a_refused_one_gives_every_worker_its_units_by_nam
         assert {m.member_id: plain(m.target_assignment) for m in d.members} == installed
         assert {m.member_id: plain(m.assignment) for m in d.members} == installed
         assert all(plain(m.pending_revocation) == {} for m in d.members)
-        holders(g)
+        owners(g)
 
     # the same units in another order: each interned id now names another unit than in the refused Install
     first = {"w1": {"t": {"b": [0]}}, "w2": {"t": {"a": [2, 1]}}, "w3": {"c": ["b", "a"], "t": {"a": [0]}}}
@@ -405,7 +302,7 @@ def test_connect_install_after_a_refused_one_gives_every_worker_its_units_by_nam
 
 
 def test_connect_compute_lease_expires() -> None:
-    h = H()
+    h = ConnectHarness()
     h.join("w1", rebalance=10_000)
     h.join("w2", rebalance=10_000)
     g = h.group()
@@ -422,7 +319,7 @@ def test_connect_compute_lease_expires() -> None:
 
 
 def test_connect_epoch_moves_during_a_computation_asks_again() -> None:
-    h = H()
+    h = ConnectHarness()
     h.join("w1")
     p = h.prepare("w1")
     h.join("w2")  # the group moves while w1 computes
@@ -435,7 +332,7 @@ def test_connect_epoch_moves_during_a_computation_asks_again() -> None:
 
 
 def test_connect_chosen_worker_leaves() -> None:
-    h = H()
+    h = ConnectHarness()
     h.join("w1")
     h.join("w2")
     g = h.group()
@@ -448,7 +345,7 @@ def test_connect_chosen_worker_leaves() -> None:
 
 
 def test_connect_chosen_worker_leaves_mid_compute() -> None:
-    h = H()
+    h = ConnectHarness()
     h.join("w1")
     h.join("w2")
     g = h.group()
@@ -464,7 +361,7 @@ def test_connect_chosen_worker_leaves_mid_compute() -> None:
 
 
 def test_connect_install_after_the_worker_moved_on_while_computing() -> None:
-    h = H()
+    h = ConnectHarness()
     owned = two_workers(h)
     g = h.group()
     h.hb("w1", owned=owned["w1"], assignors=[assignor(reason=1)])
@@ -482,7 +379,7 @@ def test_connect_install_after_the_worker_moved_on_while_computing() -> None:
 
 
 def test_connect_stale_install_asks_again() -> None:
-    h = H()
+    h = ConnectHarness()
     owned = two_workers(h)
     g = h.group()
     h.hb("w1", owned=owned["w1"], assignors=[assignor(reason=1)])
@@ -495,7 +392,7 @@ def test_connect_stale_install_asks_again() -> None:
 
 
 def test_connect_config_mismatch() -> None:
-    h = H()
+    h = ConnectHarness()
     h.join("w1")
     h.join("w2")
     g = h.group()
@@ -514,7 +411,7 @@ def test_connect_config_mismatch() -> None:
 
 # ---- reconciliation ------------------------------------------------------------------------------------------------
 
-def two_workers(h: H) -> dict[str, dict]:
+def two_workers(h: ConnectHarness) -> dict[str, dict]:
     h.join("w1")
     h.join("w2")
     owned = {"w1": {}, "w2": {}}
@@ -524,7 +421,7 @@ def two_workers(h: H) -> dict[str, dict]:
 
 
 def test_connect_revoke_before_assign() -> None:
-    h = H()
+    h = ConnectHarness()
     owned = two_workers(h)
     assert owned == {"w1": {"c": ["a"], "t": {"a": [0, 1]}}, "w2": {"c": ["b"], "t": {"b": [0]}}}
     g = h.group()
@@ -544,11 +441,11 @@ def test_connect_revoke_before_assign() -> None:
     h.hb("w1", owned=owned["w1"])  # acknowledges
     r2 = h.hb("w2", owned=owned["w2"])
     assert plain(r2.assignment.connectors_and_tasks) == {"c": ["b"], "t": {"a": [1], "b": [0]}}
-    holders(g)
+    owners(g)
 
 
 def test_connect_null_owned_blocks_revocation() -> None:
-    h = H()
+    h = ConnectHarness()
     owned = two_workers(h)
     g = h.group()
     h.hb("w1", owned=owned["w1"], assignors=[assignor(reason=1)])
@@ -565,7 +462,7 @@ def test_connect_null_owned_blocks_revocation() -> None:
 
 
 def test_connect_lost_response() -> None:
-    h = H()
+    h = ConnectHarness()
     owned = two_workers(h)
     g = h.group()
     h.hb("w1", owned=owned["w1"], assignors=[assignor(reason=1)])
@@ -580,7 +477,7 @@ def test_connect_lost_response() -> None:
 
 
 def test_connect_metadata_only_change() -> None:
-    h = H()
+    h = ConnectHarness()
     owned = two_workers(h)
     g = h.group()
     h.hb("w1", owned=owned["w1"], assignors=[assignor(reason=1)])
@@ -594,7 +491,7 @@ def test_connect_metadata_only_change() -> None:
 # ---- triggers and the scheduled delay ----------------------------------------------------------------------------
 
 def test_connect_config_change_trigger() -> None:
-    h = H()
+    h = ConnectHarness()
     owned = two_workers(h)
     g = h.group()
     epoch = g.group_epoch
@@ -609,7 +506,7 @@ def test_connect_config_change_trigger() -> None:
 
 
 def test_connect_departed_worker_delay() -> None:
-    h = H()
+    h = ConnectHarness()
     owned = two_workers(h)
     g = h.group()
     for _ in range(10):  # w2 stops heartbeating; w1 carries on
@@ -641,7 +538,7 @@ def test_connect_departed_worker_delay() -> None:
 
 
 def test_connect_delay_state_survives() -> None:
-    h = H()
+    h = ConnectHarness()
     owned = two_workers(h)
     g = h.group()
     h.hb("w2", -1)
@@ -661,7 +558,7 @@ def test_connect_delay_state_survives() -> None:
 
 
 def test_connect_static_bounce() -> None:
-    h = H()
+    h = ConnectHarness()
     h.join("w1", iid="i1")
     h.join("w2", iid="i2")
     h.compute(h.group().computing, {"w1": {"c": ["a"]}, "w2": {"c": ["b"]}})
@@ -680,7 +577,7 @@ def test_connect_static_bounce() -> None:
 # ---- durability, admin, migration -----------------------------------------------------------------------------
 
 def test_connect_replay_roundtrip() -> None:
-    h = H()
+    h = ConnectHarness()
     owned = two_workers(h)
     h.join("w3", iid="i3")
     g = h.group()
@@ -696,7 +593,7 @@ def test_connect_replay_roundtrip() -> None:
         assert g2.target.get(m.member_id).tolist() == g.target.get(m.member_id).tolist()
     assert (g2.group_epoch, g2.assignment_epoch, g2.assignor_state, g2.units.connectors, g2.assignor_version) == \
         (g.group_epoch, g.assignment_epoch, g.assignor_state, g.units.connectors, g.assignor_version)
-    assert holders(g2) == holders(g)
+    assert owners(g2) == owners(g)
     # a stored record naming a unit outside the unit table is refused, not ignored
     bad = dict(h.records.data)
     key = R.connect_target_member_key("g", "w1")
@@ -720,7 +617,7 @@ def test_connect_record_types_are_private_and_distinct() -> None:
 
 
 def test_connect_replay_refuses_a_unit_held_twice() -> None:
-    h = H()
+    h = ConnectHarness()
     two_workers(h)
     key = R.connect_current_assignment_key("g", "w2")
     g = h.group()
@@ -733,7 +630,7 @@ def test_connect_replay_refuses_a_unit_held_twice() -> None:
 
 
 def test_connect_delete_tombstones_every_record() -> None:
-    h = H()
+    h = ConnectHarness()
     two_workers(h)
     h.hb("w1", -1)
     h.hb("w2", -1)
@@ -743,7 +640,7 @@ def test_connect_delete_tombstones_every_record() -> None:
 
 
 def test_connect_list_and_describe() -> None:
-    h = H()
+    h = ConnectHarness()
     owned = two_workers(h)
     listed = h.c.handle(W.ListGroupsRequest(states_filter=[], types_filter=["connect"]), 5).groups
     assert [(x.group_id, x.group_type, x.protocol_type, x.group_state) for x in listed] == \
@@ -763,14 +660,14 @@ def test_connect_list_and_describe() -> None:
 
 
 def test_connect_offline_migration() -> None:
-    h = H()
+    h = ConnectHarness()
     join = W.JoinGroupRequest(group_id="g", session_timeout_ms=10_000, rebalance_timeout_ms=10_000, member_id="",
                               protocol_type="connect", protocols=[W.JoinGroupRequestProtocol(name="sessioned",
                                                                                              metadata=b"")])
     h.c.handle(join, 3)  # a live classic connect group
     assert h.join("w1").error_code == E.GROUP_ID_NOT_FOUND
     assert type(h.c.groups["g"]).__name__ == "ClassicGroup"
-    h2 = H()  # an empty classic group: a simple consumer's commit made it
+    h2 = ConnectHarness()  # an empty classic group: a simple consumer's commit made it
     h2.c.handle(W.OffsetCommitRequest(
         group_id="g", generation_id_or_member_epoch=-1, member_id="", topics=[W.OffsetCommitRequestTopic(
             name="t", partitions=[W.OffsetCommitRequestPartition(partition_index=0, committed_offset=5)])]), 2)
@@ -794,7 +691,7 @@ def test_connect_random_model_one_computer_and_no_unit_held_twice(seed: int) -> 
     import random
 
     rnd = random.Random(seed)
-    h = H(group_connect_min_session_timeout_ms=1_000, group_connect_session_timeout_ms=3_000,
+    h = ConnectHarness(group_connect_min_session_timeout_ms=1_000, group_connect_session_timeout_ms=3_000,
           group_connect_min_heartbeat_interval_ms=100, group_connect_heartbeat_interval_ms=500)
     owned: dict[str, dict] = {}
     silent: set[str] = set()
@@ -854,7 +751,7 @@ def test_connect_random_model_one_computer_and_no_unit_held_twice(seed: int) -> 
                 owned[mid] = new
         g = h.c.groups.get("g")
         if g is not None:
-            holders(g)
+            owners(g)
             assert len(told) <= 1 and (not told or told == {g.computing})
             assert g.computing is None or g.computing in g.members
         if silent and rnd.random() < 0.04:
@@ -880,7 +777,7 @@ def test_connect_random_model_one_computer_and_no_unit_held_twice(seed: int) -> 
     assert all(plain_ids(h, m) == owned[m.member_id] for m in g.members.values())
 
 
-def plain_ids(h: H, m) -> dict:
+def plain_ids(h: ConnectHarness, m) -> dict:
     g = h.group()
     return plain(g.units.to_wire(m.assigned, W.ConnectGroupHeartbeatResponseConnectorsAndTasks,
                                  W.ConnectGroupHeartbeatResponseConnectorTasks))
@@ -888,7 +785,7 @@ def plain_ids(h: H, m) -> dict:
 
 # ---- the scheduled delay end to end: the coordinator and the shipped assignor ------------------------------------
 
-def compute_with_assignor(h: H, assignor, units: dict[str, int]) -> int:
+def compute_with_assignor(h: ConnectHarness, assignor, units: dict[str, int]) -> int:
     """What kcoord.connect's worker does when asked: Prepare, run the assignor, Install. Returns the delay."""
     from kcoord.connect_assignor import AssignmentInput, DepartedInput, MemberInput, WorkerMetadata
 
@@ -919,7 +816,7 @@ def test_connect_scheduled_delay_with_the_shipped_assignor() -> None:
     delay = 60_000
     ica = IncrementalCooperativeAssignor(scheduled_rebalance_max_delay_ms=delay)
     units = {f"c{i}": 4 for i in range(6)}
-    h = H()
+    h = ConnectHarness()
     for i in (1, 2, 3):
         h.hb(f"w{i}", 0, owned={}, iid=f"i{i}", rebalance=REBALANCE, assignors=[
             assignor(metadata=WorkerMetadata(url=f"http://w{i}", config_offset=5).encode(), name=ica.name)])
@@ -974,4 +871,4 @@ def test_connect_scheduled_delay_with_the_shipped_assignor() -> None:
         live("w1", "w2b")
     assert held_back <= units_of(owned["w1"]) | units_of(owned["w2b"])
     assert sorted(len(units_of(u)) for u in (owned["w1"], owned["w2b"])) == [15, 15]
-    holders(g)
+    owners(g)

@@ -15,86 +15,18 @@ from kcoord import errors as E
 from kcoord import records as R
 from kcoord import wire
 from kcoord.assignors import encode_subscription
-from kcoord.config import GroupConfig
 from kcoord.coordinator import Coordinator
 from kcoord.groups.consumer import STABLE, UNRELEASED_PARTITIONS, UNREVOKED_PARTITIONS
-from kcoord.store import GroupStore, MemoryRecords
-from kcoord.timers import ManualClock
+from kcoord.store import GroupStore
 
+from ..support.harness import ConsumerHarness, owners
 from ..support.snapshots import check_rebuild
 
 SESSION = 45_000
 REBALANCE = 30_000
 
 
-class H:
-    """A consumer-group harness: heartbeats in, responses out, partitions by (topic, partition)."""
-
-    def __init__(self, topics: dict[str, int] | None = None, **config) -> None:
-        self.clock = ManualClock(1_000_000)
-        self.records = MemoryRecords()
-        self.config = GroupConfig(**config)
-        self.c = Coordinator(self.config, self.clock, store=GroupStore(self.records, self.clock.wall_ms))
-        self.c.topics.on_change = self.c.store.write_topic
-        for name, n in (topics or {"T": 4}).items():
-            self.c.topics.create(name, n)
-        self.c.store.commit()
-
-    def tid(self, name: str) -> bytes:
-        return self.c.topics.get(name).topic_id
-
-    def name(self, tid: bytes) -> str:
-        return self.c.topics.by_id[tid].name
-
-    def hb(self, mid: str, epoch: int, *, owned=None, topics=None, iid=None, rebalance: int = -1,
-           assignor=None, gid: str = "g", version: int = 1, c: Coordinator | None = None,
-           rack=None, regex=None) -> wire.ConsumerGroupHeartbeatResponse:
-        """One heartbeat. owned: {topic: [partitions]} or None (null); topics: subscribed names or None."""
-        tps = None if owned is None else [wire.ConsumerGroupHeartbeatRequestTopicPartitions(
-            topic_id=self.tid(t), partitions=list(ps)) for t, ps in owned.items()]
-        req = wire.ConsumerGroupHeartbeatRequest(
-            group_id=gid, member_id=mid, member_epoch=epoch, instance_id=iid, rack_id=rack,
-            rebalance_timeout_ms=rebalance, subscribed_topic_names=topics, server_assignor=assignor,
-            subscribed_topic_regex=regex, topic_partitions=tps)
-        return (c or self.c).handle(req, version, "client", "/127.0.0.1")
-
-    def join(self, mid: str, topics=("T",), *, iid=None, assignor=None, gid: str = "g", version: int = 1,
-             c=None, regex=None) -> wire.ConsumerGroupHeartbeatResponse:
-        return self.hb(mid, 0, owned={}, topics=None if topics is None else list(topics), iid=iid,
-                       rebalance=REBALANCE, assignor=assignor, gid=gid, version=version, c=c, regex=regex)
-
-    def parts(self, r: wire.ConsumerGroupHeartbeatResponse) -> dict[str, list[int]] | None:
-        if r.assignment is None:
-            return None
-        return {self.name(tp.topic_id): sorted(tp.partitions) for tp in r.assignment.topic_partitions}
-
-    def group(self, gid: str = "g"):
-        return self.c.groups[gid]
-
-    def advance(self, ms: int) -> None:
-        target = self.clock.ms + ms
-        while (d := self.c.next_deadline()) is not None and d <= target:
-            self.clock.ms = max(self.clock.ms, d)
-            self.c.poll()
-        self.clock.ms = target
-
-    def restarted(self) -> Coordinator:
-        c = Coordinator(self.config, self.clock, store=GroupStore(self.records, self.clock.wall_ms))
-        c.load()
-        return c
-
-
-def held(g) -> dict[int, str]:
-    """partition id -> member, over every member's assigned and pending partitions; fails on a double owner."""
-    owner: dict[int, str] = {}
-    for m in g.members.values():
-        for p in [*m.assigned.tolist(), *m.pending.tolist()]:
-            assert p not in owner, f"partition {p} held by {owner[p]} and {m.member_id}"
-            owner[p] = m.member_id
-    return owner
-
-
-def settle(h: H, members: dict[str, dict], rounds: int = 10) -> None:
+def settle(h: ConsumerHarness, members: dict[str, dict], rounds: int = 10) -> None:
     """Every member heartbeats in turn, reporting what it was told, until nothing changes."""
     for _ in range(rounds):
         changed = False
@@ -132,7 +64,7 @@ def settle(h: H, members: dict[str, dict], rounds: int = 10) -> None:
     ({"member_epoch": -2, "instance_id": None}, "InstanceId"),
 ])
 def test_consumer_heartbeat_request_validation(fields, words) -> None:
-    h = H()
+    h = ConsumerHarness()
     req = dict(group_id="g", member_id="m", member_epoch=0, instance_id=None, rack_id=None,
                rebalance_timeout_ms=REBALANCE, subscribed_topic_names=["T"], subscribed_topic_regex=None,
                server_assignor=None, topic_partitions=[])
@@ -143,23 +75,23 @@ def test_consumer_heartbeat_request_validation(fields, words) -> None:
 
 
 def test_unknown_server_assignor_is_unsupported_assignor() -> None:
-    h = H()
+    h = ConsumerHarness()
     r = h.join("m", assignor="sticky")
     assert r.error_code == E.UNSUPPORTED_ASSIGNOR
-    h2 = H(group_consumer_assignors="range")
+    h2 = ConsumerHarness(group_consumer_assignors="range")
     assert h2.join("m", assignor="uniform").error_code == E.UNSUPPORTED_ASSIGNOR
     assert h2.join("m", assignor="range").error_code == E.NONE
 
 
 def test_member_id_generation_v0_makes_one_and_v1_requires_it() -> None:
-    h = H()
+    h = ConsumerHarness()
     r = h.join("", version=0)
     assert r.error_code == E.NONE and len(r.member_id) == 22 and r.member_epoch == 1
     assert h.join("", version=1).error_code == E.INVALID_REQUEST
 
 
 def test_unknown_member_joins_consumer_group() -> None:
-    h = H()
+    h = ConsumerHarness()
     h.join("a")
     assert h.hb("ghost", 1).error_code == E.UNKNOWN_MEMBER_ID
     assert h.hb("a", 1, gid="nope").error_code == E.GROUP_ID_NOT_FOUND
@@ -171,7 +103,7 @@ def test_unknown_member_joins_consumer_group() -> None:
 LONG_NAMES = [f"{i:05d}" + "n" * 244 for i in range(8)]  # 249 characters each, Kafka's longest topic name
 
 
-def member_record(h: H, mid: str) -> bytes | None:
+def member_record(h: ConsumerHarness, mid: str) -> bytes | None:
     return h.records.data.get(R.consumer_member_key("g", mid))
 
 
@@ -180,7 +112,7 @@ def test_a_subscription_whose_member_record_would_pass_message_max_bytes_is_refu
     # UNKNOWN_SERVER_ERROR. kcoord refuses the heartbeat before keeping anything of it. The size counted is the
     # record's (R.consumer_member_size: exact but for up to 10 bytes of tag counts, never below it).
     size = R.consumer_member_size("g", "b", None, None, "client", "/127.0.0.1", LONG_NAMES, None, None, None)
-    refuse, take = H(message_max_bytes=size - 1), H(message_max_bytes=size)
+    refuse, take = ConsumerHarness(message_max_bytes=size - 1), ConsumerHarness(message_max_bytes=size)
     for h in (refuse, take):
         assert h.join("a").error_code == E.NONE
     r = refuse.join("b", topics=LONG_NAMES)
@@ -198,7 +130,7 @@ def test_a_subscription_whose_member_record_would_pass_message_max_bytes_is_refu
 
 def test_a_huge_subscription_is_refused_under_the_default_bound() -> None:
     # 5,000 names of 249 characters: 1.25 MB, above message.max.bytes' 1048588
-    h = H()
+    h = ConsumerHarness()
     names = [f"{i:05d}" + "n" * 244 for i in range(5_000)]
     assert h.join("a", topics=names).error_code == E.UNKNOWN_SERVER_ERROR
     assert "g" not in h.c.groups or "a" not in h.group().members
@@ -207,7 +139,7 @@ def test_a_huge_subscription_is_refused_under_the_default_bound() -> None:
 def test_a_classic_join_whose_metadata_would_pass_message_max_bytes_is_refused_by_a_consumer_group() -> None:
     # A classic member of a consumer group keeps every protocol's metadata in its member record
     # (ClassicMemberMetadata): 2 MiB of it is refused, nothing kept; the same join with little metadata is taken.
-    h = H()
+    h = ConsumerHarness()
     assert h.join("a").error_code == E.NONE
 
     def classic_join(extra: bytes) -> wire.JoinGroupResponse:
@@ -254,7 +186,7 @@ def test_member_record_sizes_bound_the_records_by_at_most_ten_bytes(seed) -> Non
 
 
 def test_new_member_is_rejected_when_maximum_members_is_reached() -> None:
-    h = H(group_consumer_max_size=2)
+    h = ConsumerHarness(group_consumer_max_size=2)
     assert h.join("a").error_code == E.NONE and h.join("b").error_code == E.NONE
     r = h.join("c")
     assert r.error_code == E.GROUP_MAX_SIZE_REACHED and "c" not in h.group().members
@@ -262,16 +194,16 @@ def test_new_member_is_rejected_when_maximum_members_is_reached() -> None:
 
 
 def test_consumer_protocol_off_answers_unsupported_version_and_is_not_advertised() -> None:
-    h = H(group_coordinator_rebalance_protocols="classic")
+    h = ConsumerHarness(group_coordinator_rebalance_protocols="classic")
     assert h.join("a").error_code == E.UNSUPPORTED_VERSION
     assert {68, 69} <= h.c.hidden_apis
-    assert not {68, 69} & H().c.hidden_apis
+    assert not {68, 69} & ConsumerHarness().c.hidden_apis
 
 
 # ---- epochs and reconciliation -----------------------------------------------------------------------------------
 
 def test_member_joins_empty_consumer_group() -> None:
-    h = H({"T": 4, "U": 2})
+    h = ConsumerHarness({"T": 4, "U": 2})
     r = h.join("a", ("T", "U"))
     assert (r.error_code, r.member_epoch, r.heartbeat_interval_ms) == (E.NONE, 1, 5_000)
     assert h.parts(r) == {"T": [0, 1, 2, 3], "U": [0, 1]}
@@ -282,7 +214,7 @@ def test_member_joins_empty_consumer_group() -> None:
 
 def test_worked_example_revoke_then_assign() -> None:
     """A worked example, step by step: A holds T0-3; B joins; A revokes T2-3; B gets them after."""
-    h = H()
+    h = ConsumerHarness()
     assert h.parts(h.join("a")) == {"T": [0, 1, 2, 3]}
     rb = h.join("b")
     assert (rb.member_epoch, h.parts(rb)) == (2, {})  # 2 and 3 are still A's: withheld
@@ -299,11 +231,11 @@ def test_worked_example_revoke_then_assign() -> None:
     rb = h.hb("b", 2)
     assert (rb.member_epoch, h.parts(rb)) == (2, {"T": [2, 3]})
     assert g.state_name == "Stable"
-    held(g)
+    owners(g)
 
 
 def test_new_joining_member_and_subscription_change_trigger_new_target_assignment() -> None:
-    h = H({"T": 4, "U": 4})
+    h = ConsumerHarness({"T": 4, "U": 4})
     h.join("a", ("T",))
     h.join("b", ("T",))
     g = h.group()
@@ -314,7 +246,7 @@ def test_new_joining_member_and_subscription_change_trigger_new_target_assignmen
 
 
 def test_remains_in_unrevoked_partitions_while_it_reports_them_or_reports_nothing() -> None:
-    h = H()
+    h = ConsumerHarness()
     h.join("a")
     h.join("b")
     h.hb("a", 1, owned={"T": [0, 1, 2, 3]})
@@ -325,7 +257,7 @@ def test_remains_in_unrevoked_partitions_while_it_reports_them_or_reports_nothin
 
 
 def test_consumer_group_member_epoch_validation() -> None:
-    h = H()
+    h = ConsumerHarness()
     h.join("a")
     h.join("b")
     h.hb("a", 1, owned={"T": [0, 1, 2, 3]})
@@ -338,7 +270,7 @@ def test_consumer_group_member_epoch_validation() -> None:
 
 @pytest.mark.parametrize("state", ["stable", "unrevoked", "unreleased"])
 def test_epoch_zero_rejoin_returns_state_and_full_assignment(state) -> None:
-    h = H()
+    h = ConsumerHarness()
     h.join("a")
     if state != "stable":
         h.join("b")
@@ -351,20 +283,20 @@ def test_epoch_zero_rejoin_returns_state_and_full_assignment(state) -> None:
         mid, before = "a", [0, 1, 2, 3]
     r = h.join(mid)
     assert r.error_code == E.NONE and h.parts(r) == ({"T": before} if before else {})
-    held(h.group())
+    owners(h.group())
 
 
 def test_consumer_group_heartbeat_full_response() -> None:
-    h = H()
+    h = ConsumerHarness()
     h.join("a")
     assert h.hb("a", 1).assignment is None  # nothing changed: null, not empty
     full = h.hb("a", 1, owned={"T": [0, 1, 2, 3]}, topics=["T"], rebalance=REBALANCE)
     assert h.parts(full) == {"T": [0, 1, 2, 3]}  # a full request gets the assignment
-    assert h.parts(H().join("idle", ("Missing",))) == {}  # an idle joiner: an empty list
+    assert h.parts(ConsumerHarness().join("idle", ("Missing",))) == {}  # an idle joiner: an empty list
 
 
 def test_consumer_group_states() -> None:
-    h = H()
+    h = ConsumerHarness()
     g = h.c.groups
     h.join("a")
     assert g["g"].state_name == "Stable"
@@ -382,7 +314,7 @@ def test_consumer_group_states() -> None:
 # ---- leaving, timers, static members ----------------------------------------------------------------------------
 
 def test_leaving_member_bumps_group_epoch_and_frees_its_partitions() -> None:
-    h = H()
+    h = ConsumerHarness()
     h.join("a")
     h.join("b")
     epoch = h.group().group_epoch
@@ -393,7 +325,7 @@ def test_leaving_member_bumps_group_epoch_and_frees_its_partitions() -> None:
 
 
 def test_no_group_epoch_bump_when_static_member_temporarily_leaves() -> None:
-    h = H()
+    h = ConsumerHarness()
     h.join("a", iid="ia")
     h.join("b", iid="ib")
     settle(h, {"a": {"epoch": 1, "owned": {"T": [0, 1, 2, 3]}}, "b": {"epoch": 2, "owned": {}}})
@@ -412,7 +344,7 @@ def test_a_static_member_leaving_with_minus_2_mid_revocation_frees_what_it_was_r
     """Kafka's consumerGroupStaticMemberGroupLeave: the member is kept at epoch -2 with its assigned partitions but
     none pending revocation; the new owner of those gets them on its next heartbeat, and the -2 member's return
     gets back only what it kept."""
-    h = H()
+    h = ConsumerHarness()
     h.join("a", iid="ia")
     h.join("b")
     ra = h.hb("a", 1, owned={"T": [0, 1, 2, 3]})
@@ -428,14 +360,14 @@ def test_a_static_member_leaving_with_minus_2_mid_revocation_frees_what_it_was_r
     rb = h.hb("b", 2)
     assert (rb.error_code, rb.member_epoch, h.parts(rb)) == (E.NONE, 2, {"T": [2, 3]})
     assert g.members["b"].state == STABLE
-    held(g)
+    owners(g)
     back = h.join("a2", iid="ia")
     assert (back.error_code, h.parts(back)) == (E.NONE, {"T": [0, 1]})
-    assert held(g) == {0: "a2", 1: "a2", 2: "b", 3: "b"}
+    assert owners(g) == {0: "a2", 1: "a2", 2: "b", 3: "b"}
 
 
 def test_static_member_rejoins_with_new_subscribed_topics_bumps() -> None:
-    h = H({"T": 4, "U": 2})
+    h = ConsumerHarness({"T": 4, "U": 2})
     h.join("a", iid="ia")
     h.hb("a", -2, iid="ia")
     r = h.join("a2", ("T", "U"), iid="ia")
@@ -443,7 +375,7 @@ def test_static_member_rejoins_with_new_subscribed_topics_bumps() -> None:
 
 
 def test_static_member_errors_unreleased_unknown_and_fenced_instance() -> None:
-    h = H()
+    h = ConsumerHarness()
     h.join("a", iid="ia")
     assert h.join("a2", iid="ia").error_code == E.UNRELEASED_INSTANCE_ID
     assert h.hb("a", 1, iid="nobody").error_code == E.UNKNOWN_MEMBER_ID
@@ -454,7 +386,7 @@ def test_static_member_errors_unreleased_unknown_and_fenced_instance() -> None:
 
 
 def test_session_timeout_expiration_fences_dynamic_and_away_static_members() -> None:
-    h = H()
+    h = ConsumerHarness()
     h.join("a")
     h.join("s", iid="is")
     h.hb("s", -2, iid="is")
@@ -466,7 +398,7 @@ def test_session_timeout_expiration_fences_dynamic_and_away_static_members() -> 
 
 
 def test_session_timeout_lifecycle_heartbeats_postpone_it() -> None:
-    h = H()
+    h = ConsumerHarness()
     h.join("a")
     for _ in range(5):
         h.advance(SESSION - 1)
@@ -476,7 +408,7 @@ def test_session_timeout_lifecycle_heartbeats_postpone_it() -> None:
 
 
 def test_rebalance_timeout_fences_only_a_member_still_revoking_at_the_armed_epoch() -> None:
-    h = H()
+    h = ConsumerHarness()
     h.join("a")
     h.join("b")
     h.hb("a", 1, owned={"T": [0, 1, 2, 3]})  # a must revoke 2, 3: the rebalance timer is armed
@@ -487,7 +419,7 @@ def test_rebalance_timeout_fences_only_a_member_still_revoking_at_the_armed_epoc
     assert "a" not in h.group().members
     assert h.parts(h.hb("b", 2)) == {"T": [0, 1, 2, 3]}
     # A member that revokes in time is not fenced.
-    h2 = H()
+    h2 = ConsumerHarness()
     h2.join("a")
     h2.join("b")
     h2.hb("a", 1, owned={"T": [0, 1, 2, 3]})
@@ -499,7 +431,7 @@ def test_rebalance_timeout_fences_only_a_member_still_revoking_at_the_armed_epoc
 # ---- metadata and durability -------------------------------------------------------------------------------------
 
 def test_partition_growth_bumps_the_epoch_at_the_next_heartbeat() -> None:
-    h = H()
+    h = ConsumerHarness()
     h.join("a")
     h.c.topics.grow("T", 6)
     r = h.hb("a", 1)
@@ -507,7 +439,7 @@ def test_partition_growth_bumps_the_epoch_at_the_next_heartbeat() -> None:
 
 
 def test_topic_created_after_the_subscription_reaches_the_member() -> None:
-    h = H({"T": 2})
+    h = ConsumerHarness({"T": 2})
     r = h.join("a", ("T", "Later"))
     assert h.parts(r) == {"T": [0, 1]}
     h.c.topics.create("Later", 3)
@@ -516,19 +448,19 @@ def test_topic_created_after_the_subscription_reaches_the_member() -> None:
 
 
 def test_growth_of_an_earlier_topic_renumbers_without_moving_anything() -> None:
-    h = H({"T": 2, "U": 2})
+    h = ConsumerHarness({"T": 2, "U": 2})
     h.join("a", ("T", "U"))
     h.join("b", ("T", "U"))
     settle(h, {"a": {"epoch": 1, "owned": {"T": [0, 1], "U": [0, 1]}}, "b": {"epoch": 2, "owned": {}}})
     before = {m: h.group().members[m].assigned.tolist() for m in ("a", "b")}
     h.c.topics.grow("T", 4)  # every id of U moves by two
     settle(h, {"a": {"epoch": 2, "owned": None}, "b": {"epoch": 2, "owned": None}})
-    owner = held(h.group())
+    owner = owners(h.group())
     assert len(owner) == 6 and before  # all six partitions held, once each
 
 
 def test_replay_after_restart_gives_the_same_answers() -> None:
-    h = H({"T": 4, "U": 2})
+    h = ConsumerHarness({"T": 4, "U": 2})
     h.join("a", ("T", "U"), iid="ia")
     h.join("b", ("T",))
     h.hb("a", 1, owned={"T": [0, 1, 2, 3], "U": [0, 1]})  # a revoking: UNREVOKED, timer armed
@@ -550,7 +482,7 @@ def test_replay_after_restart_gives_the_same_answers() -> None:
         rb = h.hb("b", 2, c=c)
         answers.append((ra.error_code, ra.member_epoch, h.parts(ra), rb.error_code, rb.member_epoch, h.parts(rb)))
     assert answers[0] == answers[1] and answers[0][:2] == (E.NONE, 2) and answers[0][5]
-    held(g2)
+    owners(g2)
     # Timers came back: the session of b runs out on the restarted coordinator too.
     h.c = c2
     h.advance(SESSION)
@@ -558,7 +490,7 @@ def test_replay_after_restart_gives_the_same_answers() -> None:
 
 
 def test_deleting_an_empty_consumer_group_tombstones_every_record() -> None:
-    h = H()
+    h = ConsumerHarness()
     h.join("a")
     assert h.c.handle(wire.DeleteGroupsRequest(groups_names=["g"]), 2).results[0].error_code == E.NON_EMPTY_GROUP
     h.hb("a", -1)
@@ -569,7 +501,7 @@ def test_deleting_an_empty_consumer_group_tombstones_every_record() -> None:
 
 # ---- the group beside the other APIs ----------------------------------------------------------------------------
 
-def commit(h: H, mid: str, epoch: int, version: int = 9):
+def commit(h: ConsumerHarness, mid: str, epoch: int, version: int = 9):
     return h.c.handle(wire.OffsetCommitRequest(
         group_id="g", generation_id_or_member_epoch=epoch, member_id=mid, group_instance_id=None,
         topics=[wire.OffsetCommitRequestTopic(name="T", partitions=[
@@ -578,7 +510,7 @@ def commit(h: H, mid: str, epoch: int, version: int = 9):
 
 
 def test_offset_commit_and_fetch_check_the_member_epoch() -> None:
-    h = H()
+    h = ConsumerHarness()
     h.join("a")
     assert commit(h, "a", 1) == E.NONE
     assert commit(h, "a", 0) == E.STALE_MEMBER_EPOCH
@@ -599,7 +531,7 @@ def test_offset_commit_and_fetch_check_the_member_epoch() -> None:
 
 
 def test_list_describe_and_types_filter() -> None:
-    h = H()
+    h = ConsumerHarness()
     h.join("a")
     h.c.handle(wire.OffsetCommitRequest(group_id="simple", generation_id_or_member_epoch=-1, member_id="",
                                               topics=[]), 8)
@@ -620,7 +552,7 @@ def test_list_describe_and_types_filter() -> None:
 def test_consumer_group_describe_v1_adds_the_member_type_and_v0_drops_it() -> None:
     """ConsumerGroupDescribe v1 (KIP-1099): MemberType, an int8 after TargetAssignment, 1 for a consumer-protocol
     member; v0 carries the same member without it (the field is ignorable), and is what librdkafka asks."""
-    h = H()
+    h = ConsumerHarness()
     h.join("a")
     req = wire.ConsumerGroupDescribeRequest(group_ids=["g"])
     v0, v1 = h.c.handle(req, 0), h.c.handle(req, 1)
@@ -639,7 +571,7 @@ def test_consumer_group_describe_v1_adds_the_member_type_and_v0_drops_it() -> No
 
 
 def test_empty_groups_are_replaced_by_the_other_type_and_keep_their_offsets() -> None:
-    h = H()
+    h = ConsumerHarness()
     assert commit(h, "", -1) == E.NONE  # an Empty classic group holding offsets
     assert h.c.groups["g"].GROUP_TYPE == "classic"
     assert h.join("a").error_code == E.NONE
@@ -661,14 +593,14 @@ def test_empty_groups_are_replaced_by_the_other_type_and_keep_their_offsets() ->
 REBUILD_EVERY = 30  # steps between two comparisons of the live group with one rebuilt from its records
 
 
-def random_group(seed: int, transcript: list | None = None, rebuild: bool = True) -> tuple[H, dict[str, dict]]:
+def random_group(seed: int, transcript: list | None = None, rebuild: bool = True) -> tuple[ConsumerHarness, dict[str, dict]]:
     """150 random steps on one group: joins (some static), leaves and -2 bounces, everyone's session running out,
     partition growth, heartbeats with or without the owned list, lost responses followed by full requests. After
     every step no partition has two holders and the per-topic subscriber counts are right; every REBUILD_EVERY
     steps (unless `rebuild` is False) the group rebuilt from the records written so far is the live one. Each
     response goes to `transcript`."""
     rng = random.Random(seed)
-    h = H({"T": rng.randint(1, 12), "U": rng.randint(1, 6)})
+    h = ConsumerHarness({"T": rng.randint(1, 12), "U": rng.randint(1, 6)})
     if transcript is not None:
         hb = h.hb
 
@@ -718,7 +650,7 @@ def random_group(seed: int, transcript: list | None = None, rebuild: bool = True
                 if r.assignment is not None:
                     st["owned"] = h.parts(r)
         if "g" in h.c.groups:
-            held(h.group())
+            owners(h.group())
             g = h.group()
             counted = Counter(t for m in g.members.values() for t in m.topic_names)
             assert dict(g.subscribers) == dict(counted), (dict(g.subscribers), dict(counted))
@@ -740,7 +672,7 @@ def test_random_groups_never_assign_a_partition_twice_and_converge(seed: int) ->
             settle(h, clients, rounds=20)
         g = h.group()
         assert g.state_name == "Stable", g.state_name
-        owner = held(g)
+        owner = owners(g)
         subscribed = {t for st in clients.values() for t in st["topics"]}
         total = sum(h.c.topics.get(t).partitions for t in subscribed)
         assert len(owner) == total
@@ -753,7 +685,7 @@ def test_the_rebuild_check_names_each_field_the_records_hold_otherwise() -> None
     """tests/snapshots.check_rebuild, which the random models run: a group rebuilt from records that say other
     than memory (here a member's previous epoch, rewritten in the store behind the group's back) fails the check,
     the message naming the field with both values."""
-    h = H()
+    h = ConsumerHarness()
     h.join("a")
     h.join("b")
     h.hb("a", 1, owned={"T": [0, 1, 2, 3]})  # a revokes 2 and 3: epoch 2, previous epoch 1
@@ -773,7 +705,7 @@ def test_the_hot_path_answers_as_the_full_path(seed: int, monkeypatch) -> None:
     speed: the same random group run without it gives byte-identical responses and the same records."""
     from kcoord.groups.consumer import ConsumerGroup
 
-    def records(h: H) -> dict[bytes, bytes]:  # topic ids are random: named instead
+    def records(h: ConsumerHarness) -> dict[bytes, bytes]:  # topic ids are random: named instead
         def named(b: bytes) -> bytes:
             for t in h.c.topics.by_name.values():
                 b = b.replace(t.topic_id, t.name.encode().ljust(16, b"_"))
@@ -793,7 +725,7 @@ def test_the_hot_path_answers_as_the_full_path(seed: int, monkeypatch) -> None:
 def test_a_heartbeat_from_another_client_id_or_with_the_instance_id_is_served_right() -> None:
     """The hot path takes a static member's heartbeat that repeats its own instance id; a new client id (the
     member's metadata changes) or another member's instance id is for the full path."""
-    h = H()
+    h = ConsumerHarness()
     assert h.join("a", iid="ia").error_code == E.NONE
     g = h.group()
     r = h.hb("a", 1, iid="ia", owned={"T": [0, 1, 2, 3]})
@@ -811,7 +743,7 @@ def test_a_heartbeat_from_another_client_id_or_with_the_instance_id_is_served_ri
 def test_store_check_and_serve_know_the_consumer_group_records(tmp_path) -> None:
     from kcoord.store import SqliteRecords, check_store
 
-    h = H()
+    h = ConsumerHarness()
     h.c.store = GroupStore(SqliteRecords(str(tmp_path)), h.clock.wall_ms)
     h.c.topics.on_change = h.c.store.write_topic
     h.c.topics.create("S", 3)
@@ -869,7 +801,7 @@ def test_csr_take_and_csr_changed_agree_with_row_by_row() -> None:
 # ---- regular-expression subscriptions (RE2, whole names) ----------------------------------------------------------
 
 def test_regex_subscription_matches_whole_topic_names_with_re2_syntax() -> None:
-    h = H({"orders": 2, "orders-eu": 2, "x-orders": 1, "payments": 1})
+    h = ConsumerHarness({"orders": 2, "orders-eu": 2, "x-orders": 1, "payments": 1})
     r = h.join("a", None, regex="orders.*")
     assert r.error_code == E.NONE and h.parts(r) == {"orders": [0, 1], "orders-eu": [0, 1]}
     assert h.parts(h.join("b", None, regex="ord", gid="g2")) == {}  # a prefix does not match the whole name
@@ -881,7 +813,7 @@ def test_regex_subscription_matches_whole_topic_names_with_re2_syntax() -> None:
 
 @pytest.mark.parametrize("pattern", ["(", "[a-", "(?<=x)y", "a{2,1}"])
 def test_invalid_regex_is_invalid_regular_expression_and_nothing_changes(pattern) -> None:
-    h = H()
+    h = ConsumerHarness()
     h.join("a")
     r = h.join("b", None, regex=pattern)
     assert r.error_code == E.INVALID_REGULAR_EXPRESSION and pattern in r.error_message
@@ -891,7 +823,7 @@ def test_invalid_regex_is_invalid_regular_expression_and_nothing_changes(pattern
 
 
 def test_empty_regex_means_no_regex_and_a_regex_can_be_dropped() -> None:
-    h = H({"T": 2, "U": 1})
+    h = ConsumerHarness({"T": 2, "U": 1})
     r = h.join("a", ("T",), regex="")
     assert h.parts(r) == {"T": [0, 1]} and h.group().members["a"].regex is None
     r = h.hb("a", 1, regex="U")
@@ -905,7 +837,7 @@ def test_empty_regex_means_no_regex_and_a_regex_can_be_dropped() -> None:
 
 
 def test_regex_picks_up_a_topic_created_later() -> None:
-    h = H({"T": 1})
+    h = ConsumerHarness({"T": 1})
     r = h.join("a", None, regex="events-.*")
     assert h.parts(r) == {}
     h.c.topics.create("events-1", 3)
@@ -918,14 +850,14 @@ def test_regex_picks_up_a_topic_created_later() -> None:
 
 
 def test_a_pathological_regex_is_linear_under_re2() -> None:
-    h = H({"a" * 249: 1, "b": 1})
+    h = ConsumerHarness({"a" * 249: 1, "b": 1})
     # Catastrophic for a backtracking engine (Python's re never returns on this); RE2 answers at once.
     r = h.join("a", None, regex="(a*)*b")
     assert r.error_code == E.NONE and h.parts(r) == {"b": [0]}
 
 
 def test_regex_subscriptions_replay_after_restart() -> None:
-    h = H({"T": 2, "events-1": 2})
+    h = ConsumerHarness({"T": 2, "events-1": 2})
     h.join("a", None, regex="events-.*")
     c2 = h.restarted()
     m = c2.groups["g"].members["a"]
@@ -940,7 +872,7 @@ def test_records_that_give_a_partition_two_holders_are_refused_on_load() -> None
     from kcoord import records as R
     from kcoord.store import StoreError
 
-    h = H()
+    h = ConsumerHarness()
     h.join("a")
     h.join("b")
     h.hb("a", 1, owned={"T": [0, 1, 2, 3]})
@@ -958,7 +890,7 @@ def test_records_that_give_a_partition_two_holders_are_refused_on_load() -> None
 
 
 def test_static_replacement_keeps_the_topic_counts_and_regex_users() -> None:
-    h = H({"T": 2, "events-1": 1})
+    h = ConsumerHarness({"T": 2, "events-1": 1})
     h.join("a", ("T",), iid="ia", regex="events-.*")
     h.hb("a", -2, iid="ia")
     h.join("a2", ("T",), iid="ia", regex="events-.*")
@@ -972,7 +904,7 @@ def test_static_replacement_keeps_the_topic_counts_and_regex_users() -> None:
 
 
 def test_the_regex_cache_follows_its_users_under_many_distinct_patterns() -> None:
-    h = H({"T": 1})
+    h = ConsumerHarness({"T": 1})
     for i in range(50):
         assert h.join(f"m{i}", None, regex=f"t{i}-.*").error_code == E.NONE
     g = h.group()
@@ -1001,7 +933,7 @@ def test_heartbeat_shape_names_what_the_request_carries(fields, shape) -> None:
 
 
 def test_a_member_copy_keeps_its_state_and_drops_its_timers_and_cached_answer() -> None:
-    h = H()
+    h = ConsumerHarness()
     h.join("a", iid="ia")
     h.hb("a", 1)  # caches the quiet answer
     m = h.group().members["a"]

@@ -10,111 +10,20 @@ import pytest
 
 from kcoord import errors as E
 from kcoord import wire
-from kcoord.assignors import decode_assignment, encode_assignment, encode_subscription
-from kcoord.coordinator import Coordinator
+from kcoord.assignors import decode_assignment, encode_assignment
 from kcoord.groups.classic import ClassicGroup
 from kcoord.groups.consumer import STABLE, UNREVOKED_PARTITIONS, ConsumerGroup
-from kcoord.store import GroupStore
 
-from ..support.classic_harness import DELAY, SESSION, Harness
+from ..support.harness import DELAY, SESSION, MigrationHarness, owners
 from ..support.snapshots import check_rebuild
 
-TOPIC = "T"
-
-
-class M(Harness):
-    """Classic and consumer-protocol members of one group "g" over topic T (6 partitions)."""
-
-    def __init__(self, partitions: int = 6, **config) -> None:
-        super().__init__(**config)
-        self.c.topics.on_change = self.c.store.write_topic
-        self.c.topics.create(TOPIC, partitions)
-        self.c.store.commit()
-        self.tid = self.c.topics.get(TOPIC).topic_id
-
-    # classic side
-    def sub(self, owned: list[int] | None = None, version: int = 3) -> bytes:
-        return encode_subscription([TOPIC], owned={TOPIC: owned} if owned else None, version=version)
-
-    def cjoin(self, member_id: str = "", iid: str | None = None, owned: list[int] | None = None,
-              protocol: str = "cooperative-sticky", version: int = 3, **kw):
-        return self.join(member_id, iid, protocols=((protocol, self.sub(owned, version)),), **kw)
-
-    def csync(self, member_id: str, generation: int, iid: str | None = None, assignments=None,
-              protocol: str = "cooperative-sticky", **kw):
-        return self.sync(member_id, generation, iid, assignments=assignments, pname=protocol, **kw)
-
-    def form_classic(self, n: int, protocol: str = "cooperative-sticky") -> list[str]:
-        """n dynamic classic members, Stable at generation 1, the leader's assignment a round robin of T."""
-        ids = []
-        replies = []
-        for _ in range(n):
-            mid = self.cjoin(protocol=protocol).response.member_id
-            ids.append(mid)
-            replies.append(self.cjoin(mid, protocol=protocol))
-        self.advance(2 * DELAY)
-        assert all(r.done and r.response.error_code == 0 for r in replies)
-        leader = replies[0].response.leader
-        gen = replies[0].response.generation_id
-        parts = {mid: [p for p in range(6) if p % n == i] for i, mid in enumerate(ids)}
-        assignments = {mid: encode_assignment({TOPIC: ps}) for mid, ps in parts.items()}
-        for mid in ids:
-            r = self.csync(mid, gen, assignments=assignments if mid == leader else None, protocol=protocol)
-            if mid == leader:
-                assert r.response.error_code == 0
-        assert self.group().state.value == "Stable" and self.group().generation == gen
-        return ids
-
-    def follow(self, mid: str, generation: int, held: list[int]) -> tuple[int, list[int]]:
-        """A cooperative classic client's heartbeat: when told to rejoin, it rejoins reporting what it holds and
-        syncs; returns its generation and partitions afterwards."""
-        if self.heartbeat(mid, generation) != E.REBALANCE_IN_PROGRESS:
-            return generation, held
-        r = self.cjoin(mid, owned=held)
-        assert r.done and r.response.error_code == E.NONE, r.response
-        generation = r.response.generation_id
-        s = self.csync(mid, generation)
-        if s.response.error_code == E.REBALANCE_IN_PROGRESS:
-            return generation, held
-        assert s.response.error_code == E.NONE, s.response
-        return generation, sorted(decode_assignment(s.response.assignment).partitions.get(TOPIC, []))
-
-    # consumer side
-    def chb(self, mid: str, epoch: int, owned: list[int] | None = None, *, join: bool = False,
-            iid: str | None = None) -> wire.ConsumerGroupHeartbeatResponse:
-        tps = None if owned is None else [wire.ConsumerGroupHeartbeatRequestTopicPartitions(
-            topic_id=self.tid, partitions=owned)]
-        req = wire.ConsumerGroupHeartbeatRequest(
-            group_id="g", member_id=mid, member_epoch=epoch, instance_id=iid,
-            rebalance_timeout_ms=30_000 if join else -1, subscribed_topic_names=[TOPIC] if join else None,
-            topic_partitions=[] if join else tps)
-        return self.c.handle(req, 1, "cclient", "/127.0.0.1")
-
-    def parts(self, r) -> list[int] | None:
-        if r.assignment is None:
-            return None
-        return sorted(p for tp in r.assignment.topic_partitions for p in tp.partitions)
-
-    def restarted(self) -> Coordinator:
-        c = Coordinator(self.config, self.clock, store=GroupStore(self.records, self.clock.wall_ms))
-        c.load()
-        return c
-
-
-def owners(g: ConsumerGroup) -> dict[int, str]:
-    """partition -> member over assigned and pending partitions; fails on a partition held twice."""
-    out: dict[int, str] = {}
-    for m in g.members.values():
-        for p in [*m.assigned.tolist(), *m.pending.tolist()]:
-            assert p not in out, f"partition {p} held by {out[p]} and {m.member_id}"
-            out[p] = m.member_id
-    return out
+TOPIC = MigrationHarness.TOPIC
 
 
 # ---- upgrade -----------------------------------------------------------------------------------------------------
 
 def test_online_upgrade_keeps_the_generation_and_each_members_assignment() -> None:
-    h = M()
+    h = MigrationHarness()
     a, b = h.form_classic(2)
     gen = h.group().generation
     r = h.chb("c", 0, join=True)
@@ -135,7 +44,7 @@ def test_online_upgrade_keeps_the_generation_and_each_members_assignment() -> No
 
 
 def test_parked_joins_are_answered_rebalance_in_progress_on_upgrade() -> None:
-    h = M()
+    h = MigrationHarness()
     a, b = h.form_classic(2)
     parked = h.cjoin(a, owned=[0, 2, 4])  # a rejoins: the classic group waits for b
     assert not parked.done
@@ -151,7 +60,7 @@ def test_parked_joins_are_answered_rebalance_in_progress_on_upgrade() -> None:
     ({}, "connect", "does not use the consumer embedded protocol"),
 ])
 def test_online_upgrade_preconditions_answer_group_id_not_found(config, setup, words) -> None:
-    h = M(**config)
+    h = MigrationHarness(**config)
     if setup == "custom":
         h.form_classic(2, protocol="my-assignor")
     elif setup == "connect":
@@ -169,7 +78,7 @@ def test_online_upgrade_preconditions_answer_group_id_not_found(config, setup, w
 
 
 def test_online_upgrade_refuses_a_malformed_subscription() -> None:
-    h = M()
+    h = MigrationHarness()
     h.form_classic(2)
     g = h.group()
     m = next(iter(g.members.members.values()))
@@ -180,14 +89,14 @@ def test_online_upgrade_refuses_a_malformed_subscription() -> None:
 
 def test_migration_policy_setting_is_checked() -> None:
     with pytest.raises(ValueError, match="group.consumer.migration.policy"):
-        M(group_consumer_migration_policy="sideways")
-    assert M(group_consumer_migration_policy="UPGRADE").config.upgrade_enabled()
+        MigrationHarness(group_consumer_migration_policy="sideways")
+    assert MigrationHarness(group_consumer_migration_policy="UPGRADE").config.upgrade_enabled()
 
 
 # ---- classic members inside a consumer group ----------------------------------------------------------------------
 
-def upgraded() -> tuple[M, str, str, int]:
-    h = M()
+def upgraded() -> tuple[MigrationHarness, str, str, int]:
+    h = MigrationHarness()
     a, b = h.form_classic(2)
     r = h.chb("c", 0, join=True)
     return h, a, b, r.member_epoch
@@ -278,7 +187,7 @@ def test_a_dynamic_classic_member_joins_with_the_id_it_was_given() -> None:
     g = h.group()
     m = g.members[mid]
     assert m.classic is not None and g.group_epoch == epoch + 1 and r.response.generation_id == m.member_epoch
-    full = M(group_consumer_max_size=3)
+    full = MigrationHarness(group_consumer_max_size=3)
     full.form_classic(2)
     assert full.chb("c", 0, join=True).error_code == E.NONE
     assert full.cjoin("").response.error_code == E.GROUP_MAX_SIZE_REACHED  # checked before MEMBER_ID_REQUIRED
@@ -362,7 +271,7 @@ def test_upgrade_writes_its_records_and_replays_with_classic_members() -> None:
 
 
 def test_no_downgrade_when_the_policy_only_upgrades() -> None:
-    h = M(group_consumer_migration_policy="upgrade")
+    h = MigrationHarness(group_consumer_migration_policy="upgrade")
     h.form_classic(2)
     r = h.chb("c", 0, join=True)
     assert r.error_code == E.NONE
@@ -386,7 +295,7 @@ def test_consumer_members_session_expiry_downgrades() -> None:
 def test_classic_static_member_replacing_the_last_consumer_member_downgrades() -> None:
     """Kafka's validateOnlineDowngradeWithReplacedMemberId: the classic static member takes the consumer-protocol
     member's place and its target; the group goes back to a Stable classic group, with no rebalance."""
-    h = M()
+    h = MigrationHarness()
     a, b = h.form_classic(2)
     assert h.chb("c", 0, join=True, iid="ic").error_code == E.NONE
     target = h.group().target.get("c").tolist()
@@ -406,7 +315,7 @@ def test_consumer_static_member_replaces_a_classic_static_member_at_once() -> No
     """The other direction of a static roll: a classic static member never sends -2, so the consumer-protocol
     member with its instance id replaces it at once (Kafka throws UNRELEASED_INSTANCE_ID only when both speak
     the consumer protocol), taking over its partitions."""
-    h = M()
+    h = MigrationHarness()
     mids = {}
     replies = {iid: h.cjoin(iid=iid) for iid in ("i0", "i1")}
     h.advance(2 * DELAY)
@@ -442,7 +351,7 @@ def test_unrevoked_classic_member_gets_its_kept_partitions_at_sync() -> None:
 class Classic:
     """An eager classic client (range): it gives up everything when told to rejoin; its leader assigns."""
 
-    def __init__(self, h: M, name: str) -> None:
+    def __init__(self, h: MigrationHarness, name: str) -> None:
         self.h, self.name = h, name
         self.mid, self.gen, self.held = "", -1, []
         self.join = self.sync = None
@@ -507,7 +416,7 @@ class Classic:
 class Modern:
     """A consumer-protocol client (librdkafka's group.protocol=consumer, reduced)."""
 
-    def __init__(self, h: M, name: str) -> None:
+    def __init__(self, h: MigrationHarness, name: str) -> None:
         self.h, self.name = h, name
         self.epoch, self.held = 0, []
 
@@ -545,7 +454,7 @@ def test_random_mixes_of_classic_and_consumer_members_never_share_a_partition_an
     import random
 
     rng = random.Random(seed)
-    h = M(partitions=rng.randint(3, 9))
+    h = MigrationHarness(partitions=rng.randint(3, 9))
     clients: list[Classic | Modern] = []
     n = 0
     due = REBUILD_EVERY
@@ -640,7 +549,7 @@ def test_leave_group_from_classic_members_inside_a_consumer_group() -> None:
 ])
 def test_a_join_that_fails_leaves_the_classic_group_as_it_was(fields, error) -> None:
     """Kafka converts and joins in one write: when the join fails the conversion is not written either."""
-    h = M(group_consumer_max_size=2 if not fields else 10)
+    h = MigrationHarness(group_consumer_max_size=2 if not fields else 10)
     h.form_classic(2)
     before = h.group()
     keys = dict(h.records.scan())
@@ -653,7 +562,7 @@ def test_a_join_that_fails_leaves_the_classic_group_as_it_was(fields, error) -> 
 
 
 def test_parked_syncs_are_answered_rebalance_in_progress_on_upgrade() -> None:
-    h = M()
+    h = MigrationHarness()
     ids = []
     joins = []
     for _ in range(2):

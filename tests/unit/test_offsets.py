@@ -10,16 +10,15 @@ from kcoord import records as R
 from kcoord import wire
 from kcoord.config import GroupConfig
 
-from ..support.classic_harness import Harness
-from .test_consumer import H
+from ..support.harness import ClassicHarness, ConsumerHarness
 
 
 @pytest.fixture
-def h() -> Harness:
-    return Harness()
+def h() -> ClassicHarness:
+    return ClassicHarness()
 
 
-def commit(h: Harness, gid: str, *, v: int = 9, gen: int = -1, member: str = "", iid: str | None = None,
+def commit(h: ClassicHarness, gid: str, *, v: int = 9, gen: int = -1, member: str = "", iid: str | None = None,
            parts=(("t", 0, 42, "m", -1),), topic_id: bytes = wire.ZERO_UUID) -> wire.OffsetCommitResponse:
     """parts: (topic, partition, offset, metadata, leader epoch)."""
     topics: dict[str, list] = {}
@@ -37,13 +36,13 @@ def codes(resp: wire.OffsetCommitResponse) -> list[int]:
     return [p.error_code for t in resp.topics for p in t.partitions]
 
 
-def fetch_old(h: Harness, gid: str, topics=(("t", [0]),), v: int = 7) -> wire.OffsetFetchResponse:
+def fetch_old(h: ClassicHarness, gid: str, topics=(("t", [0]),), v: int = 7) -> wire.OffsetFetchResponse:
     req = wire.OffsetFetchRequest(group_id=gid, topics=None if topics is None else [
         wire.OffsetFetchRequestTopic(name=t, partition_indexes=list(ps)) for t, ps in topics])
     return h.c.handle(req, v)
 
 
-def fetch_groups(h: Harness, *groups, v: int = 8) -> wire.OffsetFetchResponse:
+def fetch_groups(h: ClassicHarness, *groups, v: int = 8) -> wire.OffsetFetchResponse:
     """groups: (group id, topics or None[, member id, member epoch]); topics: (name, topic id, [partitions])."""
     req = wire.OffsetFetchRequest(groups=[wire.OffsetFetchRequestGroup(
         group_id=g[0], member_id=g[2] if len(g) > 2 else None, member_epoch=g[3] if len(g) > 3 else -1,
@@ -52,7 +51,7 @@ def fetch_groups(h: Harness, *groups, v: int = 8) -> wire.OffsetFetchResponse:
     return h.c.handle(req, v)
 
 
-def delete(h: Harness, gid: str, topics=(("t", [0]),)) -> wire.OffsetDeleteResponse:
+def delete(h: ClassicHarness, gid: str, topics=(("t", [0]),)) -> wire.OffsetDeleteResponse:
     req = wire.OffsetDeleteRequest(group_id=gid, topics=[wire.OffsetDeleteRequestTopic(
         name=t, partitions=[wire.OffsetDeleteRequestPartition(partition_index=p) for p in ps]) for t, ps in topics])
     return h.c.handle(req, 0)
@@ -121,21 +120,21 @@ def test_null_metadata_is_kept_and_fetched_as_empty(h) -> None:
     ("\uffff" * 4, True),  # the last BMP code point: 1 unit
 ])
 def test_offset_metadata_max_bytes_counts_utf16_units(metadata, ok) -> None:
-    h = Harness(offset_metadata_max_bytes=4)
+    h = ClassicHarness(offset_metadata_max_bytes=4)
     want = E.NONE if ok else E.OFFSET_METADATA_TOO_LARGE
     assert codes(commit(h, "s", parts=(("t", 0, 1, metadata, -1),))) == [want]
     assert (("t", 0) in h.c.offsets.committed("s")) is ok
 
 
 def test_too_large_metadata_refuses_only_its_partition(h) -> None:
-    h = Harness(offset_metadata_max_bytes=3)
+    h = ClassicHarness(offset_metadata_max_bytes=3)
     resp = commit(h, "s", parts=(("t", 0, 1, "abc", -1), ("t", 1, 2, "abcd", -1)))
     assert codes(resp) == [E.NONE, E.OFFSET_METADATA_TOO_LARGE]
     assert set(h.c.offsets.committed("s")) == {("t", 0)}
 
 
 def test_group_error_wins_over_too_large_metadata(h) -> None:
-    h = Harness(offset_metadata_max_bytes=3)
+    h = ClassicHarness(offset_metadata_max_bytes=3)
     assert codes(commit(h, "nope", gen=2, member="m", parts=(("t", 0, 1, "abcd", -1),))) == [E.ILLEGAL_GENERATION]
 
 
@@ -215,10 +214,10 @@ def test_a_commit_whose_records_pass_message_max_bytes_is_refused_whole() -> Non
     # the whole commit fails and Kafka 4 answers every partition of it UNKNOWN_SERVER_ERROR. Here each record is
     # 34 + 1 ("s") + 1 (topic) + 10 (metadata) = 46 bytes: 10 records are 460 bytes.
     record = R.OFFSET_RECORD_FIXED + 1 + 1 + 10
-    h = Harness(message_max_bytes=10 * record)
+    h = ClassicHarness(message_max_bytes=10 * record)
     assert codes(commit(h, "s", parts=offset_parts(10, "m" * 10))) == [E.NONE] * 10
     assert len(h.c.offsets.committed("s")) == 10
-    small = Harness(message_max_bytes=10 * record - 1)
+    small = ClassicHarness(message_max_bytes=10 * record - 1)
     assert codes(commit(small, "s", parts=offset_parts(10, "m" * 10))) == [E.UNKNOWN_SERVER_ERROR] * 10
     assert small.c.offsets.committed("s") == {} and "s" not in small.c.groups and small.records.data == {}
     assert small.c.offsets.commit_count == 0
@@ -227,7 +226,7 @@ def test_a_commit_whose_records_pass_message_max_bytes_is_refused_whole() -> Non
     # of the whole when the rest is too large
     assert codes(commit(small, "s", parts=(*offset_parts(9, "m" * 10), ("nope", 0, 1, "", -1)))) == \
         [E.NONE] * 9 + [E.UNKNOWN_TOPIC_OR_PARTITION]
-    tight = Harness(message_max_bytes=2 * record, offset_metadata_max_bytes=10)
+    tight = ClassicHarness(message_max_bytes=2 * record, offset_metadata_max_bytes=10)
     assert codes(commit(tight, "s", parts=(*offset_parts(2, "m" * 10), ("u", 0, 1, "m" * 11, -1)))) == \
         [E.NONE, E.NONE, E.OFFSET_METADATA_TOO_LARGE]
     assert codes(commit(tight, "s", parts=(*offset_parts(3, "m" * 10), ("u", 0, 1, "m" * 11, -1)))) == \
@@ -238,7 +237,7 @@ def test_the_default_message_max_bytes_refuses_a_commit_of_a_whole_big_topic() -
     # message.max.bytes is Kafka's 1048588 by default: an offset of a 14-character topic under a 14-character group
     # id is a 62-byte record, so 16,912 of them fit (1,048,544 bytes) and 16,913 do not (1,048,606)
     assert GroupConfig().message_max_bytes == 1_048_588
-    h = Harness(topics={"events-topic-a": 30_000})
+    h = ClassicHarness(topics={"events-topic-a": 30_000})
     parts = tuple(("events-topic-a", p, p, "", -1) for p in range(30_000))
     assert set(codes(commit(h, "consumer-group", parts=parts))) == {E.UNKNOWN_SERVER_ERROR}
     assert set(codes(commit(h, "consumer-group", parts=parts[:16_913]))) == {E.UNKNOWN_SERVER_ERROR}
@@ -292,7 +291,7 @@ def test_v9_fetch_of_unknown_group_answers_no_offsets(h) -> None:
 
 
 def test_v9_fetch_refused_by_consumer_group_then_next_group_answered() -> None:
-    c = H()
+    c = ConsumerHarness()
     c.join("m1")
     commit(c, "s", parts=(("T", 0, 5, "", -1),))
     resp = fetch_groups(c, ("g", None, "stranger", 1), ("s", None), v=9)

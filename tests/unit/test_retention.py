@@ -26,9 +26,7 @@ from kcoord import wire
 from kcoord.coordinator import Coordinator
 from kcoord.store import STORE_FILE, GroupStore, SqliteRecords, StoreError, check_store, compact_store, read_witness
 
-from ..support.classic_harness import Harness
-from .test_connect import H as ConnectH
-from .test_consumer import H as ConsumerH
+from ..support.harness import ClassicHarness, ConnectHarness, ConsumerHarness
 from .test_offsets import commit
 
 MINUTES = 2
@@ -41,8 +39,8 @@ def subscription(*topics: str) -> bytes:
     return b"\x00\x00" + wire.ConsumerProtocolSubscription(topics=list(topics)).encode(0)
 
 
-def harness(**config) -> Harness:
-    return Harness(offsets_retention_minutes=MINUTES, offsets_retention_check_interval_ms=INTERVAL, **config)
+def harness(**config) -> ClassicHarness:
+    return ClassicHarness(offsets_retention_minutes=MINUTES, offsets_retention_check_interval_ms=INTERVAL, **config)
 
 
 def at(h, ms: int) -> None:
@@ -60,7 +58,7 @@ def stored_offsets(h, gid: str) -> set[tuple[str, int]]:
     return out
 
 
-def empty_group_with_offsets(h: Harness) -> int:
+def empty_group_with_offsets(h: ClassicHarness) -> int:
     """A classic consumer group that commits t-0 and u-0, then loses its only member: returns when it became Empty."""
     ids = h.form("A", protocols=(("range", subscription("t")),))
     g = h.group()
@@ -167,7 +165,7 @@ def test_an_empty_group_without_offsets_goes_at_the_next_check() -> None:
 
 
 def test_a_consumer_groups_offsets_expire_from_their_commits_except_what_a_member_consumes() -> None:
-    h = ConsumerH(topics={"T": 2, "U": 2}, offsets_retention_minutes=MINUTES)
+    h = ConsumerHarness(topics={"T": 2, "U": 2}, offsets_retention_minutes=MINUTES)
     r = h.join("m", topics=("T",))
     epoch = r.member_epoch
     for topic in ("T", "U"):
@@ -189,7 +187,7 @@ def test_a_consumer_groups_offsets_expire_from_their_commits_except_what_a_membe
 
 def test_an_empty_connect_group_goes_once_it_has_been_empty_for_the_retention() -> None:
     # kcoord's own rule: a connect group keeps its units and assignor state, and its workers commit no offsets.
-    h = ConnectH(offsets_retention_minutes=MINUTES)
+    h = ConnectHarness(offsets_retention_minutes=MINUTES)
     assert h.join("w").error_code == E.NONE
     h.clock.ms += 10 * RETENTION  # the group's age does not count, only the time it has been Empty
     h.c.expire_offsets()
@@ -220,7 +218,7 @@ def test_offsets_retention_check_interval_ms_is_when_expired_offsets_go() -> Non
 
 def test_offsets_retention_minutes_sets_how_long_offsets_are_kept() -> None:
     for minutes in (1, 3):
-        h = Harness(offsets_retention_minutes=minutes)
+        h = ClassicHarness(offsets_retention_minutes=minutes)
         assert codes(commit(h, "s")) == [E.NONE]
         t0 = h.clock.ms
         at(h, t0 + minutes * 60_000 - 1)
@@ -264,19 +262,9 @@ def test_a_group_deleted_or_recreated_between_slices_is_judged_as_it_is_then(mon
 
 # ---- durable: a restart keeps the result, and the state timestamp --------------------------------------------
 
-def reload(h: Harness, records) -> Coordinator:
-    c = Coordinator(h.config, h.clock, store=GroupStore(records, h.clock.wall_ms))
-    c.load()
-    return c
-
-
 def test_the_state_timestamp_is_stored_and_a_restart_keeps_the_expiry_result(tmp_path) -> None:
-    h = harness()
     records = SqliteRecords(str(tmp_path / "data"), fsync="off")
-    h.records = records
-    h.c = Coordinator(h.config, h.clock, store=GroupStore(records, h.clock.wall_ms))
-    for name in ("t", "u"):
-        h.c.topics.create(name, 8)
+    h = harness(records=records)  # topics t and u, 8 partitions each
     empty_since = empty_group_with_offsets(h)
     assert codes(commit(h, "s")) == [E.NONE]
     h.c.store.commit()
@@ -284,7 +272,7 @@ def test_the_state_timestamp_is_stored_and_a_restart_keeps_the_expiry_result(tmp
     # A restart halfway: the group's Empty time comes back from its GroupMetadataValue, not the time of the load.
     at(h, empty_since + RETENTION // 2)
     records = SqliteRecords(str(tmp_path / "data"), fsync="off")
-    c = reload(h, records)
+    c = h.restarted(records)
     assert c.groups["g"].state_timestamp == empty_since
     at(h, empty_since + RETENTION - 1)
     c.expire_offsets()
@@ -297,7 +285,7 @@ def test_the_state_timestamp_is_stored_and_a_restart_keeps_the_expiry_result(tmp
     assert "s" not in c.groups
     records.close()
     records = SqliteRecords(str(tmp_path / "data"), fsync="off")
-    c = reload(h, records)
+    c = h.restarted(records)
     assert not c.groups and not c.offsets.by_group
     records.close()
     assert check_store(str(tmp_path / "data")).ok
@@ -310,7 +298,7 @@ def test_a_stored_group_without_a_state_timestamp_expires_from_its_commits() -> 
     value = R.decode(R.group_key("g"), h.records.data[R.group_key("g")]).value
     value.current_state_timestamp = -1
     h.records.data[R.group_key("g")] = R.group_value(value)
-    c = reload(h, h.records)
+    c = h.restarted(h.records)
     assert c.groups["g"].state_timestamp is None
     at(h, empty_since + RETENTION - 1)  # the commits were 60 s before the group became Empty: expired by now
     c.expire_offsets()
@@ -321,7 +309,7 @@ def test_a_stored_group_without_a_state_timestamp_expires_from_its_commits() -> 
 
 @pytest.mark.parametrize("kind", ["classic", "consumer"])
 def test_a_deleted_group_is_freed_at_once_not_at_the_next_garbage_collection(kind) -> None:
-    h = harness() if kind == "classic" else ConsumerH()
+    h = harness() if kind == "classic" else ConsumerHarness()
     if kind == "classic":
         assert codes(commit(h, "g")) == [E.NONE]
     else:

@@ -26,11 +26,11 @@ from kcoord.store import STORE_FILE, GroupStore, MemoryRecords, SqliteRecords, S
 from kcoord.timers import ManualClock
 from kcoord.topics import TopicCatalogue
 
-from ..support.classic_harness import REBALANCE, SESSION, Harness
+from ..support.harness import REBALANCE, SESSION, ClassicHarness
 from .test_classic_model import Model
 
 
-def commit(h: Harness, offsets: dict[tuple[str, int], int], *, gid: str = "g", member_id: str = "",
+def commit(h: ClassicHarness, offsets: dict[tuple[str, int], int], *, gid: str = "g", member_id: str = "",
            generation: int = -1, iid: str | None = None) -> wire.OffsetCommitResponse:
     req = wire.OffsetCommitRequest(
         group_id=gid, generation_id_or_member_epoch=generation, member_id=member_id, group_instance_id=iid,
@@ -39,14 +39,6 @@ def commit(h: Harness, offsets: dict[tuple[str, int], int], *, gid: str = "g", m
                                               committed_metadata=f"m{o}")])
             for (t, p), o in offsets.items()])
     return h.c.handle(req, 8)
-
-
-def restarted(h: Harness, records=None) -> Coordinator:
-    """A second coordinator replaying the first one's records, as a restart on the same store does."""
-    c = Coordinator(h.config, h.clock, store=GroupStore(records if records is not None else h.records,
-                                                        h.clock.wall_ms))
-    c.load()
-    return c
 
 
 # ---- the records are Kafka's bytes ----------------------------------------------------------------------
@@ -59,7 +51,7 @@ def test_offset_commit_key_and_value_layout_is_kafkas() -> None:
 
 
 def test_group_record_is_groupmetadata_v3_with_members_and_assignments() -> None:
-    h = Harness()
+    h = ClassicHarness()
     ids = h.form("A", "B", None)
     value = h.records.data[group_key("g")]
     assert value[:2] == b"\x00\x03"
@@ -86,7 +78,7 @@ def test_group_record_bytes_laid_out_by_hand_from_kafkas_schema() -> None:
     # GroupMetadataKey.json (record type 2: group) and GroupMetadataValue.json at version 3 (protocolType,
     # generation, protocol?, leader?, currentStateTimestamp, then each member: memberId, groupInstanceId?,
     # clientId, clientHost, rebalanceTimeout, sessionTimeout, subscription, assignment), not through kcoord's codec.
-    h = Harness()
+    h = ClassicHarness()
     ids = h.form("A", "B", None)
     g = h.group()
     written_at = h.clock.wall_ms()
@@ -136,12 +128,12 @@ def test_an_inconsistent_stored_group_is_refused_by_load_and_by_store_check(tmp_
 # ---- replay ----------------------------------------------------------------------------------------------
 
 def test_replay_restores_a_stable_static_group_and_its_offsets() -> None:
-    h = Harness(topics={"orders": 2})
+    h = ClassicHarness(topics={"orders": 2})
     ids = h.form("A", "B", "C")
     g = h.group()
     assert commit(h, {("orders", 0): 10, ("orders", 1): 11}, member_id=ids["A"], generation=g.generation,
                   iid="A").topics[0].partitions[0].error_code == E.NONE
-    c2 = restarted(h)
+    c2 = h.restarted()
     g2 = c2.groups["g"]
     assert g2.state == State.STABLE and g2.generation == g.generation and g2.leader_id == g.leader_id
     assert g2.protocol_type == "consumer" and g2.protocol_name == "range"
@@ -157,10 +149,10 @@ def test_replay_restores_a_stable_static_group_and_its_offsets() -> None:
 
 
 def test_replayed_static_member_rejoining_with_a_new_id_keeps_generation_and_assignment() -> None:
-    h = Harness()
+    h = ClassicHarness()
     h.form("A", "B", "C")
     gen = h.group().generation
-    h.c = restarted(h)
+    h.restart()
     r = h.join(iid="B")  # the member's process restarted too: empty member id, same instance id
     assert r.done and r.response.error_code == E.NONE and r.response.generation_id == gen
     assert h.group().state == State.STABLE
@@ -169,10 +161,10 @@ def test_replayed_static_member_rejoining_with_a_new_id_keeps_generation_and_ass
 
 
 def test_replay_gives_every_member_a_full_session_timeout_from_the_load() -> None:
-    h = Harness()
+    h = ClassicHarness()
     ids = h.form("A", "B")
     h.advance(SESSION - 100)  # nearly expired before the restart...
-    h.c = restarted(h)
+    h.restart()
     h.advance(SESSION - 100)  # ...but the load re-armed a full session timeout
     g = h.group()
     assert set(g.members.members) == set(ids.values()) and g.state == State.STABLE
@@ -182,22 +174,22 @@ def test_replay_gives_every_member_a_full_session_timeout_from_the_load() -> Non
 
 
 def test_replay_of_a_group_above_max_size_rebalances() -> None:
-    h = Harness()
+    h = ClassicHarness()
     h.form("A", "B", "C")
-    small = Harness(group_max_size=2)
+    small = ClassicHarness(group_max_size=2)
     small.records.data.update(h.records.data)
-    c2 = restarted(small)
+    c2 = small.restarted()
     assert c2.groups["g"].state == State.PREPARING_REBALANCE
 
 
 def test_empty_group_keeps_its_generation_and_offsets() -> None:
-    h = Harness()
+    h = ClassicHarness()
     ids = h.form(None)
     gen = h.group().generation
     commit(h, {("t", 0): 5}, member_id=ids["d0"], generation=gen)
     h.leave((ids["d0"], None))
     assert h.group().state == State.EMPTY
-    c2 = restarted(h)
+    c2 = h.restarted()
     g2 = c2.groups["g"]
     assert g2.state == State.EMPTY and g2.generation == gen + 1 and c2.offsets.committed("g")[("t", 0)][0] == 5
 
@@ -205,11 +197,11 @@ def test_empty_group_keeps_its_generation_and_offsets() -> None:
 # ---- write-ahead -----------------------------------------------------------------------------------------
 
 def test_offset_commit_is_in_the_store_when_the_response_is_returned() -> None:
-    h = Harness()
+    h = ClassicHarness()
     resp = commit(h, {("t", 0): 1, ("t", 1): 2})
     assert all(p.error_code == E.NONE for p in resp.topics[0].partitions)
     assert h.records.data[offset_key("g", "t", 1)][:2] == b"\x00\x03"
-    assert restarted(h).offsets.committed("g")[("t", 1)][0] == 2
+    assert h.restarted().offsets.committed("g")[("t", 1)][0] == 2
 
 
 class FailingRecords(MemoryRecords):
@@ -218,14 +210,14 @@ class FailingRecords(MemoryRecords):
 
 
 def test_a_failed_write_is_never_acknowledged() -> None:
-    h = Harness()
+    h = ClassicHarness()
     h.c.store = GroupStore(FailingRecords())
     with pytest.raises(StoreError):
         commit(h, {("t", 0): 1})  # the caller gets the error, not a response saying NONE
 
 
 def test_rejected_commits_write_nothing() -> None:
-    h = Harness()
+    h = ClassicHarness()
     h.form("A")
     before = dict(h.records.data)
     resp = commit(h, {("t", 0): 1}, member_id="nobody", generation=1, iid=None)
@@ -234,7 +226,7 @@ def test_rejected_commits_write_nothing() -> None:
 
 
 def test_heartbeats_write_nothing() -> None:
-    h = Harness()
+    h = ClassicHarness()
     ids = h.form("A", "B")
     staged, commits = h.c.store.staged, h.records.commits
     for _ in range(1000):
@@ -243,27 +235,27 @@ def test_heartbeats_write_nothing() -> None:
 
 
 def test_delete_groups_and_offset_delete_write_tombstones() -> None:
-    h = Harness()
+    h = ClassicHarness()
     commit(h, {("t", 0): 1, ("t", 1): 2, ("u", 0): 3})
     h.c.handle(wire.OffsetDeleteRequest(group_id="g", topics=[
         wire.OffsetDeleteRequestTopic(name="u", partitions=[wire.OffsetDeleteRequestPartition(partition_index=0)])]), 0)
     assert offset_key("g", "u", 0) not in h.records.data
-    assert restarted(h).offsets.committed("g").keys() == {("t", 0), ("t", 1)}
+    assert h.restarted().offsets.committed("g").keys() == {("t", 0), ("t", 1)}
     resp = h.c.handle(wire.DeleteGroupsRequest(groups_names=["g"]), 2)
     assert resp.results[0].error_code == E.NONE
     assert h.records.data == {}
-    assert "g" not in restarted(h).groups
+    assert "g" not in h.restarted().groups
 
 
 def test_writes_staged_in_one_turn_are_one_transaction_and_collapse_per_key() -> None:
-    h = Harness()
+    h = ClassicHarness()
     h.c.autocommit = False  # as the server runs it: one commit per event-loop turn
     for i in range(50):
         commit(h, {("t", i % 5): i})
     assert h.records.commits == 0 and h.c.store.dirty and len(h.c.store.pending) == 5
     h.c.store.commit()
     assert h.records.commits == 1 and not h.c.store.dirty
-    assert {k: v[0] for k, v in restarted(h).offsets.committed("g").items()} == {("t", p): 45 + p for p in range(5)}
+    assert {k: v[0] for k, v in h.restarted().offsets.committed("g").items()} == {("t", p): 45 + p for p in range(5)}
 
 
 # ---- what a restart finds is what was acknowledged, after every step of random sequences -----------------
@@ -290,7 +282,7 @@ class DurableModel(Model):
     def check(self) -> None:
         super().check()
         live = self.h.c.groups.get("g")
-        c2 = restarted(self.h)
+        c2 = self.h.restarted()
         back = c2.groups.get("g")
         offsets = {k: v[0] for k, v in c2.offsets.committed("g").items()} if back is not None else {}
         assert offsets == self.acked, "acknowledged offsets differ after a restart"
@@ -352,10 +344,9 @@ def test_unknown_fsync_policy_is_refused(tmp_path) -> None:
 
 def full_store(path) -> None:
     """A store with a static group, offsets and a topic, written through a coordinator."""
-    h = Harness()
     records = SqliteRecords(str(path))
     topics = TopicCatalogue()
-    h.c = Coordinator(h.config, h.clock, store=GroupStore(records, h.clock.wall_ms), topics=topics)
+    h = ClassicHarness({}, records=records, catalogue=topics)
     topics.on_change = h.c.store.write_topic
     topics.create("orders", 12)
     ids = h.form("A", "B")

@@ -13,7 +13,7 @@ from kcoord.coordinator import Coordinator
 from kcoord.timers import ManualClock
 from kcoord.topics import TopicCatalogue
 
-from ..support.classic_harness import Harness
+from ..support.harness import ClassicHarness
 
 
 def broker() -> Broker:
@@ -69,7 +69,7 @@ def test_a_connect_heartbeat_with_a_rebalance_timeout_of_zero_or_below_is_invali
 
 
 def test_a_classic_rebalance_waiting_for_a_static_member_with_a_zero_rebalance_timeout_does_not_spin() -> None:
-    h = Harness()
+    h = ClassicHarness()
     ids = h.form("A", "B")  # two static members
     g = h.group()
     for m in g.members.members.values():
