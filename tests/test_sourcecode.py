@@ -367,3 +367,67 @@ def test_the_stub_check_sees_a_missing_name() -> None:
     stubs["_wire"].discard("JoinGroupRequest")
     assert [m.rpartition(": ")[2] for m in missing_from_stubs(used, stubs)] == [
         "DeadlineHeap is not in kcoord/_core/_members.pyi", "JoinGroupRequest is not in kcoord/_core/_wire.pyi"]
+
+
+# ---- the tests' own layout (ARCHITECTURE.md, "Tests") ----------------------------------------------------------
+
+TESTS = ROOT / "tests"
+TEST_FOLDERS = ("unit", "wire", "server", "interop", "cluster")  # by how a test runs
+AT_THE_ROOT = ("test_sourcecode.py", "test_wheel.py")  # the tree's and the wheel's checks, of no one module
+# What a unit test (in-process, no socket, no process) may not import: the modules that open sockets or start
+# processes, the helpers that start servers, clients or PostgreSQL, and the real clients.
+NOT_IN_UNITS = ("socket", "ssl", "subprocess", "asyncio", "multiprocessing", "psycopg", "confluent_kafka", "aiokafka",
+                "pyspark", "tests.support.servers", "tests.support.postgres", "tests.support.cluster_nodes",
+                "tests.support.secured", "tests.support.interop_member", "tests.support.interop_consumer",
+                "tests.support.wheelhouse")
+
+
+def imported_modules(path: Path, package: tuple[str, ...]) -> set[str]:
+    """Every module `path` (a module of `package`) imports, relative imports resolved, and each `from X import n`
+    also as X.n (n may be a module)."""
+    out: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            out.update(a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = list(package[:len(package) - node.level + 1]) if node.level else []
+            module = ".".join([*base, *([node.module] if node.module else [])])
+            out.add(module)
+            out.update(f"{module}.{a.name}" for a in node.names)
+    return out
+
+
+def unit_violations(paths: list[Path]) -> list[str]:
+    return [f"{p.name} imports {m}" for p in paths for m in sorted(imported_modules(p, ("tests", "unit")))
+            if any(m == bad or m.startswith(bad + ".") for bad in NOT_IN_UNITS)]
+
+
+def test_every_test_file_is_in_the_folder_of_how_it_runs() -> None:
+    stray = []
+    for path in sorted(TESTS.rglob("*.py")):
+        parts = path.relative_to(TESTS).parts
+        if parts[0] in ("support", "fuzz", "fixtures") or parts == ("conftest.py",) or parts == ("__init__.py",):
+            continue
+        if len(parts) == 1:
+            ok = parts[0] in AT_THE_ROOT
+        else:
+            ok = len(parts) == 2 and parts[0] in TEST_FOLDERS and (parts[1].startswith("test_")
+                                                                   or parts[1] == "__init__.py")
+        if not ok:
+            stray.append("/".join(parts))
+    assert not stray, f"a test file belongs in tests/{{{','.join(TEST_FOLDERS)}}}/, a helper in tests/support/: {stray}"
+    assert all((TESTS / d / "__init__.py").is_file() for d in (*TEST_FOLDERS, "support"))
+
+
+def test_unit_tests_open_no_socket_and_start_no_process() -> None:
+    units = sorted((TESTS / "unit").glob("test_*.py"))
+    assert len(units) >= 10
+    problems = unit_violations(units)
+    assert not problems, "move these to tests/server, tests/interop or tests/cluster:\n" + "\n".join(problems)
+
+
+def test_the_unit_check_sees_a_socket_and_a_server(tmp_path) -> None:
+    bad = tmp_path / "test_bad.py"
+    bad.write_text("import socket\nfrom ..support.servers import serve\nfrom ..support.harness import ClassicHarness\n")
+    assert unit_violations([bad]) == ["test_bad.py imports socket", "test_bad.py imports tests.support.servers",
+                                      "test_bad.py imports tests.support.servers.serve"]

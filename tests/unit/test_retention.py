@@ -13,8 +13,6 @@ from __future__ import annotations
 
 import gc
 import sqlite3
-import subprocess
-import sys
 import weakref
 
 import pytest
@@ -24,7 +22,7 @@ from kcoord import errors as E
 from kcoord import records as R
 from kcoord import wire
 from kcoord.coordinator import Coordinator
-from kcoord.store import STORE_FILE, GroupStore, SqliteRecords, StoreError, check_store, compact_store, read_witness
+from kcoord.store import STORE_FILE, GroupStore, SqliteRecords, check_store, read_witness
 
 from ..support.harness import ClassicHarness, ConnectHarness, ConsumerHarness
 from .test_offsets import commit
@@ -377,55 +375,3 @@ def test_deletions_schedule_the_reclaim_on_the_coordinators_timers(tmp_path) -> 
         c.poll()
     assert records.db.execute("PRAGMA freelist_count").fetchone()[0] == 0
     records.close()
-
-
-def old_store(d: str) -> None:
-    """A store as kcoord made it before it gave pages back (auto_vacuum NONE), with free pages."""
-    fill(d, 20_000)
-    db = sqlite3.connect(f"{d}/{STORE_FILE}", isolation_level=None)
-    db.execute("PRAGMA auto_vacuum=NONE")
-    db.execute("VACUUM")
-    db.close()
-    records = SqliteRecords(d, fsync="off")  # a kcoord commit that frees pages again
-    records.put({R.offset_key(f"g{j}", "t", 0): None for j in range(1000)})
-    records.close()
-
-
-def kcoord(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "kcoord.cli", *args], capture_output=True, text=True, timeout=60,
-                          check=False)
-
-
-def test_store_compact_converts_an_old_store_and_keeps_its_records_state_and_witness(tmp_path) -> None:
-    d = str(tmp_path / "data")
-    old_store(d)
-    assert pragma(d, "auto_vacuum") == 0 and pragma(d, "freelist_count") > 0
-    assert check_store(d).ok  # both kinds of store are read
-    records = SqliteRecords(d, fsync="off")
-    assert records.reclaim(64) == 0  # an old store cannot give pages back while serving
-    before = dict(records.scan())
-    seq = records.state.seq
-    with pytest.raises(StoreError, match="in use"):  # the server's lock: never while it runs
-        compact_store(d)
-    r = kcoord("store", "compact", d)
-    assert r.returncode == 1 and r.stdout == "" and r.stderr.count("\n") == 1 and "in use" in r.stderr
-    records.close()
-    r = kcoord("store", "compact", d)
-    assert r.returncode == 0, r.stderr
-    assert "given back while serving" in r.stdout
-    assert pragma(d, "auto_vacuum") == 2 and pragma(d, "freelist_count") == 0
-    assert check_store(d).ok and read_witness(d) == seq
-    records = SqliteRecords(d, fsync="off")
-    assert dict(records.scan()) == before and records.state.seq == seq
-    records.close()
-
-
-def test_store_compact_refuses_a_store_serve_would_refuse_and_a_missing_one(tmp_path) -> None:
-    d = tmp_path / "data"
-    fill(str(d), 2000)
-    (d / "kcoord.seq").unlink()  # the witness gone: refused by serve, so by compact
-    r = kcoord("store", "compact", str(d))
-    assert r.returncode == 1 and r.stdout == ""
-    assert r.stderr.count("\n") == 1 and "refusing to compact" in r.stderr and "kcoord.seq" in r.stderr
-    r = kcoord("store", "compact", str(tmp_path / "nope"))
-    assert r.returncode == 2 and r.stderr.count("\n") == 1 and "no such directory" in r.stderr

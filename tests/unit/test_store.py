@@ -7,13 +7,10 @@ classic-group model and checks that whatever was acknowledged is what a restart 
 
 from __future__ import annotations
 
-import json
 import os
 import random
 import sqlite3
 import struct
-import subprocess
-import sys
 
 import pytest
 
@@ -462,44 +459,3 @@ def test_damaged_store_is_refused_and_reported(tmp_path, damage) -> None:
     report = check_store(str(tmp_path))
     assert not report.ok and report.problems, report
     assert any(words in p for p in report.problems), report.problems
-
-
-def cli(*args: str, cwd=None) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "kcoord.cli", *args], capture_output=True, text=True, timeout=60,
-                          cwd=cwd, check=False)
-
-
-def test_store_check_cli_table_json_and_exit_codes(tmp_path) -> None:
-    full_store(tmp_path)
-    ok = cli("store", "check", str(tmp_path))
-    assert ok.returncode == 0, ok.stderr
-    assert "ok" in ok.stdout and "offsets" in ok.stdout.splitlines()[0]
-    doc = json.loads(cli("store", "check", str(tmp_path), "--json").stdout)
-    assert (doc["ok"], doc["groups"], doc["members"], doc["offsets"], doc["topics"]) == (True, 1, 2, 12, 1)
-    damage_checksum(tmp_path)
-    bad = cli("store", "check", str(tmp_path))
-    assert bad.returncode == 1 and "DAMAGED" in bad.stdout and "fails its checksum" in bad.stdout
-
-
-@pytest.mark.parametrize("damage", [damage_missing_db_with_wal, damage_checksum], ids=["missing_db_with_wal", "checksum"])
-def test_store_check_and_serve_give_one_verdict_on_a_damaged_store(tmp_path, damage) -> None:
-    # What `kcoord store check` names as the problem is what `kcoord serve` refuses to start on, both exiting 1
-    # (a database deleted under its write-ahead log was once reported differently by the two).
-    full_store(tmp_path)
-    words = damage(tmp_path)
-    check = cli("store", "check", str(tmp_path), "--json")
-    doc = json.loads(check.stdout)
-    assert check.returncode == 1 and doc["ok"] is False, check
-    assert any(words in p for p in doc["problems"]), doc["problems"]
-    serve = cli("serve", "--port", "0", "--data-dir", str(tmp_path))
-    assert serve.returncode == 1 and len(serve.stderr.splitlines()) == 1, serve
-    assert "refusing to start" in serve.stderr and words in serve.stderr, serve.stderr
-
-
-def test_serve_refuses_a_damaged_store_with_a_clear_message(tmp_path) -> None:
-    full_store(tmp_path)
-    damage_truncate(tmp_path)
-    out = cli("serve", "--port", "0", "--data-dir", str(tmp_path))
-    assert out.returncode == 1
-    assert "refusing to start" in out.stderr and "damaged" in out.stderr and "store check" in out.stderr
-    assert "Traceback" not in out.stderr
