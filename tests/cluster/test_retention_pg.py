@@ -26,8 +26,8 @@ from kcoord.coordinator import Coordinator
 from kcoord.pgstore import Partitioner, PgRecords, check_pg_store, connect, init_schema, partition_for
 from kcoord.timers import Clock
 
-from ..server.test_store_server import ThreadServer
 from ..support.cluster_nodes import FAST, KCluster, wait_until
+from ..support.servers import ThreadServer
 from ..unit.test_offsets import commit
 from ..unit.test_retention import RETENTION, at, codes, empty_group_with_offsets, harness
 

@@ -27,8 +27,7 @@ from kcoord.coordinator import Coordinator
 from kcoord.store import MemoryRecords
 
 from ..support.harness import SESSION, ClassicHarness, ConnectHarness, ConsumerHarness, MigrationHarness
-from ..support.servers import recv_exact
-from .test_store_server import ThreadServer, commit_frame
+from ..support.servers import ThreadServer, commit_frame, recv_exact
 
 
 @contextmanager

@@ -20,9 +20,9 @@ from kcoord.config import GroupConfig
 from kcoord.store import SqliteRecords, check_store
 
 from ..support.interop_member import MEMBERS
-from ..support.servers import free_port, serve
+from ..support.servers import ThreadServer, free_port, serve
 from .test_metrics import scrape, value, wait_for
-from .test_store_server import ThreadServer, form_group, heartbeat
+from .test_store_server import form_group, heartbeat
 
 
 def commit(c: Client, group: str, offsets: dict[int, int], metadata: str = "", topic: str = "t") -> list[int]:

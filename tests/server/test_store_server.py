@@ -4,7 +4,6 @@ a failed write, restarts on the same data directory, and the crash test (SIGKILL
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import random
 import select
@@ -23,54 +22,9 @@ from kcoord import wire
 from kcoord.client import Client, KafkaError
 from kcoord.config import GroupConfig
 from kcoord.coordinator import Coordinator
-from kcoord.server import Server, ServerConfig
 from kcoord.store import GroupStore, MemoryRecords, SqliteRecords, StoreError, check_store
 
-from ..support.servers import free_port, serve
-
-
-class ThreadServer:
-    """An in-process server on its own event loop thread, with a store backend the test controls."""
-
-    def __init__(self, records, **config) -> None:
-        self.server = Server(ServerConfig(port=0, **config), records=records)
-        self.error: BaseException | None = None
-        self.started = threading.Event()
-        self.thread = threading.Thread(target=self._main, daemon=True)
-        self.thread.start()
-        assert self.started.wait(10)
-
-    def _main(self) -> None:
-        async def main() -> None:
-            self.loop = asyncio.get_running_loop()
-            self.stop = asyncio.Event()
-            await self.server.start()
-            self.server._stop = self.stop
-            self.started.set()
-            await self.stop.wait()
-            await self.server.close()
-
-        try:
-            asyncio.run(main())
-        except BaseException as e:  # noqa: BLE001 - handed to the test
-            self.error = e
-            self.started.set()
-
-    @property
-    def port(self) -> int:
-        return self.server.port
-
-    def close(self) -> None:
-        if self.thread.is_alive():
-            self.loop.call_soon_threadsafe(self.stop.set)
-        self.thread.join(10)
-
-
-def commit_frame(corr: int, group: str, partition: int, offset: int) -> bytes:
-    return wire.encode_request(8, 8, corr, "pipeline", wire.OffsetCommitRequest(
-        group_id=group, generation_id_or_member_epoch=-1, member_id="", topics=[
-            wire.OffsetCommitRequestTopic(name="t", partitions=[wire.OffsetCommitRequestPartition(
-                partition_index=partition, committed_offset=offset)])]))
+from ..support.servers import ThreadServer, commit_frame, free_port, serve
 
 
 class Frames:

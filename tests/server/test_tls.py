@@ -33,6 +33,8 @@ from kcoord.security.tls import (
     subject_dn,
 )
 
+from ..support.secured import pkcs8
+
 # ------------------------------------------------------------------------------------------------------------------
 # Certificates
 
@@ -71,11 +73,6 @@ def issue(ca: trustme.CA, subject: x509.Name, sans=("localhost",), key=None, cli
 
 def pem_chain(cert: x509.Certificate, ca: trustme.CA) -> str:
     return cert.public_bytes(ser.Encoding.PEM).decode() + ca.cert_pem.bytes().decode()
-
-
-def pkcs8(key, password: str | None = None) -> str:
-    encryption = ser.BestAvailableEncryption(password.encode()) if password else ser.NoEncryption()
-    return key.private_bytes(ser.Encoding.PEM, ser.PrivateFormat.PKCS8, encryption).decode()
 
 
 def name(*attrs: tuple) -> x509.Name:

@@ -16,10 +16,15 @@ from kcoord import wire
 from kcoord.client import Client
 from kcoord.security.scram import MECHANISMS, salted_password
 
-from ..server.test_tls import pkcs8
 from .servers import Server, free_port, serve
 
 SERVER_DN = {"common_name": "broker", "organization_name": "kcoord", "organization_unit_name": "brokers"}
+
+
+def pkcs8(key, password: str | None = None) -> str:
+    """A private key as PKCS#8 PEM, encrypted with `password` when one is given."""
+    encryption = ser.BestAvailableEncryption(password.encode()) if password else ser.NoEncryption()
+    return key.private_bytes(ser.Encoding.PEM, ser.PrivateFormat.PKCS8, encryption).decode()
 
 
 def serial(pem: bytes | str) -> int:

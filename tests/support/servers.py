@@ -6,6 +6,7 @@ import os
 import socket
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -13,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from kcoord import wire
 from kcoord.cli import describe_group
 from kcoord.client import Client
 
@@ -123,3 +125,54 @@ def in_process(config) -> Iterator:
     finally:
         box["loop"].call_soon_threadsafe(box["stop"].set)
         th.join(30)
+
+
+class ThreadServer:
+    """An in-process server on its own event loop thread, with a store backend the test controls (`in_process` is
+    the same for a server with its own store)."""
+
+    def __init__(self, records, **config) -> None:
+        from kcoord.server import Server as KcoordServer
+        from kcoord.server import ServerConfig
+
+        self.server = KcoordServer(ServerConfig(port=0, **config), records=records)
+        self.error: BaseException | None = None
+        self.started = threading.Event()
+        self.thread = threading.Thread(target=self._main, daemon=True)
+        self.thread.start()
+        assert self.started.wait(10)
+
+    def _main(self) -> None:
+        import asyncio
+
+        async def main() -> None:
+            self.loop = asyncio.get_running_loop()
+            self.stop = asyncio.Event()
+            await self.server.start()
+            self.server._stop = self.stop
+            self.started.set()
+            await self.stop.wait()
+            await self.server.close()
+
+        try:
+            asyncio.run(main())
+        except BaseException as e:  # noqa: BLE001 - handed to the test
+            self.error = e
+            self.started.set()
+
+    @property
+    def port(self) -> int:
+        return self.server.port
+
+    def close(self) -> None:
+        if self.thread.is_alive():
+            self.loop.call_soon_threadsafe(self.stop.set)
+        self.thread.join(10)
+
+
+def commit_frame(corr: int, group: str, partition: int, offset: int) -> bytes:
+    """An OffsetCommit v8 frame of one offset of topic t, outside any generation."""
+    return wire.encode_request(8, 8, corr, "pipeline", wire.OffsetCommitRequest(
+        group_id=group, generation_id_or_member_epoch=-1, member_id="", topics=[
+            wire.OffsetCommitRequestTopic(name="t", partitions=[wire.OffsetCommitRequestPartition(
+                partition_index=partition, committed_offset=offset)])]))
