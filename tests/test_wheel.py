@@ -1,5 +1,5 @@
-"""kcoord as users get it: the manylinux wheel (tests/support/wheelhouse.py) installed into a fresh venv, and the fast part of
-the suite run against that install, from a copy of tests/ outside this checkout, so nothing can come from the source
+"""kcoord as users get it: the manylinux wheel (tests/support/wheelhouse.py) installed into a fresh venv, and the fast
+part of the suite run against that install, from a copy of tests/ outside this checkout, so nothing can come from the source
 tree (a package missing from the wheel, a file only the tree has, an extension not built into it fails here). The
 [tool.cibuildwheel] configuration is checked too: a selector that stopped matching fails.
 

@@ -1,5 +1,5 @@
-"""The suite's PostgreSQL (tests/support/postgres.py, the `postgres_server` and `pg_dsn` fixtures) is a real, durable server:
-it answers, keeps each test's database apart, and keeps committed rows across a restart and across a crash."""
+"""The suite's PostgreSQL (tests/support/postgres.py, the `postgres_server` and `pg_dsn` fixtures) is a real, durable
+server: it answers, keeps each test's database apart, and keeps committed rows across a restart and across a crash."""
 
 from __future__ import annotations
 

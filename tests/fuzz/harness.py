@@ -78,7 +78,8 @@ from .plausible import Params, encoded, select, served
 # turns of the loop here (the server's 5 ms budget a turn is wall time, which would make runs unrepeatable; its
 # split is tested in tests/server/test_long_handlers.py).
 server_module.TURN_BUDGET_S = float("inf")
-# Nor is a large frame sent to the worker thread (a real thread beside the fake loop; tested in tests/server/test_offload.py).
+# Nor is a large frame sent to the worker thread (a real thread beside the fake loop; tested in
+# tests/server/test_offload.py).
 server_module.OFFLOAD_ABOVE = float("inf")
 
 MAX_CONNECTIONS = 3

@@ -91,8 +91,8 @@ def protocol_of(m) -> str:
 
 
 class Tracked:
-    """A kafka-python or aiokafka member (tests/support/interop_member.py) that, like ConsumerMember, keeps what it holds
-    from its rebalance listener: its assignment() is only read after a poll, which for these clients runs the
+    """A kafka-python or aiokafka member (tests/support/interop_member.py) that, like ConsumerMember, keeps what it
+    holds from its rebalance listener: its assignment() is only read after a poll, which for these clients runs the
     whole revoke-join-sync-assign cycle, too late for the watch."""
 
     def __init__(self, *args, **kw) -> None:

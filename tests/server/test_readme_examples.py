@@ -3,8 +3,8 @@
 Each fenced ```python block runs in its own interpreter (a fresh namespace), from an empty directory. A block that
 talks to a server says so in the comment before it, `<!-- run-with: kcoord serve ARGS -->`: the test starts that
 server on a free port and points the block's 127.0.0.1:9092 at it; a block whose comment is
-`<!-- run-with-postgres: URL -->` gets a fresh database of the suite's PostgreSQL (tests/support/postgres.py) for URL, and a
-port free on every loopback address for its 9092. A ```sh block runs under bash, with the `kcoord`
+`<!-- run-with-postgres: URL -->` gets a fresh database of the suite's PostgreSQL (tests/support/postgres.py) for URL,
+and a port free on every loopback address for its 9092. A ```sh block runs under bash, with the `kcoord`
 of this interpreter on PATH, unless the comment before it is `<!-- not-run: REASON -->`; every `kcoord` command line
 in the README, run or not, must still parse. Nothing is skipped silently: every block is run or carries a not-run
 marker, and every marker stands before a block.

@@ -4,7 +4,8 @@ run as a module it is one member in a subprocess (for the kill tests) that print
 With the consumer protocol librdkafka assigns and revokes incrementally: the listener sees only what changes, so
 the member keeps the set it holds from those calls.
 
-    python -m tests.support.interop_consumer --bootstrap 127.0.0.1:P --group G --topic orders --client-id c1 [--instance-id i1]
+    python -m tests.support.interop_consumer --bootstrap 127.0.0.1:P --group G --topic orders --client-id c1 \
+        [--instance-id i1]
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
-"""Run by tests/cluster/test_interrupted_run.py in a pytest of its own, which is then stopped by a signal: a test holding
-the suite's private PostgreSQL (a database of it) and a `kcoord serve` child, that waits to be interrupted. Not
+"""Run by tests/cluster/test_interrupted_run.py in a pytest of its own, which is then stopped by a signal: a test
+holding the suite's private PostgreSQL (a database of it) and a `kcoord serve` child, that waits to be interrupted. Not
 collected by the suite itself (its name does not start with test_)."""
 
 from __future__ import annotations

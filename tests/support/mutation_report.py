@@ -6,8 +6,8 @@ Killed counts mutants a test failed on (a timeout counts as killed: the mutant m
 killed over every mutant run or left without a test. "no tests" is a mutant in a function no selected test reaches
 in-process (mutmut traces the test process only: code reached through a `kcoord serve` subprocess lands here).
 
-Every mutant not killed is either listed in tests/support/mutation_survivors.txt (`NAME  reason`, one per line: why no test
-can or should tell it apart) or printed as unaccounted, which makes the exit status 1.
+Every mutant not killed is either listed in tests/support/mutation_survivors.txt (`NAME  reason`, one per line: why no
+test can or should tell it apart) or printed as unaccounted, which makes the exit status 1.
 """
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""Bugs planted by hand, each of which the suite must catch: `make planted` (python -m tests.support.planted_bugs [NAME...]).
+"""Bugs planted by hand, each of which the suite must catch: `make planted`
+(python -m tests.support.planted_bugs [NAME...]).
 
 An audit planted 29 deliberate bugs in kcoord and found that 8 of them passed the whole suite, all at its edges
 (settings a running server ignored, broker answers never checked over the wire, CLI exits, a consistency check, a
@@ -12,10 +13,10 @@ this script:
 4. restores the file byte for byte, whatever happened.
 It prints one line per bug and exits 1 if any bug went uncaught or any edit no longer applies.
 
-    python -m tests.support.planted_bugs              every bug (a few minutes)
-    python -m tests.support.planted_bugs NAME...      only these (a name as --list prints it, or a part of one naming one
-                                              or more bugs: "connect" runs every bug whose name says connect)
-    python -m tests.support.planted_bugs --list       the names, one a line
+    python -m tests.support.planted_bugs           every bug (a few minutes)
+    python -m tests.support.planted_bugs NAME...   only these (a name as --list prints it, or a part of one naming one
+                                                   or more bugs: "connect" runs every bug whose name says connect)
+    python -m tests.support.planted_bugs --list    the names, one a line
 """
 
 from __future__ import annotations
@@ -218,7 +219,8 @@ def select(names: list[str]) -> list[Bug]:
         exact = [b for b in BUGS if b.name == name]
         found = exact or [b for b in BUGS if name.lower() in b.name.lower()]
         if not found:
-            raise ValueError(f"no planted bug is named {name!r} (python -m tests.support.planted_bugs --list names them)")
+            raise ValueError(f"no planted bug is named {name!r} "
+                             "(python -m tests.support.planted_bugs --list names them)")
         chosen.update((b.name, b) for b in found)
     return [b for b in BUGS if b.name in chosen]
 

@@ -593,7 +593,8 @@ def test_empty_groups_are_replaced_by_the_other_type_and_keep_their_offsets() ->
 REBUILD_EVERY = 30  # steps between two comparisons of the live group with one rebuilt from its records
 
 
-def random_group(seed: int, transcript: list | None = None, rebuild: bool = True) -> tuple[ConsumerHarness, dict[str, dict]]:
+def random_group(seed: int, transcript: list | None = None,
+                 rebuild: bool = True) -> tuple[ConsumerHarness, dict[str, dict]]:
     """150 random steps on one group: joins (some static), leaves and -2 bounces, everyone's session running out,
     partition growth, heartbeats with or without the owned list, lost responses followed by full requests. After
     every step no partition has two holders and the per-topic subscriber counts are right; every REBUILD_EVERY
