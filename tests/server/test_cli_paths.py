@@ -28,7 +28,7 @@ from kcoord.client import Client
 from kcoord.protocol import MESSAGES
 
 from ..support.servers import ROOT, Server, free_port, serve
-from ..unit.test_store import damage_checksum, damage_truncate, full_store
+from ..support.stores import damage_checksum, damage_truncate, full_store
 
 LONG_MS = 600_000  # no session or rebalance timer of the module's groups runs out while the module runs
 SETTINGS = ("group.initial.rebalance.delay.ms=0", "group.coordinator.rebalance.protocols=classic,consumer,connect",

@@ -1,6 +1,6 @@
 """`kcoord store check`, `kcoord store compact` and `kcoord serve` on a store, run as the real CLI (subprocesses):
 what check names as a problem is what serve refuses to start on, and compact converts an old store or refuses one
-serve would refuse. The stores are made in-process (tests/unit/test_store.py, tests/unit/test_retention.py)."""
+serve would refuse. The stores are made in-process (tests/support/stores.py)."""
 
 from __future__ import annotations
 
@@ -14,8 +14,7 @@ import pytest
 from kcoord import records as R
 from kcoord.store import STORE_FILE, SqliteRecords, StoreError, check_store, compact_store, read_witness
 
-from ..unit.test_retention import fill, pragma
-from ..unit.test_store import damage_checksum, damage_missing_db_with_wal, damage_truncate, full_store
+from ..support.stores import damage_checksum, damage_missing_db_with_wal, damage_truncate, fill, full_store, pragma
 
 
 def cli(*args: str, cwd=None) -> subprocess.CompletedProcess:

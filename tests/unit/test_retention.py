@@ -12,7 +12,6 @@ group whose offsets are all gone is deleted (tombstones). Driven in-process on a
 from __future__ import annotations
 
 import gc
-import sqlite3
 import weakref
 
 import pytest
@@ -22,9 +21,10 @@ from kcoord import errors as E
 from kcoord import records as R
 from kcoord import wire
 from kcoord.coordinator import Coordinator
-from kcoord.store import STORE_FILE, GroupStore, SqliteRecords, check_store, read_witness
+from kcoord.store import GroupStore, SqliteRecords, check_store, read_witness
 
 from ..support.harness import ClassicHarness, ConnectHarness, ConsumerHarness
+from ..support.stores import fill, pragma
 from .test_offsets import commit
 
 MINUTES = 2
@@ -320,22 +320,6 @@ def test_a_deleted_group_is_freed_at_once_not_at_the_next_garbage_collection(kin
         assert ref() is None  # no reference cycle keeps it (and the memory of 100,000 like it) alive
     finally:
         gc.enable()
-
-
-def fill(d: str, groups: int) -> None:
-    records = SqliteRecords(d, fsync="off")
-    for i in range(0, groups, 1000):
-        records.put({R.offset_key(f"g{j}", "t", 0): R.offset_value(j, -1, "x" * 40, 0) for j in range(i, i + 1000)})
-    records.put({R.offset_key(f"g{j}", "t", 0): None for j in range(groups // 10, groups)})  # most go
-    records.close()
-
-
-def pragma(d: str, name: str) -> int:
-    db = sqlite3.connect(f"file:{d}/{STORE_FILE}?mode=ro", uri=True)
-    try:
-        return db.execute(f"PRAGMA {name}").fetchone()[0]
-    finally:
-        db.close()
 
 
 def test_a_new_store_gives_freed_pages_back_step_by_step(tmp_path) -> None:

@@ -7,7 +7,6 @@ classic-group model and checks that whatever was acknowledged is what a restart 
 
 from __future__ import annotations
 
-import os
 import random
 import sqlite3
 import struct
@@ -24,19 +23,8 @@ from kcoord.timers import ManualClock
 from kcoord.topics import TopicCatalogue
 
 from ..support.harness import REBALANCE, SESSION, ClassicHarness
+from ..support.stores import DAMAGE, commit, full_store, restate
 from .test_classic_model import Model
-
-
-def commit(h: ClassicHarness, offsets: dict[tuple[str, int], int], *, gid: str = "g", member_id: str = "",
-           generation: int = -1, iid: str | None = None) -> wire.OffsetCommitResponse:
-    req = wire.OffsetCommitRequest(
-        group_id=gid, generation_id_or_member_epoch=generation, member_id=member_id, group_instance_id=iid,
-        topics=[wire.OffsetCommitRequestTopic(name=t, partitions=[
-            wire.OffsetCommitRequestPartition(partition_index=p, committed_offset=o, committed_leader_epoch=3,
-                                              committed_metadata=f"m{o}")])
-            for (t, p), o in offsets.items()])
-    return h.c.handle(req, 8)
-
 
 # ---- the records are Kafka's bytes ----------------------------------------------------------------------
 
@@ -339,18 +327,6 @@ def test_unknown_fsync_policy_is_refused(tmp_path) -> None:
         SqliteRecords(str(tmp_path), fsync="sometimes")
 
 
-def full_store(path) -> None:
-    """A store with a static group, offsets and a topic, written through a coordinator."""
-    records = SqliteRecords(str(path))
-    topics = TopicCatalogue()
-    h = ClassicHarness({}, records=records, catalogue=topics)
-    topics.on_change = h.c.store.write_topic
-    topics.create("orders", 12)
-    ids = h.form("A", "B")
-    commit(h, {("orders", p): 100 + p for p in range(12)}, member_id=ids["A"], generation=1, iid="A")
-    records.close()
-
-
 def test_sqlite_store_replays_groups_offsets_and_topics(tmp_path) -> None:
     full_store(tmp_path)
     clock = ManualClock(5_000_000)
@@ -365,83 +341,6 @@ def test_sqlite_store_replays_groups_offsets_and_topics(tmp_path) -> None:
     report = check_store(str(tmp_path))
     c.store.close()
     assert report.ok and (report.groups, report.members, report.offsets, report.topics) == (1, 2, 12, 1)
-
-
-def damage_truncate(path) -> str:
-    db = path / STORE_FILE
-    size = db.stat().st_size
-    with open(db, "r+b") as fh:
-        fh.truncate(size // 2)
-    return "damaged"
-
-
-def damage_empty(path) -> str:
-    (path / STORE_FILE).write_bytes(b"")
-    return "is empty"
-
-
-def damage_garbage_header(path) -> str:
-    db = path / STORE_FILE
-    data = bytearray(db.read_bytes())
-    data[:100] = os.urandom(100)
-    db.write_bytes(bytes(data))
-    return "damaged"
-
-
-def damage_checksum(path) -> str:
-    db = sqlite3.connect(path / STORE_FILE)
-    db.execute("UPDATE records SET value = ? WHERE key = ?", (offset_value(1, -1, "", 0), offset_key("g", "orders", 3)))
-    db.commit()
-    db.close()
-    return "fails its checksum"
-
-
-def restate(db: sqlite3.Connection) -> None:
-    """Make the state row agree with the records, as if kcoord itself had written what a damage function wrote."""
-    seq = int(db.execute("SELECT value FROM meta WHERE name = 'state'").fetchone()[0].split()[0])
-    count, total = db.execute("SELECT count(*), sum(crc) FROM records").fetchone()
-    db.execute("UPDATE meta SET value = ? WHERE name = 'state'", (f"{seq} {count} {total}",))
-
-
-def damage_record_bytes(path) -> str:
-    # bytes that pass their checksum but are not a record: something wrote them, not kcoord
-    db = sqlite3.connect(path / STORE_FILE)
-    key, bad = group_key("g"), b"\x00\x03\xff\xff"
-    db.execute("UPDATE records SET value = ?, crc = ? WHERE key = ?", (bad, record_crc(key, bad), key))
-    restate(db)
-    db.commit()
-    db.close()
-    return "cannot be read"
-
-
-def damage_offset_bytes(path) -> str:
-    # a truncated offset value with a matching checksum (the replay's fast path must still catch it)
-    db = sqlite3.connect(path / STORE_FILE)
-    key, bad = offset_key("g", "orders", 5), offset_value(7, -1, "", 0)[:-3]
-    db.execute("UPDATE records SET value = ?, crc = ? WHERE key = ?", (bad, record_crc(key, bad), key))
-    restate(db)
-    db.commit()
-    db.close()
-    return "cannot be read"
-
-
-def damage_foreign_db(path) -> str:
-    (path / STORE_FILE).unlink()
-    db = sqlite3.connect(path / STORE_FILE)
-    db.execute("CREATE TABLE t (x)")
-    db.commit()
-    db.close()
-    return "not a kcoord store"
-
-
-def damage_missing_db_with_wal(path) -> str:
-    (path / STORE_FILE).unlink()
-    (path / (STORE_FILE + "-wal")).write_bytes(b"\x37\x7f\x06\x82" + os.urandom(60))
-    return "write-ahead log"
-
-
-DAMAGE = [damage_truncate, damage_empty, damage_garbage_header, damage_checksum, damage_record_bytes,
-          damage_offset_bytes, damage_foreign_db, damage_missing_db_with_wal]
 
 
 @pytest.mark.parametrize("damage", DAMAGE, ids=[d.__name__[7:] for d in DAMAGE])
