@@ -17,7 +17,6 @@ import itertools
 import json
 import re
 import subprocess
-import sys
 
 import pytest
 
@@ -29,9 +28,9 @@ from kcoord.cli import build_parser
 from kcoord.cli import main as cli_main
 from kcoord.client import Client
 
-from ..server.test_cli_errors import one_line
+from ..support.cli import kcoord, one_line
 from ..support.interop_member import MEMBERS, Member
-from ..support.servers import ROOT, Server, free_port, serve
+from ..support.servers import Server, free_port, serve
 from .test_interop_consumer import wait_until
 
 TOPICS = {"orders": 4, "events": 2}
@@ -63,11 +62,6 @@ def new_group(what: str) -> str:
 
 
 # ---- running the CLI --------------------------------------------------------------------------------------------
-
-def kcoord(*args: str, timeout: float = 60) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "kcoord.cli", *args], capture_output=True, text=True,
-                          timeout=timeout, cwd=ROOT, check=False)
-
 
 def ok(r: subprocess.CompletedProcess) -> str:
     assert r.returncode == 0 and not r.stderr, f"exit {r.returncode}:\n{r.stdout}\n{r.stderr}"

@@ -4,18 +4,17 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 import threading
 import time
 
 import pytest
 
 from ..server.test_server import fresh_server  # noqa: F401  (fixture)
+from ..support.cli import kcoord
 
 
 def cli(port: int, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "kcoord.cli", *args, "--bootstrap", f"127.0.0.1:{port}"],
-                          capture_output=True, text=True, timeout=60)
+    return kcoord(*args, "--bootstrap", f"127.0.0.1:{port}")
 
 
 def test_topics_cli_create_grow_and_refuse_shrink(fresh_server) -> None:  # noqa: F811

@@ -31,7 +31,7 @@ except ImportError as exc:
     # a wheel's test run, which deselects the spark marker but still imports this module
     pytest.skip(f"the spark extra is not installed: {exc}", allow_module_level=True)
 
-from ..server.test_cli_paths import ok, refused
+from ..support.cli import ok, refused
 
 pytestmark = pytest.mark.spark
 

@@ -18,8 +18,6 @@ import re
 import signal
 import socket
 import ssl
-import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -29,6 +27,7 @@ from cryptography import x509
 from kcoord import wire
 from kcoord.client import Client, ClientSecurity
 
+from ..support.cli import kcoord
 from ..support.interop_consumer import ConsumerMember
 from ..support.secured import Pki, add_users, secured_server, stop
 from .test_sasl_interop import MEMBERS, TOPIC, committed, wait_until
@@ -192,10 +191,6 @@ def test_a_client_that_does_not_trust_the_servers_ca_fails_with_its_ssl_error(se
 
 # ---- kcoord's own tools on secured listeners: --command-config ----------------------------------------------
 
-def kcoord_cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "kcoord.cli", *args], capture_output=True, text=True, timeout=60)
-
-
 def test_the_tools_connect_over_sasl_ssl_and_ssl_with_a_command_config(server, pki, tmp_path) -> None:
     """--command-config takes a Kafka client configuration as Kafka's tools do: the Java clients' names
     (sasl.jaas.config, PEM key and trust stores) or librdkafka's; what is no security setting is named and left
@@ -207,11 +202,11 @@ def test_the_tools_connect_over_sasl_ssl_and_ssl_with_a_command_config(server, p
                     f'    username="alice" password="{password}";\n'
                     f"ssl.truststore.type=PEM\nssl.truststore.location={pki.ca_file}\nclient.id=ops\n")
     want = groups(server)
-    got = kcoord_cli("groups", "--bootstrap", server.sasl_ssl, "--command-config", str(java), "--json")
+    got = kcoord("groups", "--bootstrap", server.sasl_ssl, "--command-config", str(java), "--json")
     assert got.returncode == 0, got.stderr
     assert {g["group"] for g in json.loads(got.stdout)} == want
     assert got.stderr.strip() == f"--command-config {java}: not used by kcoord's tools: client.id"
-    got = kcoord_cli("users", "list", "--bootstrap", server.sasl_ssl, "--command-config", str(java), "--json")
+    got = kcoord("users", "list", "--bootstrap", server.sasl_ssl, "--command-config", str(java), "--json")
     assert got.returncode == 0, got.stderr
     assert "alice" in got.stdout and password not in got.stdout + got.stderr
 
@@ -224,7 +219,7 @@ def test_the_tools_connect_over_sasl_ssl_and_ssl_with_a_command_config(server, p
                                           f"ssl.key.location={key}\nssl.ca.location={pki.ca_file}\n")):
         conf = tmp_path / f"{name}.properties"
         conf.write_text(text)
-        got = kcoord_cli("groups", "--bootstrap", server.ssl, "--command-config", str(conf), "--json")
+        got = kcoord("groups", "--bootstrap", server.ssl, "--command-config", str(conf), "--json")
         assert got.returncode == 0, (name, got.stderr)
         assert {g["group"] for g in json.loads(got.stdout)} == want
 
@@ -252,13 +247,13 @@ def test_a_command_config_that_cannot_serve_is_one_line_and_never_shows_the_pass
         (str(tmp_path / "missing.properties"), "No such file or directory", 2),
     ]
     for path, says, code in cases:
-        got = kcoord_cli("describe", "some-group", "--bootstrap", server.sasl_ssl, "--command-config", path)
+        got = kcoord("describe", "some-group", "--bootstrap", server.sasl_ssl, "--command-config", path)
         lines = got.stderr.strip().splitlines()
         assert got.returncode == code and len(lines) == 1 and says in lines[0], (path, got.returncode, got.stderr)
         assert "Traceback" not in got.stderr
         for secret in ("not-her-password", "secret-x", "secret-y", "secret-z"):
             assert secret not in got.stderr + got.stdout
-    got = kcoord_cli("groups", "--bootstrap", server.sasl_ssl)  # no configuration: a plaintext client on SASL_SSL
+    got = kcoord("groups", "--bootstrap", server.sasl_ssl)  # no configuration: a plaintext client on SASL_SSL
     assert got.returncode == 1 and len(got.stderr.strip().splitlines()) == 1, got.stderr
 
 

@@ -20,26 +20,10 @@ from kcoord.config import SETTINGS as GROUP_SETTINGS
 from kcoord.server import SETTINGS as SERVER_SETTINGS
 from kcoord.server import ServerConfig
 
+from ..support.cli import kcoord, one_line
 from ..support.servers import ROOT, free_port, serve
 
 STATES = ("Empty", "Stable", "PreparingRebalance", "CompletingRebalance", "Assigning", "Reconciling", "Dead")
-
-
-def kcoord(*args: str, env: dict[str, str] | None = None, cwd: Path | None = None,
-           timeout: float = 60) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "kcoord.cli", *args], capture_output=True, text=True,
-                          timeout=timeout, env=env, cwd=cwd or ROOT, check=False)
-
-
-def one_line(r: subprocess.CompletedProcess, code: int, *names: str) -> str:
-    """The single stderr line of a failed command, checked to name each of `names`."""
-    assert r.returncode == code, f"exit {r.returncode}, not {code}:\n{r.stdout}\n{r.stderr}"
-    assert "Traceback" not in r.stderr, r.stderr
-    lines = r.stderr.splitlines()
-    assert len(lines) == 1, f"stderr is not one line:\n{r.stderr}"
-    for name in names:
-        assert name in lines[0], f"{name!r} not named in: {lines[0]}"
-    return lines[0]
 
 
 @pytest.fixture(scope="module")

@@ -12,8 +12,6 @@ starts, which the tests check by making a Spark start fail them.
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -23,11 +21,12 @@ import pytest
 
 from kcoord import errors as E
 from kcoord import plan_cli, wire
-from kcoord.cli import GROUP_STATES, connect_describe_key, main
+from kcoord.cli import GROUP_STATES, connect_describe_key
 from kcoord.client import Client
 from kcoord.protocol import MESSAGES
 
-from ..support.servers import ROOT, Server, free_port, serve
+from ..support.cli import command_of, kcoord, ok, refused, run, the_line
+from ..support.servers import Server, free_port, serve
 from ..support.stores import damage_checksum, damage_truncate, full_store
 
 LONG_MS = 600_000  # no session or rebalance timer of the module's groups runs out while the module runs
@@ -39,58 +38,11 @@ TOPIC, PARTITIONS = "orders", 4
 
 # ---- running the CLI --------------------------------------------------------------------------------------------
 
-def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
-    """`kcoord ARGV` in-process: (exit status, stdout, stderr); an argparse mistake's SystemExit gives its status."""
-    try:
-        code = main(list(argv))
-    except SystemExit as e:
-        code = e.code if isinstance(e.code, int) else 1
-    out, err = capsys.readouterr()
-    return code, out, err
-
-
-def the_line(err: str, command: str, *names: str) -> str:
-    """The one stderr line of a failure, `kcoord COMMAND: ...`, naming each of `names`."""
-    lines = err.splitlines()
-    assert len(lines) == 1, f"stderr is not one line:\n{err}"
-    assert "Traceback" not in err
-    assert lines[0].startswith(f"kcoord {command}: "), lines[0]
-    for name in names:
-        assert name in lines[0], f"{name!r} not named in: {lines[0]}"
-    return lines[0]
-
-
-def refused(capsys: pytest.CaptureFixture[str], code: int, *argv: str, names: tuple[str, ...] = ()) -> str:
-    """A command that fails as a whole: exit `code`, nothing on stdout, one stderr line naming `names`."""
-    rc, out, err = run(capsys, *argv)
-    assert rc == code, f"exit {rc}, not {code}:\n{out}\n{err}"
-    assert out == "", out
-    return the_line(err, command_of(argv), *names)
-
-
-def command_of(argv: tuple[str, ...] | list[str]) -> str:
-    """The COMMAND of `kcoord COMMAND: ...`: the subcommand, with `store`'s own subcommand."""
-    if argv[0] == "store" and len(argv) > 1 and not argv[1].startswith("-"):
-        return f"store {argv[1]}"
-    return argv[0]
-
-
-def ok(capsys: pytest.CaptureFixture[str], *argv: str) -> str:
-    rc, out, err = run(capsys, *argv)
-    assert (rc, err) == (0, ""), f"exit {rc}:\n{out}\n{err}"
-    return out
-
-
 def table_rows(text: str, header: list[str]) -> list[list[str]]:
     """A CLI table's rows split on whitespace, after checking its header."""
     lines = [line.split() for line in text.splitlines() if line.strip()]
     assert lines and lines[0] == header, text
     return lines[1:]
-
-
-def kcoord(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "kcoord.cli", *args], capture_output=True, text=True, timeout=60,
-                          cwd=ROOT, check=False)
 
 
 # ---- the server and its groups ----------------------------------------------------------------------------------

@@ -8,8 +8,6 @@ from __future__ import annotations
 import json
 import logging
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -22,7 +20,8 @@ from kcoord.kafka_configs import BROKER_CONFIGS, is_kafka_broker_setting
 from kcoord.server import ServerConfig
 from kcoord.store import STORE_FILE, SqliteRecords
 
-from ..support.servers import ROOT, free_port, serve
+from ..support.cli import kcoord, one_line
+from ..support.servers import free_port, serve
 
 # A Kafka 3.x/4.x KRaft combined-mode server.properties as operators have them: Kafka's shipped keys, with its
 # comment and layout conventions. kcoord uses node.id, socket.request.max.bytes and num.partitions of these.
@@ -88,19 +87,6 @@ zookeeper.connect=localhost:2181
 zookeeper.connection.timeout.ms=18000
 group.initial.rebalance.delay.ms=0
 """
-
-
-def kcoord(*args: str, timeout: float = 30) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "kcoord.cli", *args], capture_output=True, text=True,
-                          timeout=timeout, cwd=ROOT, check=False)
-
-
-def one_line(r: subprocess.CompletedProcess, code: int) -> str:
-    assert r.returncode == code, f"exit {r.returncode}, not {code}:\n{r.stdout}\n{r.stderr}"
-    assert "Traceback" not in r.stderr, r.stderr
-    lines = r.stderr.splitlines()
-    assert len(lines) == 1, f"stderr is not one line:\n{r.stderr}"
-    return lines[0]
 
 
 def config_of(*argv: str) -> ServerConfig:

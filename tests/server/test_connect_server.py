@@ -7,8 +7,6 @@ from __future__ import annotations
 import json
 import socket
 import struct
-import subprocess
-import sys
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -18,6 +16,7 @@ from kcoord import errors as E
 from kcoord import wire
 from kcoord.client import Client, KafkaError
 
+from ..support.cli import kcoord
 from .test_server import api_versions, recv_frame, start, stop
 
 W = wire
@@ -197,14 +196,10 @@ def test_connect_fuzzed_frames_leave_the_group_intact(stable_group, connect_serv
         assert shape(d) == before
 
 
-def cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "kcoord.cli", *args], capture_output=True, text=True, timeout=60)
-
-
 def test_connect_describe_and_groups_cli(stable_group) -> None:
     port, before = stable_group
     boot = f"127.0.0.1:{port}"
-    out = cli("describe", "g", "--bootstrap", boot, "--json")
+    out = kcoord("describe", "g", "--bootstrap", boot, "--json")
     assert out.returncode == 0, out.stderr
     d = json.loads(out.stdout)
     assert (d["type"], d["state"], d["group_epoch"], d["assignor"], d["assignor_version"]) == \
@@ -213,11 +208,11 @@ def test_connect_describe_and_groups_cli(stable_group) -> None:
     assert by["w1"]["assignment"]["connectors"] == [f"c{i}" for i in range(5)]
     assert by["w2"]["target_assignment"]["tasks"]["c7"] == list(range(10))
     assert [h["reason"] for h in d["history"]][:2] == ["member w1 joined", "member w2 joined"]
-    text = cli("describe", "g", "--bootstrap", boot)
+    text = kcoord("describe", "g", "--bootstrap", boot)
     assert text.returncode == 0 and "type connect" in text.stdout and "c0:0-9" in text.stdout
     assert "REBALANCE HISTORY" in text.stdout and "member w2 joined" in text.stdout
-    groups = cli("groups", "--bootstrap", boot, "--type", "connect", "--json")
+    groups = kcoord("groups", "--bootstrap", boot, "--type", "connect", "--json")
     assert json.loads(groups.stdout) == [{"group": "g", "type": "connect", "state": "Stable",
                                           "protocol_type": "connect"}]
-    bad = cli("groups", "--bootstrap", boot, "--type", "connector")
+    bad = kcoord("groups", "--bootstrap", boot, "--type", "connector")
     assert bad.returncode != 0 and "Traceback" not in bad.stderr

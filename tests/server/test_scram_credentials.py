@@ -32,8 +32,8 @@ from kcoord.security.credentials import Credentials
 from kcoord.security.scram import credential, salted_password
 from kcoord.store import GroupStore, SqliteRecords
 
+from ..support.cli import one_line
 from ..support.servers import ROOT, Server, free_port, serve
-from .test_cli_errors import one_line
 
 SHA256, SHA512 = 1, 2
 # RFC 7677's example (user / pencil): what the server must derive from the SaltedPassword it is sent

@@ -6,31 +6,25 @@ from __future__ import annotations
 
 import json
 import sqlite3
-import subprocess
-import sys
 
 import pytest
 
 from kcoord import records as R
 from kcoord.store import STORE_FILE, SqliteRecords, StoreError, check_store, compact_store, read_witness
 
+from ..support.cli import kcoord
 from ..support.stores import damage_checksum, damage_missing_db_with_wal, damage_truncate, fill, full_store, pragma
-
-
-def cli(*args: str, cwd=None) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "kcoord.cli", *args], capture_output=True, text=True, timeout=60,
-                          cwd=cwd, check=False)
 
 
 def test_store_check_cli_table_json_and_exit_codes(tmp_path) -> None:
     full_store(tmp_path)
-    ok = cli("store", "check", str(tmp_path))
+    ok = kcoord("store", "check", str(tmp_path))
     assert ok.returncode == 0, ok.stderr
     assert "ok" in ok.stdout and "offsets" in ok.stdout.splitlines()[0]
-    doc = json.loads(cli("store", "check", str(tmp_path), "--json").stdout)
+    doc = json.loads(kcoord("store", "check", str(tmp_path), "--json").stdout)
     assert (doc["ok"], doc["groups"], doc["members"], doc["offsets"], doc["topics"]) == (True, 1, 2, 12, 1)
     damage_checksum(tmp_path)
-    bad = cli("store", "check", str(tmp_path))
+    bad = kcoord("store", "check", str(tmp_path))
     assert bad.returncode == 1 and "DAMAGED" in bad.stdout and "fails its checksum" in bad.stdout
 
 
@@ -40,11 +34,11 @@ def test_store_check_and_serve_give_one_verdict_on_a_damaged_store(tmp_path, dam
     # (a database deleted under its write-ahead log was once reported differently by the two).
     full_store(tmp_path)
     words = damage(tmp_path)
-    check = cli("store", "check", str(tmp_path), "--json")
+    check = kcoord("store", "check", str(tmp_path), "--json")
     doc = json.loads(check.stdout)
     assert check.returncode == 1 and doc["ok"] is False, check
     assert any(words in p for p in doc["problems"]), doc["problems"]
-    serve = cli("serve", "--port", "0", "--data-dir", str(tmp_path))
+    serve = kcoord("serve", "--port", "0", "--data-dir", str(tmp_path))
     assert serve.returncode == 1 and len(serve.stderr.splitlines()) == 1, serve
     assert "refusing to start" in serve.stderr and words in serve.stderr, serve.stderr
 
@@ -52,7 +46,7 @@ def test_store_check_and_serve_give_one_verdict_on_a_damaged_store(tmp_path, dam
 def test_serve_refuses_a_damaged_store_with_a_clear_message(tmp_path) -> None:
     full_store(tmp_path)
     damage_truncate(tmp_path)
-    out = cli("serve", "--port", "0", "--data-dir", str(tmp_path))
+    out = kcoord("serve", "--port", "0", "--data-dir", str(tmp_path))
     assert out.returncode == 1
     assert "refusing to start" in out.stderr and "damaged" in out.stderr and "store check" in out.stderr
     assert "Traceback" not in out.stderr
@@ -81,10 +75,10 @@ def test_store_compact_converts_an_old_store_and_keeps_its_records_state_and_wit
     seq = records.state.seq
     with pytest.raises(StoreError, match="in use"):  # the server's lock: never while it runs
         compact_store(d)
-    r = cli("store", "compact", d)
+    r = kcoord("store", "compact", d)
     assert r.returncode == 1 and r.stdout == "" and r.stderr.count("\n") == 1 and "in use" in r.stderr
     records.close()
-    r = cli("store", "compact", d)
+    r = kcoord("store", "compact", d)
     assert r.returncode == 0, r.stderr
     assert "given back while serving" in r.stdout
     assert pragma(d, "auto_vacuum") == 2 and pragma(d, "freelist_count") == 0
@@ -98,8 +92,8 @@ def test_store_compact_refuses_a_store_serve_would_refuse_and_a_missing_one(tmp_
     d = tmp_path / "data"
     fill(str(d), 2000)
     (d / "kcoord.seq").unlink()  # the witness gone: refused by serve, so by compact
-    r = cli("store", "compact", str(d))
+    r = kcoord("store", "compact", str(d))
     assert r.returncode == 1 and r.stdout == ""
     assert r.stderr.count("\n") == 1 and "refusing to compact" in r.stderr and "kcoord.seq" in r.stderr
-    r = cli("store", "compact", str(tmp_path / "nope"))
+    r = kcoord("store", "compact", str(tmp_path / "nope"))
     assert r.returncode == 2 and r.stderr.count("\n") == 1 and "no such directory" in r.stderr

@@ -27,6 +27,7 @@ import pytest
 from kcoord.coordinator import Coordinator
 from kcoord.store import STORE_FILE, WITNESS_FILE, GroupStore, SqliteRecords, StoreError, check_store
 
+from ..support.cli import kcoord
 from ..support.servers import free_port
 from .test_store_server import Ledger, Worker, serve_dir
 
@@ -198,11 +199,6 @@ def test_damage_matrix_covers_both_outcomes() -> None:
 
 
 # ---- the findings, over the real server -------------------------------------------------------------------
-
-def kcoord(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "kcoord.cli", *args], capture_output=True, text=True, timeout=60,
-                          check=False)
-
 
 def test_wal_header_damage_after_sigkill_is_refused_and_the_wal_is_kept(crashed, tmp_path) -> None:
     # Found at a195b2b: `kcoord serve` started with 0 groups and its first clean stop deleted the WAL for good.
