@@ -379,7 +379,7 @@ AT_THE_ROOT = ("test_sourcecode.py", "test_wheel.py")  # the tree's and the whee
 NOT_IN_UNITS = ("socket", "ssl", "subprocess", "asyncio", "multiprocessing", "psycopg", "confluent_kafka", "aiokafka",
                 "pyspark", "tests.support.servers", "tests.support.postgres", "tests.support.cluster_nodes",
                 "tests.support.secured", "tests.support.interop_member", "tests.support.interop_consumer",
-                "tests.support.wheelhouse")
+                "tests.support.wheelhouse", "tests.support.cli")
 
 
 def imported_modules(path: Path, package: tuple[str, ...]) -> set[str]:

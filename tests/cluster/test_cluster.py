@@ -32,7 +32,7 @@ from kcoord.pgstore import FencedError, Partitioner, PgRecords, connect, init_sc
 from kcoord.records import offset_key, offset_value, topic_key, topic_value
 from kcoord.store import record_crc
 
-from ..support.cluster_nodes import FAST, KCluster, wait_until
+from ..support.cluster_nodes import FAST, KCluster, find_coordinator, group_on, wait_until
 from ..support.interop_member import MEMBERS
 from ..support.servers import ROOT
 
@@ -41,22 +41,6 @@ pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 TOPIC = "orders"
 LEASE_S = 3.0  # FAST's broker.session.timeout.ms
 ARGS = (*FAST, "--topic", f"{TOPIC}:3", "--set", "group.initial.rebalance.delay.ms=0")
-
-
-def group_on(cluster: KCluster, node_id: int, prefix: str) -> str:
-    """A group id whose coordinator partition `node_id` holds."""
-    owners = cluster.owners()
-    parts = cluster.partitions()
-    for i in range(10_000):
-        name = f"{prefix}-{i}"
-        if owners.get(partition_for(name, parts)) == node_id:
-            return name
-    raise AssertionError(f"no group of node {node_id} among 10,000 names")
-
-
-def find_coordinator(bootstrap: str, group: str) -> wire.FindCoordinatorResponse:
-    with Client(bootstrap) as c:
-        return c.request(wire.FindCoordinatorRequest(key=group, key_type=0), 3)
 
 
 def heartbeat(bootstrap: str, group: str) -> int:

@@ -26,7 +26,7 @@ from kcoord.client import Client
 from kcoord.tables import printable
 
 from ..support.cli import run, the_line
-from ..support.cluster_nodes import FAST, KCluster, wait_until
+from ..support.cluster_nodes import FAST, KCluster, find_coordinator, group_on, wait_until
 from ..support.servers import Server, free_port, serve
 from .test_cli_paths import LONG_MS, admin_commit
 
@@ -167,8 +167,6 @@ def test_a_node_killed_within_its_lease_costs_only_its_own_groups(capsys, pg_dsn
     and as the coordinator of its groups. `kcoord groups` lists node 1's groups with a warning naming node 2, exit 0;
     --bootstrap with node 2 first falls through to node 1; `kcoord delete` deletes node 1's group and reports
     node 2's as COORDINATOR_NOT_AVAILABLE, naming it."""
-    from ..cluster.test_cluster import find_coordinator, group_on
-
     args = (*FAST, "--set", "broker.session.timeout.ms=60000", "--topic", "orders:2")
     with KCluster(pg_dsn, tmp_path, nodes=2, args=args) as cl:
         wait_until(lambda: cl.balanced([1, 2]), 15, "the partitions shared by the two nodes")

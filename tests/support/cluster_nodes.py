@@ -14,6 +14,8 @@ from pathlib import Path
 
 import psycopg
 
+from kcoord import wire
+from kcoord.client import Client
 from kcoord.pgstore import partition_for
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -170,3 +172,19 @@ class KCluster:
             if writer.setdefault((p, epoch), node) != node:
                 problems.append(f"partition {p}: epoch {epoch} written by nodes {writer[(p, epoch)]} and {node}")
         return problems
+
+
+def group_on(cluster: KCluster, node_id: int, prefix: str) -> str:
+    """A group id whose coordinator partition `node_id` holds."""
+    owners = cluster.owners()
+    parts = cluster.partitions()
+    for i in range(10_000):
+        name = f"{prefix}-{i}"
+        if owners.get(partition_for(name, parts)) == node_id:
+            return name
+    raise AssertionError(f"no group of node {node_id} among 10,000 names")
+
+
+def find_coordinator(bootstrap: str, group: str) -> wire.FindCoordinatorResponse:
+    with Client(bootstrap) as c:
+        return c.request(wire.FindCoordinatorRequest(key=group, key_type=0), 3)
