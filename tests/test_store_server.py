@@ -21,9 +21,9 @@ import pytest
 from kcoord import errors as E
 from kcoord import wire
 from kcoord.client import Client, KafkaError
-from kcoord.config import GroupConfig
+from kcoord.config import GroupConfig, ServerConfig
 from kcoord.coordinator import Coordinator
-from kcoord.server import Server, ServerConfig
+from kcoord.server import Server
 from kcoord.store import GroupStore, MemoryRecords, SqliteRecords, StoreError, check_store
 
 from .servers import free_port, serve
