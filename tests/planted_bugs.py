@@ -86,8 +86,8 @@ BUGS = [
         "issue = None",
         ("tests/test_store.py::test_an_inconsistent_stored_group_is_refused_by_load_and_by_store_check",)),
     Bug("a session deadline 1 ms late", "kcoord/groups/classic.py",
-        "self._heap.schedule(m.timer, self._now() + m.session_timeout_ms)",
-        "self._heap.schedule(m.timer, self._now() + m.session_timeout_ms + 1)",
+        "self.timers.arm(m.timer, m.session_timeout_ms)",
+        "self.timers.arm(m.timer, m.session_timeout_ms + 1)",
         ("tests/test_settings_group.py::test_classic_session_deadline_to_the_millisecond",)),
     # issue 30: the refused connect Install's fix, and the tests the suite lacked
     Bug("a refused connect Install leaves its units in the cached id arrays", "kcoord/groups/connect.py",
