@@ -1,4 +1,4 @@
-"""The connect groups' client-side assignor (kcoord.connect_assignor) at 1,000 workers x 100,000 tasks.
+"""The connect groups' client-side assignor (kcoord.client.worker_assignor) at 1,000 workers x 100,000 tasks.
 
 Steady state: the members' targets are a previous output of the same assignor, listed as a computing worker gets
 them (the wire objects of ConnectGroupPrepareAssignment); then one worker joins (1,001 members), or one leaves
@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from kcoord import wire
-from kcoord.connect_assignor import (
+from kcoord.client.worker_assignor import (
     AssignmentInput,
     AssignmentOutput,
     DepartedInput,

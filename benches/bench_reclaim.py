@@ -200,7 +200,7 @@ def test_reclaim_steps_hold_the_loop_briefly(benchmark: Any, tmp_path) -> None:
     def reclaim_all() -> None:
         c.schedule_reclaim(0)
         while c.timers.is_armed(c.reclaim_timer):
-            clock.ms = c.timers.heap.next_deadline()
+            clock.ms = c.timers.next_deadline()
             t0 = time.perf_counter()
             c.poll()
             steps.append(time.perf_counter() - t0)

@@ -22,8 +22,8 @@ import sys
 import time
 import uuid
 
-from kcoord.connect import ConnectGroupError, Unit, Units, Worker
-from kcoord.connect_assignor import IncrementalCooperativeAssignor
+from kcoord.client.worker import ConnectGroupError, Unit, Units, Worker
+from kcoord.client.worker_assignor import IncrementalCooperativeAssignor
 
 
 class Runner:

@@ -143,7 +143,7 @@ class Round:
 
 
 class NodeSettings(Protocol):
-    """The server settings a node reads (kcoord.server.ServerConfig has them)."""
+    """The server settings a node reads (kcoord.config.ServerConfig has them)."""
 
     node_id: int
     coordinator_partitions: int

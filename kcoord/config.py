@@ -1,14 +1,20 @@
-"""Coordinator settings, named and defaulted as Kafka's broker configs are."""
+"""Coordinator settings, named and defaulted as Kafka's broker configs are: a group's (GroupConfig) and the
+server's (ServerConfig), with the bounds Kafka puts on each."""
 
 from __future__ import annotations
 
 import difflib
+import ipaddress
 import logging
 import re
-from dataclasses import dataclass, fields
+import socket
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 from .kafka_configs import AUTHORIZER_CONFIGS, BROKER_CONFIGS, is_kafka_broker_setting
+from .listeners import DEFAULT_PROTOCOL_MAP, Listener, parse_listeners
+from .topics import parse_topic_spec
+from .wire import DEFAULT_MAX_FRAME_SIZE
 
 log = logging.getLogger("kcoord.config")
 
@@ -154,7 +160,7 @@ BOUNDS: dict[str, tuple[tuple[int, int], int | None, int | None]] = {
     "group.connect.api.key.base": (INT, 1000, 32764),
 }
 
-# The same for the broker settings kcoord.server.ServerConfig reads (server.SETTINGS), from Kafka's ServerConfigs,
+# The same for the broker settings ServerConfig reads (SERVER_SETTINGS), from Kafka's ServerConfigs,
 # ServerLogConfigs and KafkaConfig.
 SERVER_BOUNDS: dict[str, tuple[tuple[int, int], int | None, int | None]] = {
     "socket.request.max.bytes": (INT, 1, None),  # Kafka: atLeast(1)
@@ -368,3 +374,242 @@ def _unescape(text: str, line: int) -> str:
     if any("\ud800" <= ch <= "\udfff" for ch in result):  # UTF-16 pairs, as Java's strings hold them
         result = result.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
     return result
+
+
+# ---- the server's settings ---------------------------------------------------------------------------------------
+
+PG_SCHEMES = ("postgresql://", "postgres://")  # a --store URL of the PostgreSQL store (kcoord.pgstore)
+FSYNC_POLICIES = ("always", "off")  # store.fsync (kcoord.store)
+
+
+@dataclass
+class ServerConfig:
+    host: str = "127.0.0.1"
+    port: int = 9092
+    advertised_host: str | None = None
+    advertised_port: int | None = None
+    node_id: int = 0
+    cluster_id: str = "kcoord"
+    max_frame_size: int = DEFAULT_MAX_FRAME_SIZE  # socket.request.max.bytes
+    max_connections: int = 2**31 - 1  # max.connections
+    max_connections_per_ip: int = 2**31 - 1  # max.connections.per.ip
+    max_connections_per_ip_overrides: str = ""  # max.connections.per.ip.overrides: "host:count,host:count"
+    max_connection_creation_rate: int = 2**31 - 1  # max.connection.creation.rate: new connections per second
+    # queued.max.request.bytes: the bytes all connections together may hold in frames not yet whole (Kafka: -1,
+    # unbounded; kcoord bounds it by default, README "Settings"). -1 turns the bound off.
+    queued_max_request_bytes: int = 200 * 1024 * 1024
+    # socket.request.timeout.ms (kcoord's own): a request whose first bytes arrived must be whole within this.
+    request_timeout_ms: int = 30_000
+    connections_max_idle_ms: int = 600_000  # connections.max.idle.ms
+    auto_create_topics: bool = True  # auto.create.topics.enable
+    num_partitions: int = 1  # num.partitions
+    topic_max_partitions: int = 100_000  # topic.max.partitions (kcoord's own): the most one topic may have
+    max_partitions: int = 200_000  # max.partitions (kcoord's own): the most all topics together may have
+    topics: list[str] = field(default_factory=list)  # NAME:PARTITIONS
+    data_dir: str | None = None  # the embedded store (kcoord.store); None keeps state in memory only
+    # A PostgreSQL store shared by the nodes of a cluster (kcoord.cluster, kcoord.pgstore), instead of data_dir.
+    store_url: str | None = None
+    coordinator_partitions: int = 50  # offsets.topic.num.partitions: groups are spread over this many partitions
+    lease_ms: int = 9_000  # broker.session.timeout.ms: how long a node's lease on its partitions lasts unrenewed
+    lease_renew_ms: int = 2_000  # broker.heartbeat.interval.ms: how often a node renews and rebalances leases
+    store_fsync: str = "always"  # store.fsync: "always" (fsync every commit) or "off" (leave it to the OS)
+    metrics_port: int | None = None  # the Prometheus endpoint (kcoord.metrics); None: none
+    metrics_host: str | None = None  # where it listens (default: host)
+    # Listeners (kcoord.listeners): "" serves one PLAINTEXT listener on host:port (--host, --port)
+    listeners: str = ""  # listeners: NAME://host:port,...
+    advertised_listeners: str = ""  # advertised.listeners: NAME://host:port,... ("" for a listener: its own)
+    listener_security_protocol_map: str = DEFAULT_PROTOCOL_MAP  # listener.security.protocol.map
+    # controller.listener.names: a KRaft controller's listeners, which kcoord (no controller) does not serve
+    controller_listener_names: str = ""
+    # Authentication (kcoord.security). Kafka's default mechanism list is GSSAPI, which kcoord does not serve: a
+    # SASL listener needs sasl.enabled.mechanisms set to some of PLAIN, SCRAM-SHA-256, SCRAM-SHA-512.
+    sasl_enabled_mechanisms: str = "GSSAPI"  # sasl.enabled.mechanisms
+    failed_authentication_delay_ms: int = 100  # connection.failed.authentication.delay.ms
+    connections_max_reauth_ms: int = 0  # connections.max.reauth.ms (0: sessions never expire)
+    sasl_server_max_receive_size: int = 524288  # sasl.server.max.receive.size: the largest frame until authenticated
+    # The TLS settings (ssl.*) and per-listener overrides (listener.name.<listener>.<setting>) by their Kafka names
+    security: dict[str, str] = field(default_factory=dict)
+    group: GroupConfig = field(default_factory=GroupConfig)
+
+    def __post_init__(self) -> None:
+        """Kafka's rules for each setting (kcoord.config.SERVER_BOUNDS), and the start-up topics within them."""
+        if self.store_fsync not in FSYNC_POLICIES:
+            raise ValueError(f"store.fsync: {self.store_fsync!r} is not one of {', '.join(FSYNC_POLICIES)}")
+        check_bounds(self, SERVER_SETTINGS, SERVER_BOUNDS)
+        if 0 <= self.queued_max_request_bytes < self.max_frame_size:
+            # Kafka's rule (KafkaConfig): a frame of the largest size must fit in what all frames may hold
+            raise ValueError(f"queued.max.request.bytes ({self.queued_max_request_bytes}) must be -1 or at least "
+                             f"socket.request.max.bytes ({self.max_frame_size})")
+        overrides = self.ip_overrides()
+        if self.max_connections_per_ip == 0 and not overrides:
+            # Kafka's rule (SocketServer's ConnectionQuotas): 0 for everyone else needs somebody allowed
+            raise ValueError("max.connections.per.ip: 0 is allowed only with max.connections.per.ip.overrides")
+        if self.store_url is not None:
+            if self.data_dir is not None:
+                raise ValueError("--store and --data-dir are two stores: give one")
+            if not self.store_url.startswith(PG_SCHEMES):
+                raise ValueError(f"--store: {self.store_url.split('@')[-1]!r} is not a postgresql:// URL")
+            if self.lease_renew_ms >= self.lease_ms:
+                raise ValueError(f"broker.heartbeat.interval.ms ({self.lease_renew_ms}) must be below "
+                                 f"broker.session.timeout.ms ({self.lease_ms})")
+        for name, port, lo in (("port", self.port, 0), ("advertised port", self.advertised_port, 1),
+                               ("metrics port", self.metrics_port, 0)):
+            if port is not None and not lo <= port <= 65535:
+                raise ValueError(f"{name}: {port} is not a TCP port ({lo}..65535)")
+        # What Metadata and FindCoordinator tell clients to connect to. Kafka refuses to start on an advertised
+        # 0.0.0.0 (KafkaConfig: "advertised.listeners cannot use the nonroutable meta-address 0.0.0.0"): so does
+        # kcoord, whichever way it is started.
+        if _meta_address(self.advertised_host or self.host):
+            if self.advertised_host:
+                raise ValueError(f"--advertised-host {self.advertised_host}: a non-routable meta-address no client "
+                                 "can connect to; give the host name or address clients should use")
+            raise ValueError(f"--host {self.host or repr(self.host)} is no address clients can connect to: give "
+                             "--advertised-host with the host name or address they should use")
+        listeners = self.listener_list()  # ListenerError (a ValueError) names the setting
+        if self.listeners:
+            for x in listeners:
+                if _meta_address(x.advertised_host or x.host):
+                    raise ValueError(f"listeners: {x.name}://{x.host}:{x.port} binds every address: name the "
+                                     f"address clients should use in advertised.listeners ({x.name}://HOST:PORT)")
+        if any(x.sasl for x in listeners):
+            mechanisms = self.enabled_mechanisms()
+            served = [m for m in mechanisms if m in SASL_MECHANISMS]
+            if not served:
+                raise ValueError(f"sasl.enabled.mechanisms: {self.sasl_enabled_mechanisms!r} has none of "
+                                 f"{', '.join(SASL_MECHANISMS)}, which a SASL listener needs (GSSAPI, Kafka's "
+                                 f"default, is not served by kcoord)")
+            if len(served) < len(mechanisms):
+                raise ValueError(f"sasl.enabled.mechanisms: kcoord serves {', '.join(SASL_MECHANISMS)}, not "
+                                 f"{', '.join(m for m in mechanisms if m not in SASL_MECHANISMS)}")
+        if self.num_partitions > self.topic_max_partitions:
+            raise ValueError(f"num.partitions ({self.num_partitions}) must not be above topic.max.partitions "
+                             f"({self.topic_max_partitions})")
+        counts: dict[str, int] = {}
+        for spec in self.topics:
+            name, n = parse_topic_spec(spec)
+            if name in counts:
+                raise ValueError(f"topic {name!r} is given twice: with {counts[name]} and {n} partitions")
+            if n > self.topic_max_partitions:
+                raise ValueError(f"topic {spec!r}: {n} partitions is above topic.max.partitions "
+                                 f"({self.topic_max_partitions})")
+            counts[name] = n
+        if sum(counts.values()) > self.max_partitions:
+            raise ValueError(f"the topics given hold {sum(counts.values())} partitions, above max.partitions "
+                             f"({self.max_partitions})")
+
+    def ip_overrides(self) -> dict[str, int]:
+        """max.connections.per.ip.overrides as {address: count}: Kafka's "host:count" list, a host name resolved
+        to its addresses."""
+        out: dict[str, int] = {}
+        for item in self.max_connections_per_ip_overrides.split(","):
+            if not item.strip():
+                continue
+            host, sep, count = item.strip().rpartition(":")
+            if not sep or not host or not re.fullmatch(r"[0-9]+", count) or int(count) > 2**31 - 1:
+                raise ValueError(f"max.connections.per.ip.overrides: {item.strip()!r} is not host:count")
+            for addr in _addresses(host.strip("[]")):
+                out[addr] = int(count)
+        return out
+
+    @classmethod
+    def from_kafka(cls, settings: dict[str, str], **kwargs) -> ServerConfig:
+        """Build from Kafka-named broker and group settings (`socket.request.max.bytes`,
+        `group.initial.rebalance.delay.ms`, ...) plus the given fields; an unknown or malformed setting is a
+        ValueError naming it. Kafka's broker settings that kcoord does not use (broker.id, log.dirs, ...) are left
+        out with one warning naming them (kcoord.config.split_settings)."""
+        security = {k: str(v) for k, v in settings.items() if is_security_setting(k)}
+        for name, value in security.items():
+            if name.endswith(".connections.max.reauth.ms") and not re.fullmatch(r"[0-9]{1,18}", value.strip()):
+                raise SettingError(name, f"{name}={value!r}: expected a number of milliseconds (0: no expiry)")
+        settings = split_settings({k: v for k, v in settings.items() if not is_security_setting(k)},
+                                  {**SERVER_SETTINGS, **SETTINGS})
+        server = kafka_settings(cls, SERVER_SETTINGS, {k: v for k, v in settings.items() if k in SERVER_SETTINGS})
+        group = GroupConfig.from_kafka({k: v for k, v in settings.items() if k not in SERVER_SETTINGS})
+        return cls(group=group, security=security, **server, **kwargs)
+
+    def listener_list(self) -> list[Listener]:
+        """The listeners to serve: `listeners` when given, else one PLAINTEXT listener on host:port advertised as
+        --advertised-host/--advertised-port say (kcoord's command line, as before listeners existed)."""
+        if not self.listeners:
+            return [Listener("PLAINTEXT", self.host, self.port, "PLAINTEXT", self.advertised_host,
+                             self.advertised_port)]
+        return parse_listeners(self.listeners, self.advertised_listeners, self.listener_security_protocol_map,
+                               self.controller_listeners())
+
+    def controller_listeners(self) -> frozenset[str]:
+        return frozenset(n.strip().upper() for n in self.controller_listener_names.split(",") if n.strip())
+
+    def reauth_ms(self, listener: str, mechanism: str) -> int:
+        """connections.max.reauth.ms for a mechanism on a listener, as Kafka's SaslChannelBuilder reads it:
+        `listener.name.<listener>.<mechanism>.connections.max.reauth.ms`, else
+        `listener.name.<listener>.connections.max.reauth.ms`, else the server's (names lower-cased)."""
+        prefix = f"listener.name.{listener.lower()}."
+        for name in (f"{prefix}{mechanism.lower()}.connections.max.reauth.ms", f"{prefix}connections.max.reauth.ms"):
+            value = self.security.get(name)
+            if value is not None:
+                return int(value)
+        return self.connections_max_reauth_ms
+
+    def enabled_mechanisms(self) -> list[str]:
+        return [m.strip().upper() for m in self.sasl_enabled_mechanisms.split(",") if m.strip()]
+
+
+def _meta_address(host: str | None) -> bool:
+    """`host` binds every address (0.0.0.0, ::, or none given) rather than naming one."""
+    if not host:
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_unspecified
+    except ValueError:
+        return False
+
+
+def _addresses(host: str) -> list[str]:
+    """The addresses a host name or literal stands for (a literal as itself); a ValueError names one that does
+    not resolve."""
+    try:
+        ipaddress.ip_address(host)
+        return [host]
+    except ValueError:
+        pass
+    try:
+        infos = socket.getaddrinfo(host, None, proto=socket.IPPROTO_TCP)
+    except OSError:
+        raise ValueError(f"max.connections.per.ip.overrides: host {host!r} does not resolve") from None
+    return sorted({info[4][0] for info in infos})
+
+
+# Broker settings by their Kafka names (kcoord's own: store.fsync, always | off, see kcoord.store).
+SERVER_SETTINGS = {
+    "socket.request.max.bytes": "max_frame_size",
+    "max.connections": "max_connections",
+    "max.connections.per.ip": "max_connections_per_ip",
+    "max.connections.per.ip.overrides": "max_connections_per_ip_overrides",
+    "max.connection.creation.rate": "max_connection_creation_rate",
+    "queued.max.request.bytes": "queued_max_request_bytes",
+    "socket.request.timeout.ms": "request_timeout_ms",
+    "connections.max.idle.ms": "connections_max_idle_ms",
+    "auto.create.topics.enable": "auto_create_topics",
+    "num.partitions": "num_partitions",
+    "topic.max.partitions": "topic_max_partitions",
+    "max.partitions": "max_partitions",
+    "node.id": "node_id",
+    "offsets.topic.num.partitions": "coordinator_partitions",
+    "broker.session.timeout.ms": "lease_ms",
+    "broker.heartbeat.interval.ms": "lease_renew_ms",
+    "store.fsync": "store_fsync",
+    "listeners": "listeners",
+    "advertised.listeners": "advertised_listeners",
+    "listener.security.protocol.map": "listener_security_protocol_map",
+    "controller.listener.names": "controller_listener_names",
+    "sasl.enabled.mechanisms": "sasl_enabled_mechanisms",
+    "connection.failed.authentication.delay.ms": "failed_authentication_delay_ms",
+    "connections.max.reauth.ms": "connections_max_reauth_ms",
+    "sasl.server.max.receive.size": "sasl_server_max_receive_size",
+}
+SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")  # what kcoord serves of sasl.enabled.mechanisms
+
+
+def is_security_setting(name: str) -> bool:
+    """A TLS setting or a per-listener override, kept by name in ServerConfig.security for kcoord.security.tls."""
+    return name.startswith(("ssl.", "listener.name."))

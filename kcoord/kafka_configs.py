@@ -1,6 +1,6 @@
 """The names of Kafka's broker settings, for reading a Kafka `server.properties` (kcoord.config.split_settings).
 
-kcoord reads the few it uses (kcoord.server.SETTINGS, kcoord.config.SETTINGS) and names the rest in one warning;
+kcoord reads the few it uses (kcoord.config.SERVER_SETTINGS and SETTINGS) and names the rest in one warning;
 a name that is neither is refused as a typo, with the closest name.
 
 Where they come from, so the list can be made again: every name in the broker configuration tables Kafka

@@ -50,6 +50,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol
 
 from . import records as R
+from .config import FSYNC_POLICIES
 
 if TYPE_CHECKING:
     from .topics import Topic
@@ -57,12 +58,10 @@ if TYPE_CHECKING:
 log = logging.getLogger("kcoord.store")
 
 STORE_FILE = "kcoord.db"
-PG_SCHEMES = ("postgresql://", "postgres://")  # a --store URL of the PostgreSQL store (kcoord.pgstore)
 LOCK_FILE = "kcoord.lock"
 WITNESS_FILE = "kcoord.seq"  # the last commit's sequence number, written after each commit (see the docstring)
 STORE_MAGIC = "kcoord-store"
 STORE_FORMAT = 1
-FSYNC_POLICIES = ("always", "off")
 AUTO_VACUUM_INCREMENTAL = 2  # PRAGMA auto_vacuum: 0 NONE (stores made before kcoord gave pages back), 1 FULL, 2
 # After a checkpoint, the write-ahead log is cut back to this size: one large deletion does not leave a WAL as big.
 WAL_SIZE_LIMIT = 64 * 1024 * 1024

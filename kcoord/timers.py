@@ -10,7 +10,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
-from ._core._members import DeadlineHeap, monotonic_ms
+from ._core._members import TimersCore, monotonic_ms
 
 
 class Clock:
@@ -39,11 +39,9 @@ class ManualClock(Clock):
         self.ms += ms
 
 
-class Timers:
-    def __init__(self, clock: Clock) -> None:
-        self.clock = clock
-        self.heap = DeadlineHeap()
-        self.actions: list[Callable[[int], None] | None] = []
+class Timers(TimersCore):
+    """The coordinator's timers: `heap`, `clock`, `actions` (by key) and `arm` are compiled (TimersCore), so that
+    a compiled heartbeat arms a session without a Python call."""
 
     def new(self, action: Callable[[int], None] | None = None) -> int:
         key = self.heap.new_key()
@@ -56,12 +54,6 @@ class Timers:
     def release(self, key: int) -> None:
         self.heap.release_key(key)
         self.actions[key] = None
-
-    def arm(self, key: int, delay_ms: int, action: Callable[[int], None] | None = None) -> None:
-        """(Re)schedule the key `delay_ms` from now; a given action replaces the key's action."""
-        if action is not None:
-            self.actions[key] = action
-        self.heap.schedule(key, self.clock.now_ms() + delay_ms)
 
     def cancel(self, key: int) -> None:
         self.heap.cancel(key)

@@ -22,9 +22,10 @@ PACKAGE = ROOT / "kcoord"
 # A new module must be placed here; a new group type sits beside groups.classic (and imports groups.base).
 LAYERS: tuple[tuple[str, ...], ...] = (
     ("kcoord",),  # the package face: re-exports, loaded on first use
+    ("kcoord.cli.__main__",),  # python -m kcoord.cli
     ("kcoord.cli",),
-    ("kcoord.plan_cli", "kcoord.admin_cli", "kcoord.users_cli"),  # `kcoord plan`; `offsets`, `delete`; `users`
-    ("kcoord.connect",),  # the connect worker client: a client of the server, above the codec and its assignor
+    ("kcoord.cli.plan", "kcoord.cli.admin", "kcoord.cli.users"),  # `kcoord plan`; `offsets`, `delete`; `users`
+    ("kcoord.client.worker",),  # the connect worker client: a client of the server, above the codec and its assignor
     ("kcoord.server",),
     ("kcoord.metrics",),  # the Prometheus endpoint: reads the server, the coordinator and the store
     ("kcoord.cluster",),  # a node of a cluster on PostgreSQL: leases, and which node serves which group
@@ -36,10 +37,11 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("kcoord.groups", "kcoord.groups.base", "kcoord.groups.modern"),
     ("kcoord.pgstore",),  # the PostgreSQL backend of the store interface, fenced by lease epochs
     ("kcoord.store",),
-    ("kcoord.records", "kcoord.topics", "kcoord.timers", "kcoord.config", "kcoord.client", "kcoord.spark",
+    ("kcoord.config",),  # the group's and the server's settings (GroupConfig, ServerConfig) and their bounds
+    ("kcoord.records", "kcoord.topics", "kcoord.timers", "kcoord.client", "kcoord.spark",
      "kcoord.tables", "kcoord.events", "kcoord.gcpolicy", "kcoord.listeners"),
     ("kcoord.kafka_configs",),  # the names of Kafka's broker settings (read by kcoord.config): data, no imports
-    ("kcoord.assignors", "kcoord.connect_assignor"),
+    ("kcoord.assignors", "kcoord.client.worker_assignor"),
     ("kcoord.security.sasl",),  # one connection's SASL state (the server does the I/O)
     ("kcoord.security.plain",),  # SASL/PLAIN checked against the SCRAM credentials; new_mechanism
     ("kcoord.security", "kcoord.security.scram"),  # SCRAM credentials and exchange, SaslFailure: no I/O
@@ -362,11 +364,11 @@ def test_the_compiled_modules_stubs_declare_every_name_the_python_layer_uses() -
 def test_the_stub_check_sees_a_missing_name() -> None:
     used = compiled_names_used()
     stubs = {p.stem: stub_names(p) for p in CORE.glob("_*.pyi")}
-    assert {"ClassicMember", "DeadlineHeap"} <= set(used["_members"]) and "JoinGroupRequest" in used["_wire"]
-    stubs["_members"].discard("DeadlineHeap")
+    assert {"ClassicMember", "TimersCore"} <= set(used["_members"]) and "JoinGroupRequest" in used["_wire"]
+    stubs["_members"].discard("TimersCore")
     stubs["_wire"].discard("JoinGroupRequest")
     assert [m.rpartition(": ")[2] for m in missing_from_stubs(used, stubs)] == [
-        "DeadlineHeap is not in kcoord/_core/_members.pyi", "JoinGroupRequest is not in kcoord/_core/_wire.pyi"]
+        "TimersCore is not in kcoord/_core/_members.pyi", "JoinGroupRequest is not in kcoord/_core/_wire.pyi"]
 
 
 # ---- the tests' own layout (ARCHITECTURE.md, "Tests") ----------------------------------------------------------

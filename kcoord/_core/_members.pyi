@@ -1,7 +1,7 @@
 """Type stubs for kcoord._core._members (compiled member tables and the deadline heap)."""
 
 from collections.abc import Callable
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Self
 
 import numpy as np
 import numpy.typing as npt
@@ -64,81 +64,72 @@ class MemberTable:
 
 def monotonic_ms() -> int: ...
 
+class TimersCore:
+    """Subclassed by kcoord.timers.Timers."""
+    @property
+    def heap(self) -> DeadlineHeap: ...
+    @property
+    def clock(self) -> Any: ...  # kcoord.timers.Clock
+    actions: list[Callable[[int], None] | None]
+    def __init__(self, clock: Any) -> None: ...
+    def arm(self, key: int, delay_ms: int, action: Callable[[int], None] | None = None) -> None: ...
+    def remaining_ms(self, key: int) -> int: ...
+
 # KIP-848 consumer groups and connect groups: members, and the compiled part of each group (subclassed in Python).
 
 CONSUMER_STABLE: int
 EMPTY_IDS: npt.NDArray[np.int32]  # read-only, empty
 
-class ConsumerMember:
+class ModernMember:
     COPIED: ClassVar[tuple[str, ...]]
     member_id: str
     instance_id: str | None
-    rack_id: str | None
     client_id: str
     client_host: str
+    rebalance_timeout_ms: int
+    member_epoch: int
+    previous_member_epoch: int
+    state: int
+    assigned: npt.NDArray[np.int32]
+    pending: npt.NDArray[np.int32]
+    session_key: int
+    rebalance_armed_epoch: int
+    quiet_response: Any
+    quiet_epoch: int
+    def __init__(self, member_id: str) -> None: ...
+    def copy_as(self, member_id: str) -> Self: ...
+
+class ModernGroupCore:
+    members: dict[str, Any]  # member id -> the type's ModernMember
+    group_epoch: int
+    assignment_epoch: int
+    @property
+    def heartbeat_interval_ms(self) -> int: ...
+    def init_core(self, timers: TimersCore, session_ms: int, interval_ms: int, response: Any) -> None: ...
+    def quick_heartbeat(self, req: Any, client_id: str, client_host: str) -> Any: ...
+
+class ConsumerMember(ModernMember):
+    rack_id: str | None
     subscribed: tuple[str, ...]
     topic_names: tuple[str, ...]
     regex: str | None
-    rebalance_timeout_ms: int
     server_assignor: str | None
-    member_epoch: int
-    previous_member_epoch: int
-    state: int
-    assigned: npt.NDArray[np.int32]
-    pending: npt.NDArray[np.int32]
     topics: npt.NDArray[np.int32]
     topics_key: tuple[int, ...]
-    session_key: int
-    rebalance_armed_epoch: int
-    quiet_response: Any
-    quiet_epoch: int
     classic: Any  # ClassicMemberMetadata, or None for a member speaking the consumer protocol
-    def __init__(self, member_id: str) -> None: ...
-    def copy_as(self, member_id: str) -> ConsumerMember: ...
 
-class ConsumerGroupCore:
-    members: dict[str, ConsumerMember]
-    group_epoch: int
-    assignment_epoch: int
+class ConsumerGroupCore(ModernGroupCore):
+    members: dict[str, ConsumerMember]  # type: ignore[assignment]
     catalogue_version: int
     catalogue: Any
-    @property
-    def heartbeat_interval_ms(self) -> int: ...
-    def init_core(self, heap: DeadlineHeap, now: Callable[[], int], session_ms: int, interval_ms: int,
-                  response: Any) -> None: ...
-    def quick_heartbeat(self, req: Any, client_id: str, client_host: str) -> Any: ...
 
-class ConnectMember:
-    COPIED: ClassVar[tuple[str, ...]]
-    member_id: str
-    instance_id: str | None
-    client_id: str
-    client_host: str
-    rebalance_timeout_ms: int
+class ConnectMember(ModernMember):
     assignors: tuple[Any, ...]  # (name, minimum_version, maximum_version, reason, version, metadata) each
     joined: int
-    member_epoch: int
-    previous_member_epoch: int
-    state: int
-    assigned: npt.NDArray[np.int32]
-    pending: npt.NDArray[np.int32]
-    session_key: int
-    rebalance_armed_epoch: int
-    quiet_response: Any
-    quiet_epoch: int
     delivered: tuple[int, bytes] | None
-    def __init__(self, member_id: str) -> None: ...
-    def copy_as(self, member_id: str) -> ConnectMember: ...
 
-class ConnectGroupCore:
-    members: dict[str, ConnectMember]
-    group_epoch: int
-    assignment_epoch: int
+class ConnectGroupCore(ModernGroupCore):
+    members: dict[str, ConnectMember]  # type: ignore[assignment]
     assignor_version: int
-    @property
-    def heartbeat_interval_ms(self) -> int: ...
-    def init_core(self, heap: DeadlineHeap, now: Callable[[], int], session_ms: int, interval_ms: int,
-                  response: Any) -> None: ...
-    def quick_heartbeat(self, req: Any, client_id: str, client_host: str) -> Any: ...
 
 def intern_known_tasks(entries: list[Any], start: int, by_name: dict[str, dict[int, int]], out: list[int]) -> int: ...

@@ -150,10 +150,10 @@ def _unloaded(member_id: str, kind: str) -> None:
 class MemberTimers:
     """Per-member deadlines keyed by (member id, kind) over the coordinator's one deadline heap.
 
-    A kind is a name the group type chooses ("session", "pending", and for the coming types "rebalance",
-    "join", "sync", ...); every key fires `expired(member_id, kind)`. `key()` hands out the heap key so a hot
-    path (a heartbeat) can cache it on the member and move its deadline with one `heap.schedule`, which does not
-    allocate. Keys are taken and given back in the order the group asks, so firing order among equal deadlines
+    A kind is a name the group type chooses (a classic member's "session" and "pending", a consumer member's
+    "session", "join", "sync" and "rebalance", ...); every key fires `expired(member_id, kind)`. `key()` hands out the heap key so a hot
+    path (a heartbeat) can cache it on the member and move its deadline with one `Timers.arm` (compiled), which does
+    not allocate. Keys are taken and given back in the order the group asks, so firing order among equal deadlines
     (the heap breaks ties by key) is the group's own.
     """
 

@@ -106,7 +106,7 @@ class ClassicGroup:
         self.pending_sync: set[str] = set()
         self.new_member_added = False
         self.last_member_added_ms = 0
-        self._heap, self._now = timers.heap, timers.clock.now_ms
+        self._now = timers.clock.now_ms
         self.join_timer = timers.new()
         self.sync_timer = timers.new()
         self.member_timers = MemberTimers(timers, self.on_member_timer)
@@ -344,7 +344,7 @@ class ClassicGroup:
             self.last_member_added_ms = self._now()
         self.add_member(m, reply)
         # New members cannot heartbeat until they have joined; their parked join expires after 5 minutes.
-        self._heap.schedule(m.timer, self._now() + CLASSIC_GROUP_NEW_MEMBER_JOIN_TIMEOUT_MS)
+        self.timers.arm(m.timer, CLASSIC_GROUP_NEW_MEMBER_JOIN_TIMEOUT_MS)
         if state is PREPARING:
             if req.reason:
                 self.record("join", member_id, req.group_instance_id, join_reason(req.reason))
@@ -685,7 +685,7 @@ class ClassicGroup:
         if state is EMPTY:
             return E.UNKNOWN_MEMBER_ID
         m = self.members.members[member_id]
-        self._heap.schedule(m.timer, self._now() + m.session_timeout_ms)
+        self.timers.arm(m.timer, m.session_timeout_ms)
         if state is PREPARING:
             return E.REBALANCE_IN_PROGRESS
         return E.NONE

@@ -335,7 +335,7 @@ class ConnectGroup(ModernGroup, ConnectGroupCore):
         self.member_timers = MemberTimers(timers, self.on_member_timer)
         self.group_timers = GroupTimers(timers, self.on_group_timer)  # the compute lease and the scheduled delay
         self._loaded: list[R.Record] = []
-        self.init_core(timers.heap, timers.clock.now_ms, config.group_connect_session_timeout_ms,
+        self.init_core(timers, config.group_connect_session_timeout_ms,
                        config.group_connect_heartbeat_interval_ms, wire.ConnectGroupHeartbeatResponse)
 
     # ---- what the router, the offsets and the store ask of any group --------------------------------------------
@@ -931,8 +931,7 @@ class ConnectGroup(ModernGroup, ConnectGroupCore):
     # ---- timers -------------------------------------------------------------------------------------------------
 
     def arm_session(self, m: ConnectMember) -> None:
-        self.timers.heap.schedule(m.session_key, self.timers.clock.now_ms() +
-                                  self.config.group_connect_session_timeout_ms)
+        self.timers.arm(m.session_key, self.config.group_connect_session_timeout_ms)
 
     def on_group_timer(self, kind: str) -> None:
         if kind == COMPUTE and self.computing is not None and self.group_epoch > self.assignment_epoch:
@@ -1097,7 +1096,7 @@ class ConnectGroup(ModernGroup, ConnectGroupCore):
         lease = -1
         if self.computing is not None and self.group_timers.is_armed(COMPUTE):
             k = self.group_timers.key(COMPUTE)
-            lease = max(int(self.timers.heap.deadline_of(k) - self.timers.clock.now_ms()), 0)
+            lease = max(self.timers.remaining_ms(k), 0)
         return wire.ConnectGroupDescribeResponseDescribedGroup(
             error_code=E.NONE, group_id=self.group_id, group_state=self.state_name, group_epoch=self.group_epoch,
             assignment_epoch=self.assignment_epoch, assignor_name=name, assignor_version=v,

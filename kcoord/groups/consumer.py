@@ -270,7 +270,7 @@ class ConsumerGroup(ModernGroup, ConsumerGroupCore):
         # The coordinator's: converts this group back to a classic one (the last consumer-protocol member went);
         # called with (group, whether a member left), returns the classic group that took its place.
         self.downgrade: Callable[[ConsumerGroup, bool], object] | None = ctx.downgrade
-        self.init_core(timers.heap, timers.clock.now_ms, config.group_consumer_session_timeout_ms,
+        self.init_core(timers, config.group_consumer_session_timeout_ms,
                        config.group_consumer_heartbeat_interval_ms, wire.ConsumerGroupHeartbeatResponse)
 
     # ---- what the router, the offsets and the store ask of any group --------------------------------------------
@@ -945,7 +945,7 @@ class ConsumerGroup(ModernGroup, ConsumerGroupCore):
         return m.classic.session_timeout_ms if m.classic is not None else self.config.group_consumer_session_timeout_ms
 
     def arm_session(self, m: ConsumerMember) -> None:
-        self.timers.heap.schedule(m.session_key, self.timers.clock.now_ms() + self.session_timeout_ms(m))
+        self.timers.arm(m.session_key, self.session_timeout_ms(m))
 
     def on_member_timer(self, member_id: str, kind: str) -> None:
         m = self.members.get(member_id)

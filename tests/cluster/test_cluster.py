@@ -149,7 +149,8 @@ def test_a_lease_round_read_before_the_nodes_own_topic_write_does_not_undo_it(pg
     """A round reads the topics in a thread; if this node creates a topic after that read, the round's older
     snapshot must not delete it (nor forget its offsets) when applied: it is skipped, and the next round's is taken."""
     from kcoord.cluster import Round
-    from kcoord.server import Server, ServerConfig
+    from kcoord.config import ServerConfig
+    from kcoord.server import Server
 
     srv = Server(ServerConfig(port=0, store_url=pg_dsn, topics=["a:1"]))
     try:

@@ -62,12 +62,12 @@ import numpy as np
 
 from kcoord import server as server_module
 from kcoord import wire
-from kcoord.config import GroupConfig
+from kcoord.config import GroupConfig, ServerConfig
 from kcoord.groups import classic as classic_module
 from kcoord.groups.classic import ClassicGroup, State
 from kcoord.groups.connect import ConnectGroup
 from kcoord.groups.consumer import ConsumerGroup
-from kcoord.server import KafkaConnection, Server, ServerConfig
+from kcoord.server import KafkaConnection, Server
 from kcoord.store import MemoryRecords
 from kcoord.timers import ManualClock
 from kcoord.topics import parse_topic_spec

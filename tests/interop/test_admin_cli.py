@@ -20,12 +20,13 @@ import subprocess
 
 import pytest
 
-from kcoord import admin_cli, wire
 from kcoord import errors as E
-from kcoord.admin_cli import Move, PlanError, plan_reset
+from kcoord import wire
 from kcoord.assignors import encode_subscription
+from kcoord.cli import admin as admin_cli
 from kcoord.cli import build_parser
 from kcoord.cli import main as cli_main
+from kcoord.cli.admin import Move, PlanError, plan_reset
 from kcoord.client import Client
 
 from ..support.cli import kcoord, one_line

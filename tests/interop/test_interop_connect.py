@@ -1,4 +1,4 @@
-"""Connect groups with real processes: `kcoord serve` and workers from examples/connect_worker.py (kcoord.connect's
+"""Connect groups with real processes: `kcoord serve` and workers from examples/connect_worker.py (kcoord.client.worker's
 Worker and the IncrementalCooperativeAssignor), each a subprocess that appends a JSON line for every unit it starts
 or stops. Timers are shortened through the server's settings (session 3 s, heartbeat 300 ms).
 
@@ -341,7 +341,7 @@ def test_connect_workers_ride_out_a_coordinator_restart(env) -> None:
 
 
 def test_readme_worker_example_runs(tmp_path) -> None:
-    """The README's kcoord.connect example, as written, against a real server: the worker gets every unit."""
+    """The README's kcoord.client.worker example, as written, against a real server: the worker gets every unit."""
     import re
 
     code = re.search(r"#### The worker client.*?```python\n(.*?)```", (ROOT / "README.md").read_text(), re.S).group(1)

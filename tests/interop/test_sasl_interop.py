@@ -127,7 +127,7 @@ def test_a_mechanism_the_listener_does_not_enable_fails_in_the_client() -> None:
     from confluent_kafka import KafkaError
     from confluent_kafka.admin import AdminClient
 
-    from kcoord.server import ServerConfig
+    from kcoord.config import ServerConfig
 
     from ..support.servers import in_process
 

@@ -23,8 +23,8 @@ try:  # the spark extra; `make test` installs it
     from pyspark.sql import functions as F
 
     from kcoord import assignors as A
-    from kcoord import plan_cli
     from kcoord import spark as S
+    from kcoord.cli import plan as plan_cli
 except ImportError as exc:
     if not os.environ.get("CIBUILDWHEEL"):  # `make test` installs the extra: a missing one is a failure there
         raise

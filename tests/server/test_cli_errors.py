@@ -15,10 +15,9 @@ import pytest
 
 from kcoord import wire
 from kcoord.client import Client
-from kcoord.config import BOUNDS, SERVER_BOUNDS, GroupConfig
+from kcoord.config import BOUNDS, SERVER_BOUNDS, GroupConfig, ServerConfig
+from kcoord.config import SERVER_SETTINGS as SERVER_SETTINGS
 from kcoord.config import SETTINGS as GROUP_SETTINGS
-from kcoord.server import SETTINGS as SERVER_SETTINGS
-from kcoord.server import ServerConfig
 
 from ..support.cli import kcoord, one_line
 from ..support.servers import ROOT, free_port, serve
@@ -449,7 +448,7 @@ def test_plan_bad_out_named_before_spark(no_java, tmp_path) -> None:
 def test_plan_out_with_a_colon_reaches_spark_as_an_absolute_path(tmp_path, monkeypatch) -> None:
     # Hadoop reads a relative "plans:v2" as the URI scheme "plans" (a Java traceback at HEAD): kcoord plan hands
     # Spark the absolute path, which Hadoop reads as a path.
-    from kcoord import plan_cli
+    from kcoord.cli import plan as plan_cli
 
     monkeypatch.chdir(tmp_path)
     assert plan_cli.check_out("plans:v2", []) == str(tmp_path / "plans:v2")

@@ -1,5 +1,5 @@
 """Every `kcoord` subcommand, its text and --json output and each failure exit it can give, against the error
-contract in kcoord/cli.py's docstring: a failure is one stderr line ``kcoord COMMAND: what: problem``, exit 2 for a
+contract in kcoord/cli/__init__.py's docstring: a failure is one stderr line ``kcoord COMMAND: what: problem``, exit 2 for a
 mistake in the command line or its input, 1 for a refusal at run time; a command that did part of its work prints
 that part on stdout and exits 1 with the refused part on the one line.
 
@@ -20,8 +20,9 @@ from typing import Any
 import pytest
 
 from kcoord import errors as E
-from kcoord import plan_cli, wire
+from kcoord import wire
 from kcoord.cli import GROUP_STATES, connect_describe_key
+from kcoord.cli import plan as plan_cli
 from kcoord.client import Client
 from kcoord.protocol import MESSAGES
 

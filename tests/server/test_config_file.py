@@ -15,9 +15,8 @@ import pytest
 from kcoord import wire
 from kcoord.cli import build_parser, server_config
 from kcoord.client import Client
-from kcoord.config import GroupConfig, parse_properties
+from kcoord.config import GroupConfig, ServerConfig, parse_properties
 from kcoord.kafka_configs import BROKER_CONFIGS, is_kafka_broker_setting
-from kcoord.server import ServerConfig
 from kcoord.store import STORE_FILE, SqliteRecords
 
 from ..support.cli import kcoord, one_line

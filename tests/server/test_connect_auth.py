@@ -1,4 +1,4 @@
-"""Connect workers authenticate (issue 31): kcoord.connect's Worker with Kafka's client settings
+"""Connect workers authenticate (issue 31): kcoord.client.worker's Worker with Kafka's client settings
 (`kcoord.client.ClientSecurity`) against `kcoord serve`'s SASL_SSL and SSL listeners. Workers over SCRAM-SHA-512,
 PLAIN and a client certificate form one connect group, each known by its principal; a wrong password or an untrusted
 server stops the worker with its error and makes nothing; a session with a lifetime (connections.max.reauth.ms) is
@@ -12,7 +12,7 @@ import ssl
 import pytest
 
 from kcoord.client import AuthenticationFailed, ClientSecurity, SaslClient
-from kcoord.connect import Worker, all_units
+from kcoord.client.worker import Worker, all_units
 
 from ..interop.test_interop_connect import SETTINGS
 from ..interop.test_tls_interop import groups

@@ -122,7 +122,7 @@ def test_max_connections_per_ip_with_an_override_for_one_address() -> None:
     (["socket.request.timeout.ms=0"], "socket.request.timeout.ms: 0 is below the minimum 1"),
 ])
 def test_connection_settings_are_checked_at_start(settings, error) -> None:
-    from kcoord.server import ServerConfig
+    from kcoord.config import ServerConfig
 
     with pytest.raises(ValueError) as e:
         ServerConfig.from_kafka(dict(s.split("=", 1) for s in settings))

@@ -16,8 +16,8 @@ import pytest
 from kcoord import errors as E
 from kcoord import wire
 from kcoord.client import Client
+from kcoord.config import ServerConfig
 from kcoord.listeners import ListenerError, parse_listeners
-from kcoord.server import ServerConfig
 
 from ..support.secured import add_users
 from ..support.servers import free_port, in_process, recv_exact

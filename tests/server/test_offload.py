@@ -16,9 +16,9 @@ from kcoord import errors as E
 from kcoord import server as server_module
 from kcoord import wire
 from kcoord.client import Client
+from kcoord.config import ServerConfig
 from kcoord.offsets import DEFER_ABOVE
 from kcoord.reply import Deferred
-from kcoord.server import ServerConfig
 
 from ..support.harness import ClassicHarness
 from ..support.servers import in_process, recv_exact

@@ -14,7 +14,7 @@ from kafka.net.sasl.scram import ScramClient
 from kcoord import errors as E
 from kcoord import wire
 from kcoord.client import Client
-from kcoord.server import ServerConfig
+from kcoord.config import ServerConfig
 
 from ..support.servers import free_port, in_process
 from .test_listeners import add_user, call, closed, plain_login

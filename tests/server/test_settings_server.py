@@ -1,4 +1,4 @@
-"""Every broker setting (kcoord.server.SETTINGS), and offset.metadata.max.bytes, shown by its effect on a running
+"""Every broker setting (kcoord.config.SERVER_SETTINGS), and offset.metadata.max.bytes, shown by its effect on a running
 `kcoord serve --set NAME=VALUE`, at the boundary where it has one: a server that ignored the setting fails here.
 `COVERED` names, for each setting, the test that shows its effect (here or elsewhere in the suite); out-of-bounds
 values (SERVER_BOUNDS' minimum - 1 and maximum + 1) are refused at start, one stderr line naming the setting.
@@ -75,8 +75,8 @@ def test_every_setting_kcoord_serve_accepts_has_a_test_of_its_effect() -> None:
     # exists; a new setting without one fails here.
     import re
 
+    from kcoord.config import SERVER_SETTINGS as BROKER_SETTINGS
     from kcoord.config import SETTINGS as GROUP_SETTINGS
-    from kcoord.server import SETTINGS as BROKER_SETTINGS
 
     from .test_settings_group import COVERED as GROUP_COVERED
 

@@ -18,8 +18,9 @@ from kcoord import errors as E
 from kcoord import records as R
 from kcoord import wire
 from kcoord.client import Client
+from kcoord.config import ServerConfig
 from kcoord.coordinator import Coordinator
-from kcoord.server import Server, ServerConfig
+from kcoord.server import Server
 from kcoord.store import GroupStore, MemoryRecords, SqliteRecords, StoreError
 from kcoord.topics import PartitionLimitError, TopicCatalogue
 

@@ -132,8 +132,8 @@ class ThreadServer:
     the same for a server with its own store)."""
 
     def __init__(self, records, **config) -> None:
+        from kcoord.config import ServerConfig
         from kcoord.server import Server as KcoordServer
-        from kcoord.server import ServerConfig
 
         self.server = KcoordServer(ServerConfig(port=0, **config), records=records)
         self.error: BaseException | None = None

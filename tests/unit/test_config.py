@@ -9,8 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from kcoord.config import SETTINGS, GroupConfig
-from kcoord.server import ServerConfig
+from kcoord.config import SETTINGS, GroupConfig, ServerConfig
 from kcoord.topics import PartitionLimitError, Topic, TopicCatalogue, TopicError, parse_topic_spec, validate_name
 
 

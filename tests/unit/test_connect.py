@@ -786,8 +786,8 @@ def plain_ids(h: ConnectHarness, m) -> dict:
 # ---- the scheduled delay end to end: the coordinator and the shipped assignor ------------------------------------
 
 def compute_with_assignor(h: ConnectHarness, assignor, units: dict[str, int]) -> int:
-    """What kcoord.connect's worker does when asked: Prepare, run the assignor, Install. Returns the delay."""
-    from kcoord.connect_assignor import AssignmentInput, DepartedInput, MemberInput, WorkerMetadata
+    """What kcoord.client.worker's worker does when asked: Prepare, run the assignor, Install. Returns the delay."""
+    from kcoord.client.worker_assignor import AssignmentInput, DepartedInput, MemberInput, WorkerMetadata
 
     g = h.group()
     w = g.computing
@@ -811,7 +811,7 @@ def test_connect_scheduled_delay_with_the_shipped_assignor() -> None:
     """Connect's scheduled rebalance delay, kept across computations by the coordinator: a worker that departs and
     returns (same instance id, new process) inside the delay gets its own units back and nothing else moves; one
     that does not return has its units moved only once the delay ends."""
-    from kcoord.connect_assignor import IncrementalCooperativeAssignor, WorkerMetadata
+    from kcoord.client.worker_assignor import IncrementalCooperativeAssignor, WorkerMetadata
 
     delay = 60_000
     ica = IncrementalCooperativeAssignor(scheduled_rebalance_max_delay_ms=delay)

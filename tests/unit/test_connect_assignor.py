@@ -1,4 +1,4 @@
-"""The connect groups' client-side assignor (kcoord.connect_assignor): Kafka Connect's incremental cooperative
+"""The connect groups' client-side assignor (kcoord.client.worker_assignor): Kafka Connect's incremental cooperative
 assignor over complete targets, with the scheduled delay for departed workers kept in the assignor state."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kcoord import wire
-from kcoord.connect_assignor import (
+from kcoord.client.worker_assignor import (
     CONFIG_MISMATCH,
     AssignmentInput,
     AssignmentMetadata,

@@ -385,23 +385,79 @@ cdef class MemberTable:
 
 # ---- the clock -------------------------------------------------------------------------------------------------
 
-from time import monotonic_ns as _monotonic_ns
+# The clock time.monotonic_ns() reads, read without a Python call (CPython's own function for it: private up to
+# 3.12, public from 3.13), in ms rounded down as `time.monotonic_ns() // 1_000_000`.
+cdef extern from *:
+    """
+    #if PY_VERSION_HEX >= 0x030D0000
+    static inline int64_t kcoord_monotonic_ns(void) { PyTime_t t = 0; (void)PyTime_MonotonicRaw(&t); return t; }
+    #else
+    static inline int64_t kcoord_monotonic_ns(void) { return (int64_t)_PyTime_GetMonotonicClock(); }
+    #endif
+    static inline int64_t kcoord_monotonic_ms(void) {
+        int64_t ns = kcoord_monotonic_ns(), ms = ns / 1000000;
+        return ns % 1000000 < 0 ? ms - 1 : ms;
+    }
+    """
+    int64_t _monotonic_ms "kcoord_monotonic_ms"() noexcept
 
 
 def monotonic_ms():
-    """time.monotonic_ns() // 1_000_000 without a Python frame: kcoord.timers.Clock.now_ms, read on every
-    heartbeat."""
-    return _monotonic_ns() // 1000000
+    """time.monotonic_ns() // 1_000_000 without a Python frame: kcoord.timers.Clock.now_ms. TimersCore reads the
+    same clock in C when its clock's now_ms is this function."""
+    return _monotonic_ms()
 
 
-# ---- KIP-848 consumer groups ------------------------------------------------------------------------------------
+cdef class TimersCore:
+    """The compiled part of kcoord.timers.Timers: the deadline heap, the clock, each key's action, and the arming
+    of a key (`arm`, and `arm_in` from compiled code: a heartbeat's session). With the real clock (its now_ms is
+    monotonic_ms) the time is read in C; any other clock (tests' ManualClock) is called."""
+
+    cdef readonly DeadlineHeap heap
+    cdef readonly object clock
+    cdef public list actions  # by key: the action called with the key when its deadline passes, or None
+    cdef object _now  # clock.now_ms
+    cdef bint _monotonic  # clock.now_ms is monotonic_ms
+
+    def __init__(self, clock):
+        self.clock = clock
+        self.heap = DeadlineHeap()
+        self.actions = []
+        self._now = clock.now_ms
+        self._monotonic = self._now is monotonic_ms
+
+    cdef int64_t now(self) except? -1:
+        if self._monotonic:
+            return _monotonic_ms()
+        return self._now()
+
+    cdef int arm_in(self, int key, int64_t delay_ms) except -1:
+        """(Re)schedule the key delay_ms from now."""
+        self.heap.schedule(key, self.now() + delay_ms)
+        return 0
+
+    def arm(self, int key, int64_t delay_ms, action=None):
+        """(Re)schedule the key `delay_ms` from now; a given action replaces the key's action."""
+        if action is not None:
+            self.actions[key] = action
+        self.arm_in(key, delay_ms)
+
+    def remaining_ms(self, int key):
+        """Milliseconds until the key's deadline (below 0 once it has passed and not fired yet); KeyError if the
+        key is not armed."""
+        return self.heap.deadline_of(key) - self.now()
+
+
+# ---- KIP-848 groups: what consumer and connect groups share --------------------------------------------------------
 
 import numpy as np
 
 from kcoord._core._wire import HEARTBEAT_HAS_INSTANCE_ID, consumer_heartbeat_shape
 
 # Kafka's MemberState.STABLE (kcoord._core._assign.STABLE: the reconciliation step's states)
-CONSUMER_STABLE = 0
+cdef enum:
+    _STABLE = 0
+CONSUMER_STABLE = _STABLE
 
 EMPTY_IDS = np.zeros(0, dtype=np.int32)
 EMPTY_IDS.flags.writeable = False
@@ -410,33 +466,129 @@ cdef int _HAS_INSTANCE_ID = HEARTBEAT_HAS_INSTANCE_ID
 cdef object _shape = consumer_heartbeat_shape
 
 
-@cython.final
+# no_gc holds for a subclass only if its base is no_gc too (Cython's needs_gc asks the base); neither holds a
+# reference back to a member or a group. Not subclassed in Python.
 @cython.no_gc
-cdef class ConsumerMember:
-    """A member of a consumer group (KIP-848): typed fields, as ClassicMember's, so that the heartbeat's checks are
-    loads rather than attribute lookups. Partition lists are the group's int32 id arrays."""
+cdef class ModernMember:
+    """A member of a KIP-848 group (consumer or connect), with the fields both types keep: typed, as
+    ClassicMember's, so that the heartbeat's checks are loads rather than attribute lookups. Assignments are the
+    group's int32 id arrays. Each type's COPIED names the fields copy_as carries over."""
 
     cdef public str member_id
     cdef public object instance_id  # str or None
-    cdef public object rack_id  # str or None
     cdef public str client_id
     cdef public str client_host
-    cdef public tuple subscribed  # SubscribedTopicNames, sorted
-    cdef public tuple topic_names  # what it consumes: the names and the regex's matches, sorted
-    cdef public object regex  # str or None
     cdef public int32_t rebalance_timeout_ms
-    cdef public object server_assignor  # str or None
     cdef public int32_t member_epoch
     cdef public int32_t previous_member_epoch
     cdef public int32_t state  # Kafka's MemberState value
     cdef public object assigned
-    cdef public object pending  # partitions pending revocation
-    cdef public object topics  # subscribed topic indices in the group's topic space (int32 array)
-    cdef public tuple topics_key  # the same as a tuple (the target computation groups members by it)
+    cdef public object pending  # ids pending revocation
     cdef public int session_key
     cdef public int32_t rebalance_armed_epoch
     cdef public object quiet_response  # the answer to a heartbeat that changes nothing, at quiet_epoch
     cdef public int32_t quiet_epoch
+
+    COPIED = ()
+
+    def __init__(self, str member_id):
+        self.member_id = member_id
+        self.client_id = ""
+        self.client_host = ""
+        self.rebalance_timeout_ms = -1
+        self.state = _STABLE
+        self.assigned = EMPTY_IDS
+        self.pending = EMPTY_IDS
+        self.session_key = -1
+        self.rebalance_armed_epoch = -1
+        self.quiet_epoch = -1
+        self._init_own()
+
+    cdef void _init_own(self) noexcept:
+        pass
+
+    def copy_as(self, str member_id):
+        """The same member under another id (a static member's replacement); timers and cached answers are not
+        copied."""
+        m = type(self)(member_id)
+        for name in self.COPIED:
+            setattr(m, name, getattr(self, name))
+        return m
+
+    def __repr__(self):
+        return (f"{type(self).__name__}({self.member_id!r}, epoch={self.member_epoch}, state={self.state}, "
+                f"assigned={self.assigned.tolist()}, pending={self.pending.tolist()})")
+
+
+cdef class ModernGroupCore:
+    """What a KIP-848 group's regular heartbeat reads, typed, and that heartbeat compiled (quick_heartbeat). Each
+    type says what a heartbeat must not change (_unchanged) and what the quiet answer is (_quiet)."""
+
+    cdef public dict members  # member id -> the type's member
+    cdef public int32_t group_epoch
+    cdef public int32_t assignment_epoch
+    cdef TimersCore _timers
+    cdef int64_t _session_ms
+    cdef readonly int32_t heartbeat_interval_ms
+    cdef object _response
+
+    def init_core(self, TimersCore timers, int64_t session_ms, int32_t interval_ms, response):
+        """timers: the coordinator's (kcoord.timers.Timers); session_ms, interval_ms: the group's session timeout
+        and heartbeat interval; response: the type's heartbeat response class."""
+        self._timers = timers
+        self._session_ms = session_ms
+        self.heartbeat_interval_ms = interval_ms
+        self._response = response
+        self._init_own()
+
+    cdef void _init_own(self) noexcept:
+        pass
+
+    cdef bint _unchanged(self, object req, ModernMember m) except -1:
+        return True
+
+    cdef object _quiet(self, ModernMember m, int32_t epoch):
+        return self._response(member_id=m.member_id, member_epoch=epoch,
+                              heartbeat_interval_ms=self.heartbeat_interval_ms)
+
+    def quick_heartbeat(self, req, str client_id, str client_host):
+        """The hot path, or None: a member at its epoch that changes nothing of its own (what _unchanged checks; the
+        same client id and host), in a group that owes no new target. Its session is extended; if it is reconciled
+        it gets the answer it got last time (made once per epoch), else `reconcile_heartbeat` moves it one compiled
+        step towards its target. Nothing here is looked at by the stateless request checks (a known member's id is
+        not blank), so the router calls this before them."""
+        cdef object found = self.members.get(req.member_id)
+        if found is None:
+            return None
+        cdef ModernMember m = <ModernMember>found
+        cdef int32_t epoch = req.member_epoch
+        if (epoch != m.member_epoch or epoch <= 0 or self.group_epoch != self.assignment_epoch
+                or client_id != m.client_id or client_host != m.client_host
+                or not self._unchanged(req, m)):
+            return None
+        self._timers.arm_in(m.session_key, self._session_ms)
+        if m.state != _STABLE or epoch != self.assignment_epoch:
+            return self.reconcile_heartbeat(m, req)
+        if m.quiet_epoch != epoch:
+            m.quiet_response = self._quiet(m, epoch)
+            m.quiet_epoch = epoch
+        return m.quiet_response
+
+
+# ---- KIP-848 consumer groups ------------------------------------------------------------------------------------
+
+@cython.final
+@cython.no_gc
+cdef class ConsumerMember(ModernMember):
+    """A member of a consumer group (KIP-848)."""
+
+    cdef public object rack_id  # str or None
+    cdef public tuple subscribed  # SubscribedTopicNames, sorted
+    cdef public tuple topic_names  # what it consumes: the names and the regex's matches, sorted
+    cdef public object regex  # str or None
+    cdef public object server_assignor  # str or None
+    cdef public object topics  # subscribed topic indices in the group's topic space (int32 array)
+    cdef public tuple topics_key  # the same as a tuple (the target computation groups members by it)
     # A classic-protocol member inside the consumer group (KIP-848 migration): its ClassicMemberMetadata
     # (session timeout and supported protocols, as the member metadata record keeps them); None for a member that
     # speaks the consumer protocol.
@@ -446,190 +598,68 @@ cdef class ConsumerMember:
               "rebalance_timeout_ms", "server_assignor", "member_epoch", "previous_member_epoch", "state",
               "assigned", "pending", "topics", "topics_key", "classic")
 
-    def __init__(self, str member_id):
-        self.member_id = member_id
-        self.client_id = ""
-        self.client_host = ""
+    cdef void _init_own(self) noexcept:
         self.subscribed = ()
         self.topic_names = ()
-        self.rebalance_timeout_ms = -1
-        self.state = CONSUMER_STABLE
-        self.assigned = EMPTY_IDS
-        self.pending = EMPTY_IDS
         self.topics = EMPTY_IDS
         self.topics_key = ()
-        self.session_key = -1
-        self.rebalance_armed_epoch = -1
-        self.quiet_epoch = -1
-
-    def copy_as(self, str member_id):
-        """The same member under another id (a static member's replacement); timers and cached answers are not
-        copied."""
-        cdef ConsumerMember m = ConsumerMember(member_id)
-        for name in ConsumerMember.COPIED:
-            setattr(m, name, getattr(self, name))
-        return m
-
-    def __repr__(self):
-        return (f"ConsumerMember({self.member_id!r}, epoch={self.member_epoch}, state={self.state}, "
-                f"assigned={self.assigned.tolist()}, pending={self.pending.tolist()})")
 
 
-cdef class ConsumerGroupCore:
-    """What a consumer group's regular heartbeat reads, typed, and that heartbeat compiled (quick_heartbeat).
-    kcoord.groups.consumer.ConsumerGroup is the rest of the group, in Python, on top of this."""
+cdef class ConsumerGroupCore(ModernGroupCore):
+    """A consumer group's compiled heartbeat. kcoord.groups.consumer.ConsumerGroup is the rest of the group, in
+    Python, on top of this. A heartbeat changes nothing of its own when it sends no subscription, timeout, rack or
+    assignor, its instance id (if it sends one) is its own, the member speaks the consumer protocol, and the
+    group's topics have not changed."""
 
-    cdef public dict members  # member id -> ConsumerMember
-    cdef public int32_t group_epoch
-    cdef public int32_t assignment_epoch
     cdef public int64_t catalogue_version  # the topic catalogue's version the group last looked at
     cdef public object catalogue
-    cdef DeadlineHeap _heap
-    cdef object _now
-    cdef int64_t _session_ms
-    cdef readonly int32_t heartbeat_interval_ms
-    cdef object _response
 
-    def init_core(self, DeadlineHeap heap, now, int64_t session_ms, int32_t interval_ms, response):
-        """heap and now: the coordinator's deadlines and clock (ms); session_ms, interval_ms: the group's
-        session timeout and heartbeat interval; response: the ConsumerGroupHeartbeatResponse class."""
-        self._heap = heap
-        self._now = now
-        self._session_ms = session_ms
-        self.heartbeat_interval_ms = interval_ms
-        self._response = response
-
-    def quick_heartbeat(self, req, str client_id, str client_host):
-        """The hot path, or None: a member at its epoch that changes nothing of its own (no subscription, timeout,
-        rack or assignor; its instance id, if it sends one, is its own; the same client id and host), in a group
-        that owes no new target and whose topics have not changed. Its session is extended; if it is reconciled it
-        gets the answer it got last time (made once per epoch), else `reconcile_heartbeat` moves it one compiled
-        step towards its target. Nothing here is looked at by the stateless request checks (a known member's id is
-        not blank), so the router calls this before them."""
-        cdef object found = self.members.get(req.member_id)
-        if found is None:
-            return None
-        cdef ConsumerMember m = <ConsumerMember>found
-        cdef int32_t epoch = req.member_epoch
+    cdef bint _unchanged(self, object req, ModernMember m) except -1:
         cdef int shape = _shape(req)
-        if (shape < 0 or epoch != m.member_epoch or epoch <= 0 or self.group_epoch != self.assignment_epoch
-                or m.classic is not None
-                or client_id != m.client_id or client_host != m.client_host
-                or self.catalogue_version != self.catalogue.version
-                or (shape & _HAS_INSTANCE_ID and req.instance_id != m.instance_id)):
-            return None
-        self._heap.schedule(m.session_key, <int64_t>self._now() + self._session_ms)
-        if m.state != CONSUMER_STABLE or epoch != self.assignment_epoch:
-            return self.reconcile_heartbeat(m, req)
-        if m.quiet_epoch != epoch:
-            m.quiet_response = self._response(member_id=m.member_id, member_epoch=epoch,
-                                              heartbeat_interval_ms=self.heartbeat_interval_ms)
-            m.quiet_epoch = epoch
-        return m.quiet_response
+        return not (shape < 0 or (<ConsumerMember>m).classic is not None
+                    or self.catalogue_version != self.catalogue.version
+                    or (shape & _HAS_INSTANCE_ID and req.instance_id != m.instance_id))
 
 
 # ---- connect groups (kcoord's own group type) -------------------------------------------------------------------
 
 @cython.final
 @cython.no_gc
-cdef class ConnectMember:
-    """A worker of a connect group: typed fields as ConsumerMember's. Units (connectors and tasks) are the group's
-    int32 unit ids. `assignors` is the worker's ClientAssignors as tuples (name, minimum_version, maximum_version,
-    reason, version, metadata), in its order of preference."""
+cdef class ConnectMember(ModernMember):
+    """A worker of a connect group. Units (connectors and tasks) are the group's int32 unit ids. `assignors` is the
+    worker's ClientAssignors as tuples (name, minimum_version, maximum_version, reason, version, metadata), in its
+    order of preference."""
 
-    cdef public str member_id
-    cdef public object instance_id  # str or None
-    cdef public str client_id
-    cdef public str client_host
-    cdef public int32_t rebalance_timeout_ms
     cdef public tuple assignors
     cdef public int64_t joined  # arrival order in the group: the longest-standing member decides ties
-    cdef public int32_t member_epoch
-    cdef public int32_t previous_member_epoch
-    cdef public int32_t state  # Kafka's MemberState value, as for consumer members
-    cdef public object assigned
-    cdef public object pending  # units pending revocation
-    cdef public int session_key
-    cdef public int32_t rebalance_armed_epoch
-    cdef public object quiet_response
-    cdef public int32_t quiet_epoch
     cdef public object delivered  # (version, metadata) of the assignment the worker was last sent, or None
 
     COPIED = ("instance_id", "client_id", "client_host", "rebalance_timeout_ms", "assignors", "joined",
               "member_epoch", "previous_member_epoch", "state", "assigned", "pending", "delivered")
 
-    def __init__(self, str member_id):
-        self.member_id = member_id
-        self.client_id = ""
-        self.client_host = ""
-        self.rebalance_timeout_ms = -1
+    cdef void _init_own(self) noexcept:
         self.assignors = ()
-        self.state = CONSUMER_STABLE
-        self.assigned = EMPTY_IDS
-        self.pending = EMPTY_IDS
-        self.session_key = -1
-        self.rebalance_armed_epoch = -1
-        self.quiet_epoch = -1
-
-    def copy_as(self, str member_id):
-        cdef ConnectMember m = ConnectMember(member_id)
-        for name in ConnectMember.COPIED:
-            setattr(m, name, getattr(self, name))
-        return m
-
-    def __repr__(self):
-        return (f"ConnectMember({self.member_id!r}, epoch={self.member_epoch}, state={self.state}, "
-                f"assigned={self.assigned.tolist()}, pending={self.pending.tolist()})")
 
 
-cdef class ConnectGroupCore:
-    """What a connect group's regular heartbeat reads, typed, and that heartbeat compiled (quick_heartbeat).
-    kcoord.groups.connect.ConnectGroup is the rest of the group, in Python, on top of this."""
+cdef class ConnectGroupCore(ModernGroupCore):
+    """A connect group's compiled heartbeat. kcoord.groups.connect.ConnectGroup is the rest of the group, in
+    Python, on top of this. A heartbeat changes nothing of its own when it sends no assignors, rebalance timeout or
+    server assignor, and its instance id, if any, is its own; the quiet answer carries the negotiated version."""
 
-    cdef public dict members  # member id -> ConnectMember
-    cdef public int32_t group_epoch
-    cdef public int32_t assignment_epoch
     cdef public int32_t assignor_version  # the negotiated version V the installed target was computed at
-    cdef DeadlineHeap _heap
-    cdef object _now
-    cdef int64_t _session_ms
-    cdef readonly int32_t heartbeat_interval_ms
-    cdef object _response
 
-    def init_core(self, DeadlineHeap heap, now, int64_t session_ms, int32_t interval_ms, response):
-        """As ConsumerGroupCore.init_core; response: the ConnectGroupHeartbeatResponse class."""
-        self._heap = heap
-        self._now = now
-        self._session_ms = session_ms
-        self.heartbeat_interval_ms = interval_ms
-        self._response = response
+    cdef void _init_own(self) noexcept:
         self.assignor_version = -1
 
-    def quick_heartbeat(self, req, str client_id, str client_host):
-        """The hot path, or None: a worker at its epoch that changes nothing of its own (no assignors, rebalance
-        timeout or server assignor; its own instance id if any; the same client id and host), in a group that owes
-        no computation. Its session is extended; reconciled, it gets the answer made once per epoch, else
-        `reconcile_heartbeat` moves it one compiled step towards its target."""
-        cdef object found = self.members.get(req.member_id)
-        if found is None:
-            return None
-        cdef ConnectMember m = <ConnectMember>found
-        cdef int32_t epoch = req.member_epoch
-        if (epoch != m.member_epoch or epoch <= 0 or self.group_epoch != self.assignment_epoch
-                or client_id != m.client_id or client_host != m.client_host
-                or req.client_assignors is not None or req.rebalance_timeout_ms != -1
-                or req.server_assignor is not None
-                or (req.instance_id is not None and req.instance_id != m.instance_id)):
-            return None
-        self._heap.schedule(m.session_key, <int64_t>self._now() + self._session_ms)
-        if m.state != CONSUMER_STABLE or epoch != self.assignment_epoch:
-            return self.reconcile_heartbeat(m, req)
-        if m.quiet_epoch != epoch:
-            m.quiet_response = self._response(member_id=m.member_id, member_epoch=epoch,
-                                              heartbeat_interval_ms=self.heartbeat_interval_ms,
-                                              assignor_version=self.assignor_version)
-            m.quiet_epoch = epoch
-        return m.quiet_response
+    cdef bint _unchanged(self, object req, ModernMember m) except -1:
+        return not (req.client_assignors is not None or req.rebalance_timeout_ms != -1
+                    or req.server_assignor is not None
+                    or (req.instance_id is not None and req.instance_id != m.instance_id))
+
+    cdef object _quiet(self, ModernMember m, int32_t epoch):
+        return self._response(member_id=m.member_id, member_epoch=epoch,
+                              heartbeat_interval_ms=self.heartbeat_interval_ms,
+                              assignor_version=self.assignor_version)
 
 
 def intern_known_tasks(list entries, Py_ssize_t start, dict by_name, list out):

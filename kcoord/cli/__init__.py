@@ -1,4 +1,5 @@
-"""`kcoord` command line.
+"""`kcoord` command line: this module is the `kcoord` command and its group, topic, store and cluster commands;
+`plan`, `offsets`/`delete` and `users` are its modules plan.py, admin.py and users.py.
 
     kcoord serve [--port 9092] [--data-dir DIR] [--topic orders:12] [--set group.initial.rebalance.delay.ms=0]
                  [--config FILE]
@@ -43,11 +44,10 @@ import json
 import os
 import sys
 
-from . import errors as E
-from . import wire
-from .admin_cli import add_admin_parsers, kcoord_version, warn  # `kcoord offsets`, `kcoord delete`, --version
-from .assignors import AssignmentError, decode_assignment
-from .client import (
+from .. import errors as E
+from .. import wire
+from ..assignors import AssignmentError, decode_assignment
+from ..client import (
     PLAINTEXT,
     Client,
     ClientConfigError,
@@ -58,15 +58,16 @@ from .client import (
     connect_first,
     security_from_properties,
 )
-from .config import SettingError, parse_properties
-from .events import LOG_FORMATS, configure_logging
-from .groups.base import KCOORD_DESCRIBE_TAG
-from .security.tls import ANONYMOUS  # the principal of a member that did not authenticate (Kafka's name)
-from .server import ServerConfig, run
-from .store import PG_SCHEMES, STORE_FILE, StoreError, accept_store, check_store, compact_store
-from .tables import printable, ranges, table
-from .topics import TopicError, parse_topic_spec, validate_name
-from .users_cli import add_users_parser  # `kcoord users`
+from ..config import PG_SCHEMES, ServerConfig, SettingError, parse_properties
+from ..events import LOG_FORMATS, configure_logging
+from ..groups.base import KCOORD_DESCRIBE_TAG
+from ..security.tls import ANONYMOUS  # the principal of a member that did not authenticate (Kafka's name)
+from ..server import run
+from ..store import STORE_FILE, StoreError, accept_store, check_store, compact_store
+from ..tables import printable, ranges, table
+from ..topics import TopicError, parse_topic_spec, validate_name
+from .admin import add_admin_parsers, kcoord_version, warn  # `kcoord offsets`, `kcoord delete`, --version
+from .users import add_users_parser  # `kcoord users`
 
 
 class CliError(Exception):
@@ -163,7 +164,7 @@ def _serve(args) -> int:
 def _cluster(args) -> int:
     if not args.store.startswith(PG_SCHEMES):
         raise CliError(f"--store: {args.store.split('@')[-1]!r} is not a postgresql:// URL", 2)
-    from .pgstore import describe_cluster  # psycopg only when asked
+    from ..pgstore import describe_cluster  # psycopg only when asked
     try:
         info = describe_cluster(args.store)
     except StoreError as e:
@@ -200,11 +201,11 @@ def _store_dir(path: str) -> None:
 
 def _store_check(args) -> int:
     if args.dir.startswith(PG_SCHEMES):
-        from .pgstore import check_pg_store  # psycopg only when asked
+        from ..pgstore import check_pg_store  # psycopg only when asked
         try:
             report = check_pg_store(args.dir)
         except StoreError as e:  # nothing read: no report
-            from .pgstore import safe_url
+            from ..pgstore import safe_url
             raise CliError(f"{safe_url(args.dir)}: {e}") from None
     else:
         _store_dir(args.dir)
@@ -228,7 +229,7 @@ def _on_data_dir(args, command: str, why: str, fn):
     """`fn(args.dir)` for a store command that takes only a data directory (a PostgreSQL URL: one line saying
     `why`, exit 2); a StoreError is the command's one line."""
     if args.dir.startswith(PG_SCHEMES):
-        from .pgstore import safe_url
+        from ..pgstore import safe_url
         raise CliError(f"{safe_url(args.dir)}: store {command} takes a data directory; a PostgreSQL store is "
                        f"{why}", 2)
     _store_dir(args.dir)
@@ -776,7 +777,7 @@ def build_parser() -> argparse.ArgumentParser:
                     help="exit 1 if the write log shows a partition written by two nodes at once")
     cl.add_argument("--json", action="store_true", help="machine-readable output")
     cl.set_defaults(func=_cluster)
-    from .plan_cli import add_plan_parser  # `kcoord plan`; PySpark is imported only when it runs
+    from .plan import add_plan_parser  # `kcoord plan`; PySpark is imported only when it runs
     add_plan_parser(sub)
     return ap
 
@@ -825,6 +826,3 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{where}: {printable(' '.join(message.split()))}", file=sys.stderr)
     return code
 
-
-if __name__ == "__main__":
-    sys.exit(main())

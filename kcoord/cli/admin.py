@@ -27,11 +27,11 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from . import errors as E
-from . import wire
-from .client import Client, KafkaError
-from .tables import printable, table
-from .topics import TopicError, validate_name
+from .. import errors as E
+from .. import wire
+from ..client import Client, KafkaError
+from ..tables import printable, table
+from ..topics import TopicError, validate_name
 
 # Versions every kcoord serves and Apache Kafka 2.4 to 4.x serves (Kafka 4.0 dropped only older ones).
 FIND_COORDINATOR_VERSION = 3
@@ -53,7 +53,7 @@ def kcoord_version() -> str:
         return importlib.metadata.version("kcoord")
     except importlib.metadata.PackageNotFoundError:
         # The package face is loaded before any of its modules; read its constant rather than import upward.
-        return getattr(sys.modules.get(__package__ or "kcoord"), "__version__", "unknown")
+        return getattr(sys.modules.get("kcoord"), "__version__", "unknown")
 
 
 # ---- the reset plan (plain Python: no server needed) ----------------------------------------------------------

@@ -38,7 +38,7 @@ import time
 from pathlib import Path
 from typing import Any, Self
 
-from .tables import table
+from ..tables import table
 
 SCENARIO_HELP = ("rolling-bounce | scale-out:N | scale-out:FRACTION | scale-in:N | scale-in:FRACTION | "
                  "grow:TOPIC:N | rack-loss:RACK")
@@ -446,7 +446,7 @@ def summary_text(estate: dict[str, Any], groups: list[dict[str, Any]], n_groups:
 def _session(master: str, conf: list[str]) -> tuple[Any, bool]:
     from pyspark.sql import SparkSession
 
-    from .spark import local_session
+    from ..spark import local_session
 
     existing = SparkSession.getActiveSession()
     if existing is not None:
@@ -512,7 +512,7 @@ def _first_line(e: BaseException) -> str:
 
 def _run(spark: Any, args: argparse.Namespace, scenario: tuple[str, Any] | None, members_doc: Any,
          topics_doc: Any, progress: Progress) -> int:
-    from . import spark as S
+    from .. import spark as S
 
     try:
         if _is_describe(members_doc) or (isinstance(members_doc, list) and members_doc

@@ -36,7 +36,7 @@ Rules the worker follows (KIP-848's consumer, with units for partitions):
   `rebalance_timeout_ms`. STALE_MEMBER_EPOCH, REBALANCE_IN_PROGRESS and UNKNOWN_MEMBER_ID from these only mean the
   group moved on: the worker keeps heartbeating and computes again when asked.
 
-One connection carries every request, one at a time, correlation ids checked. Logs go to `kcoord.connect`.
+One connection carries every request, one at a time, correlation ids checked. Logs go to `kcoord.client.worker`.
 """
 
 from __future__ import annotations
@@ -52,10 +52,10 @@ import uuid
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import Any, NamedTuple
 
-from . import errors as E
-from . import wire
-from .client import PLAINTEXT, AuthenticationFailed, ClientSecurity, SaslExchange, encode_request_at
-from .connect_assignor import (
+from .. import errors as E
+from .. import wire
+from . import PLAINTEXT, AuthenticationFailed, ClientSecurity, SaslExchange, encode_request_at
+from .worker_assignor import (
     AssignmentInput,
     AssignmentMetadata,
     DepartedInput,
@@ -64,7 +64,7 @@ from .connect_assignor import (
     WorkerMetadata,
 )
 
-log = logging.getLogger("kcoord.connect")
+log = logging.getLogger("kcoord.client.worker")
 
 JOIN_EPOCH, LEAVE_EPOCH, TEMPORARY_LEAVE_EPOCH = 0, -1, -2
 DEFAULT_API_KEY_BASE = 1000  # the API key the codec knows each message by (kcoord.protocol.connect)

@@ -1,5 +1,6 @@
-"""A small blocking Kafka client over kcoord's own codec, for the CLI and for tests that need exact frames
-(JoinGroup v8/v9, LeaveGroup v5) the common clients never send."""
+"""The client side of kcoord. This module: a small blocking Kafka client over kcoord's own codec, for the CLI and
+for tests that need exact frames (JoinGroup v8/v9, LeaveGroup v5) the common clients never send. Beside it:
+`worker.py`, the connect groups' worker client (asyncio), and `worker_assignor.py`, the assignor it runs."""
 
 from __future__ import annotations
 
@@ -14,9 +15,9 @@ import struct
 import time
 from dataclasses import dataclass, field
 
-from . import errors as E
-from . import wire
-from .security.scram import HASHES, MECHANISMS, MIN_ITERATIONS, salted_password, saslname
+from .. import errors as E
+from .. import wire
+from ..security.scram import HASHES, MECHANISMS, MIN_ITERATIONS, salted_password, saslname
 
 
 class KafkaError(Exception):

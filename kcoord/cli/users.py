@@ -28,14 +28,15 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-from . import errors as E
-from . import records as R
-from . import wire
-from .client import Client, KafkaError
-from .security.credentials import MAX_NAME_BYTES
-from .security.scram import MAX_ITERATIONS, MECHANISM_NAMES, MECHANISMS, MIN_ITERATIONS, credential, salted_password
-from .store import PG_SCHEMES, GroupStore, SqliteRecords, StoreError
-from .tables import printable, table
+from .. import errors as E
+from .. import records as R
+from .. import wire
+from ..client import Client, KafkaError
+from ..config import PG_SCHEMES
+from ..security.credentials import MAX_NAME_BYTES
+from ..security.scram import MAX_ITERATIONS, MECHANISM_NAMES, MECHANISMS, MIN_ITERATIONS, credential, salted_password
+from ..store import GroupStore, SqliteRecords, StoreError
+from ..tables import printable, table
 
 DEFAULT_MECHANISM = "SCRAM-SHA-512"
 DEFAULT_ITERATIONS = 4096  # Kafka's ConfigCommand.DefaultScramIterations and kafka-storage's default
