@@ -36,7 +36,9 @@ WHEEL_SUBSET = (
     "unit/test_consumer.py",
     "unit/test_connect.py",
     "unit/test_store.py",
+    "server/test_store_cli.py",
     "unit/test_timers.py",
+    "unit/test_timers_core.py",
 )
 # What the subset imports besides kcoord: these packages of the test extra, at its pins, go into the fresh venv.
 SUBSET_REQUIRES = ("pytest", "hypothesis", "kafka-python", "kio")
