@@ -30,9 +30,9 @@ from kcoord.groups.base import KCOORD_DESCRIBE_TAG
 
 from ..support.harness import DELAY, ClassicHarness, ConnectHarness, ConsumerHarness
 from ..support.servers import free_port, recv_exact, serve
-from ..unit.test_connect import DESCRIBE as CONNECT_DESCRIBE
 
 ASK = [(KCOORD_DESCRIBE_TAG, b"")]
+CONNECT_DESCRIBE = wire.ConnectGroupDescribeRequest.API_KEY  # 1003
 KIO = {(15, 5): KioDG5, (15, 6): KioDG6, (69, 0): KioCGD0, (69, 1): KioCGD1}
 
 
