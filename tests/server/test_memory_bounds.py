@@ -192,14 +192,10 @@ def _one_of_each_group():
     and a simple group "s" with committed offsets; and a broker over its topics ("orders", 4 partitions)."""
     from kcoord.broker import Broker
     from kcoord.config import GroupConfig
-    from kcoord.coordinator import Coordinator
-    from kcoord.store import GroupStore, MemoryRecords
-    from kcoord.timers import ManualClock
 
-    clock = ManualClock(1_000_000)
-    c = Coordinator(GroupConfig(group_coordinator_rebalance_protocols="classic,consumer,connect"), clock,
-                    store=GroupStore(MemoryRecords(), clock.wall_ms))
-    c.topics.create("orders", 4)
+    from ..support.harness import GroupHarness
+
+    c = GroupHarness(GroupConfig(group_coordinator_rebalance_protocols="classic,consumer,connect"), {"orders": 4}).c
     r = c.handle(wire.ConsumerGroupHeartbeatRequest(
         group_id="g", member_id="m", member_epoch=0, rebalance_timeout_ms=30_000, subscribed_topic_names=["orders"],
         topic_partitions=[]), 1)
