@@ -1,4 +1,4 @@
-"""What the router needs from any group type, and the per-member timers every group type shares.
+"""What the router needs from any group type, what every group type is made with, and the timers they share.
 
 A group type (classic, consumer, connect) is a class under kcoord/groups/ that satisfies `Group`
 and names the record types it replays. The router (kcoord.coordinator) finds a group by id, calls it, and
@@ -41,6 +41,25 @@ class GroupContext:
     topics: TopicCatalogue | None = None
     events: GroupEvents = NO_EVENTS
     downgrade: Callable[[Any, bool], Any] | None = None
+
+
+class GroupBase:
+    """What every group type keeps of its GroupContext, made in one place: `Group` is what the router asks of a
+    group; this is the construction the group types share (ClassicGroup, and ModernGroup for the consumer and
+    connect types)."""
+
+    events: GroupEvents = NO_EVENTS  # the coordinator's (GroupContext.events)
+    group_id: str
+    config: GroupConfig
+    timers: Timers
+    store: RecordSink
+
+    def __init__(self, group_id: str, ctx: GroupContext) -> None:
+        self.group_id = group_id
+        self.events = ctx.events
+        self.config = ctx.config
+        self.timers = ctx.timers
+        self.store = ctx.store
 
 
 class RecordSink(Protocol):
