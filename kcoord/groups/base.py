@@ -169,10 +169,11 @@ def _unloaded(member_id: str, kind: str) -> None:
 class MemberTimers:
     """Per-member deadlines keyed by (member id, kind) over the coordinator's one deadline heap.
 
-    A kind is a name the group type chooses ("session", "pending", and for the coming types "rebalance",
-    "join", "sync", ...); every key fires `expired(member_id, kind)`. `key()` hands out the heap key so a hot
-    path (a heartbeat) can cache it on the member and move its deadline with one `heap.schedule`, which does not
-    allocate. Keys are taken and given back in the order the group asks, so firing order among equal deadlines
+    A kind is a name the group type chooses (a classic group's "session" and "pending"; a modern group's "session"
+    and "rebalance", and a consumer group's "join" and "sync" for its classic members); every key fires
+    `expired(member_id, kind)`. A deadline of the whole group is not a member's: it goes in `GroupTimers`, never
+    under an empty member id. `key()` hands out the heap key so a hot path (a compiled heartbeat) can cache it on
+    the member and move its deadline with one `heap.schedule`, which does not allocate. Keys are taken and given back in the order the group asks, so firing order among equal deadlines
     (the heap breaks ties by key) is the group's own.
     """
 

@@ -15,7 +15,9 @@ worker rather than by the coordinator:
 4. each worker reconciles to its target on its own heartbeats, revoke first, as a consumer does to partitions.
 
 Units are interned to int32 ids in a per-group unit table (connectors, then (connector, task) pairs, append-only),
-so the target, the epoch table and the records hold integer arrays, as partitions are in consumer groups.
+so the target, the epoch table and the records hold integer arrays, as partitions are in consumer groups. What a
+connect group does as a consumer group does (static members, the -1/-2 leaves, the step's bookkeeping, sessions,
+member removal) is ModernGroup's (kcoord.groups.modern); this module holds what is a connect group's own.
 """
 
 from __future__ import annotations

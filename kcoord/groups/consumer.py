@@ -11,6 +11,8 @@ assigned, pending and target partitions are sorted int32 arrays of those ids.
 
 The group stages Kafka's records (ConsumerGroupMetadata, PartitionMetadata, MemberMetadata, TargetAssignment*,
 CurrentMemberAssignment) ahead of the responses that acknowledge them, in Kafka's write order, and replays them.
+What it does as a connect group does (static members, the -1/-2 leaves, the step's bookkeeping, sessions, member
+removal) is ModernGroup's (kcoord.groups.modern); this module holds what is a consumer group's own.
 """
 
 from __future__ import annotations

@@ -55,8 +55,8 @@ def csr_changed(a_indptr: np.ndarray, a: np.ndarray, b_indptr: np.ndarray, b: np
 
 
 class TargetAssignment:
-    """Every member's target as one CSR over the group's partition ids, rows in the order of the last computation,
-    so the next computation takes the current targets (the uniform assignor's stickiness) without a loop."""
+    """Every member's target as one CSR over the group's unit ids, rows in the order of the last computation, so the
+    next computation takes the current targets (the uniform assignor's stickiness) without a loop."""
 
     def __init__(self) -> None:
         self.ids: list[str | None] = []
@@ -506,19 +506,17 @@ class ModernGroup(GroupBase, Generic[M], metaclass=ABCMeta):
 
     def _release(self, m: M) -> None:
         """Free the member's units (assigned and pending revocation) in the epoch table."""
-        epochs = self.unit_epochs
-        if m.assigned.shape[0]:
-            epochs.remove(m.assigned, m.member_epoch)
-        if m.pending.shape[0]:
-            epochs.remove(m.pending, m.member_epoch)
+        remove = self.unit_epochs.remove
+        for ids in (m.assigned, m.pending):
+            if ids.shape[0]:
+                remove(ids, m.member_epoch)
 
     def _hold(self, m: M) -> None:
-        """Record the member's units at its epoch in the epoch table."""
-        epochs = self.unit_epochs
-        if m.assigned.shape[0]:
-            epochs.add(m.assigned, m.member_epoch)
-        if m.pending.shape[0]:
-            epochs.add(m.pending, m.member_epoch)
+        """Record the member's units (assigned and pending revocation) at its epoch in the epoch table."""
+        add = self.unit_epochs.add
+        for ids in (m.assigned, m.pending):
+            if ids.shape[0]:
+                add(ids, m.member_epoch)
 
     # ---- timers -----------------------------------------------------------------------------------------------------
 
