@@ -60,7 +60,7 @@ test: $(VENV)/.installed-test
 UNIT_TESTS ?= test_sourcecode test_assignors test_assignors_properties test_classic test_classic_model \
 	test_codec_golden test_codec_roundtrip test_connect test_connect_assignor test_consumer test_deadline_heap \
 	test_member_timers test_migration test_reconcile test_offsets_edges test_sasl_mechanisms test_client_config \
-	test_schema_conformance test_settings_validation
+	test_schema_conformance test_settings_validation test_modern_group
 unit: $(VENV)/.installed-test
 	$(BIN)/python -m kcoord.protocol.generate --check
 	KCOORD_HYPOTHESIS=quick $(BIN)/python -m pytest -q -p no:cacheprovider -p no:randomly --benchmark-disable \
