@@ -9,16 +9,15 @@ from __future__ import annotations
 
 from abc import ABCMeta, abstractmethod
 from collections.abc import Iterable
-from typing import Any, ClassVar, Generic, Protocol, Self, TypeVar
+from typing import Any, ClassVar, Generic, TypeVar
 
 import numpy as np
-import numpy.typing as npt
 
 from .. import errors as E
 from .. import records as R
 from .. import wire
 from .._core import _assign
-from .._core._members import EMPTY_IDS
+from .._core._members import EMPTY_IDS, ModernMember
 from .base import Group, GroupBase, GroupContext, MemberTimers
 
 _NONE = EMPTY_IDS
@@ -118,26 +117,7 @@ JOIN_EPOCH, LEAVE_EPOCH, TEMPORARY_LEAVE_EPOCH = 0, -1, -2  # a heartbeat's epoc
 SESSION, REBALANCE = "session", "rebalance"  # the member timer kinds of the session and the revocation deadline
 
 
-class ModernMember(Protocol):
-    """What the shared logic reads and writes of a member (Kafka's ModernGroupMember): the compiled
-    ConsumerMember and ConnectMember (kcoord._core._members) both have it."""
-
-    member_id: str
-    instance_id: str | None
-    client_id: str
-    client_host: str
-    rebalance_timeout_ms: int
-    member_epoch: int
-    previous_member_epoch: int
-    state: int  # Kafka's MemberState value (kcoord._core._assign.MEMBER_STATES)
-    assigned: npt.NDArray[np.int32]  # its units, sorted
-    pending: npt.NDArray[np.int32]  # its units pending revocation, sorted
-    session_key: int  # its session's heap key, moved by every heartbeat
-    rebalance_armed_epoch: int  # the epoch its revocation deadline was armed at, -1: not armed
-
-    def copy_as(self, member_id: str) -> Self: ...
-
-
+# A member of either type (Kafka's ModernGroupMember): the compiled ModernMember, ConsumerMember or ConnectMember.
 M = TypeVar("M", bound=ModernMember)
 
 
