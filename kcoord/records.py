@@ -13,8 +13,9 @@ own records with it.
 from __future__ import annotations
 
 import struct
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from . import wire
 
@@ -194,6 +195,23 @@ CONSUMER_RECORDS: dict[int, tuple[Any, Any]] = {
 }
 
 
+
+class ModernRecordKeys(NamedTuple):
+    """A modern group type's record keys (kcoord.groups.modern.ModernGroup.KEYS), each a function of the group id
+    (and the member id)."""
+
+    group: Callable[[str], bytes]  # the group epoch
+    units: Callable[[str], bytes]  # what the units are: a consumer group's topics, a connect group's unit table
+    member: Callable[[str, str], bytes]  # a member's metadata
+    target_metadata: Callable[[str], bytes]  # the assignment epoch
+    target_member: Callable[[str, str], bytes]  # a member's target
+    current_assignment: Callable[[str, str], bytes]  # a member's epochs, state, assigned and pending units
+
+
+CONSUMER_KEYS = ModernRecordKeys(consumer_group_key, consumer_partition_metadata_key, consumer_member_key,
+                                 consumer_target_metadata_key, consumer_target_member_key,
+                                 consumer_current_assignment_key)
+
 # One member's record (key and value) in a consumer or connect group, for message.max.bytes: the values are
 # flexible, so a string's, bytes' or array's length is an unsigned varint of length + 1 (0 for null); the sizes
 # below are exact but for the tagged-field counts and the classic struct's size, counted at their most (5 bytes).
@@ -281,6 +299,8 @@ CONNECT_RECORDS: dict[int, tuple[Any, Any]] = {
                                               wire.ConnectGroupCurrentMemberAssignmentValue),
 }
 
+CONNECT_KEYS = ModernRecordKeys(connect_group_key, connect_units_key, connect_member_key, connect_target_metadata_key,
+                                connect_target_member_key, connect_current_assignment_key)
 
 # ---- kcoord's topic catalogue ---------------------------------------------------------------------------------
 

@@ -34,7 +34,8 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("kcoord.groups.migration",),  # converts a group of one type into the other: above both
     ("kcoord.offsets", "kcoord.groups.classic", "kcoord.groups.consumer", "kcoord.groups.connect",
      "kcoord.security.credentials"),  # SCRAM credentials and KIP-554's admin APIs, beside the offsets
-    ("kcoord.groups", "kcoord.groups.base", "kcoord.groups.modern"),
+    ("kcoord.groups.modern",),  # ModernGroup, the abstract base of the consumer and connect types
+    ("kcoord.groups", "kcoord.groups.base"),
     ("kcoord.pgstore",),  # the PostgreSQL backend of the store interface, fenced by lease epochs
     ("kcoord.store",),
     ("kcoord.config",),  # the group's and the server's settings (GroupConfig, ServerConfig) and their bounds

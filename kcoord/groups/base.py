@@ -1,4 +1,4 @@
-"""What the router needs from any group type, and the per-member timers every group type shares.
+"""What the router needs from any group type, what every group type is made with, and the timers they share.
 
 A group type (classic, consumer, connect) is a class under kcoord/groups/ that satisfies `Group`
 and names the record types it replays. The router (kcoord.coordinator) finds a group by id, calls it, and
@@ -41,6 +41,25 @@ class GroupContext:
     topics: TopicCatalogue | None = None
     events: GroupEvents = NO_EVENTS
     downgrade: Callable[[Any, bool], Any] | None = None
+
+
+class GroupBase:
+    """What every group type keeps of its GroupContext, made in one place: `Group` is what the router asks of a
+    group; this is the construction the group types share (ClassicGroup, and ModernGroup for the consumer and
+    connect types)."""
+
+    events: GroupEvents = NO_EVENTS  # the coordinator's (GroupContext.events)
+    group_id: str
+    config: GroupConfig
+    timers: Timers
+    store: RecordSink
+
+    def __init__(self, group_id: str, ctx: GroupContext) -> None:
+        self.group_id = group_id
+        self.events = ctx.events
+        self.config = ctx.config
+        self.timers = ctx.timers
+        self.store = ctx.store
 
 
 class RecordSink(Protocol):
@@ -150,11 +169,13 @@ def _unloaded(member_id: str, kind: str) -> None:
 class MemberTimers:
     """Per-member deadlines keyed by (member id, kind) over the coordinator's one deadline heap.
 
-    A kind is a name the group type chooses (a classic member's "session" and "pending", a consumer member's
-    "session", "join", "sync" and "rebalance", ...); every key fires `expired(member_id, kind)`. `key()` hands out the heap key so a hot
-    path (a heartbeat) can cache it on the member and move its deadline with one `Timers.arm` (compiled), which does
-    not allocate. Keys are taken and given back in the order the group asks, so firing order among equal deadlines
-    (the heap breaks ties by key) is the group's own.
+    A kind is a name the group type chooses (a classic group's "session" and "pending"; a modern group's "session"
+    and "rebalance", and a consumer group's "join" and "sync" for its classic members); every key fires
+    `expired(member_id, kind)`. A deadline of the whole group is not a member's: it goes in `GroupTimers`, never
+    under an empty member id. `key()` hands out the heap key so a hot path (a compiled heartbeat) can cache it on
+    the member and move its deadline with one `Timers.arm`, which does not allocate. Keys are taken and given back
+    in the order the group asks, so firing order among equal deadlines (the heap breaks ties by key) is the
+    group's own.
     """
 
     __slots__ = ("expired", "keys", "owner", "timers")

@@ -25,9 +25,9 @@ from .. import wire
 from .._core._members import ClassicMember, MemberTable
 from ..assignors import AssignmentError, decode_subscription
 from ..config import CLASSIC_GROUP_NEW_MEMBER_JOIN_TIMEOUT_MS
-from ..events import ADMIN_REMOVAL_REASON, NO_EVENTS, GroupEvents, join_reason
+from ..events import ADMIN_REMOVAL_REASON, join_reason
 from ..reply import Reply
-from .base import GroupContext, MemberTimers
+from .base import GroupBase, GroupContext, MemberTimers
 
 
 class State(str, Enum):
@@ -80,18 +80,13 @@ def random_uuid() -> str:
 SESSION, PENDING = "session", "pending"  # the kinds of member timers
 
 
-class ClassicGroup:
+class ClassicGroup(GroupBase):
     GROUP_TYPE: ClassVar[str] = "classic"
     RECORD_TYPES: ClassVar[tuple[int, ...]] = (R.GROUP_METADATA,)
-    events: GroupEvents = NO_EVENTS  # the coordinator's (GroupContext.events)
 
     def __init__(self, group_id: str, ctx: GroupContext) -> None:
-        config, timers = ctx.config, ctx.timers
-        self.group_id = group_id
-        self.events = ctx.events
-        self.config = config
-        self.timers = timers
-        self.store = ctx.store
+        super().__init__(group_id, ctx)
+        timers = ctx.timers
         self.state = State.EMPTY
         self.previous_state = State.EMPTY
         # Kafka's currentStateTimestamp: wall-clock ms of the latest state change (a new group's: its creation), kept

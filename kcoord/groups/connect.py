@@ -15,7 +15,9 @@ worker rather than by the coordinator:
 4. each worker reconciles to its target on its own heartbeats, revoke first, as a consumer does to partitions.
 
 Units are interned to int32 ids in a per-group unit table (connectors, then (connector, task) pairs, append-only),
-so the target, the epoch table and the records hold integer arrays, as partitions are in consumer groups.
+so the target, the epoch table and the records hold integer arrays, as partitions are in consumer groups. What a
+connect group does as a consumer group does (static members, the -1/-2 leaves, the step's bookkeeping, sessions,
+member removal) is ModernGroup's (kcoord.groups.modern); this module holds what is a connect group's own.
 """
 
 from __future__ import annotations
@@ -34,18 +36,26 @@ from .._core import _assign
 from .._core._assign import PartitionEpochs
 from .._core._members import EMPTY_IDS, ConnectGroupCore, ConnectMember, intern_known_tasks
 from ..reply import Reply
-from .base import GroupContext, GroupTimers, MemberTimers
-from .modern import REBALANCE, ModernGroup, TargetAssignment, csr_changed, csr_take
+from .base import Group, GroupContext, GroupTimers
+from .modern import (
+    JOIN_EPOCH,
+    REBALANCE,
+    SESSION,
+    TEMPORARY_LEAVE_EPOCH,
+    ModernGroup,
+    csr_changed,
+    csr_take,
+)
 
 STABLE = _assign.STABLE
 UNREVOKED = _assign.UNREVOKED_PARTITIONS
 MEMBER_STATES = _assign.MEMBER_STATES
 
-JOIN_EPOCH, LEAVE_EPOCH, TEMPORARY_LEAVE_EPOCH = 0, -1, -2
 CONNECT_PROTOCOL_TYPE = "connect"
 CONFIG_MISMATCH = 1  # Install's Error: the computing worker's config is behind another worker's (D12)
-# timer kinds: a member's session and revocation deadline; the group's compute lease and scheduled delay
-SESSION, COMPUTE, DELAY = "session", "compute", "delay"  # and REBALANCE (groups.modern)
+# the group's timer kinds (GroupTimers): the compute lease and the scheduled delay; its members' are SESSION and
+# REBALANCE (groups.modern)
+COMPUTE, DELAY = "compute", "delay"
 _ONE_TOPIC = np.zeros(1, dtype=np.int32)  # every unit lies in "topic" 0 of the epoch table
 _NONE = EMPTY_IDS
 
@@ -293,29 +303,19 @@ def _assignor_tuple(a) -> tuple:
     return a.name, a.minimum_version, a.maximum_version, a.reason, a.version, bytes(a.metadata)
 
 
-class ConnectGroup(ModernGroup, ConnectGroupCore):
+class ConnectGroup(ModernGroup[ConnectMember], ConnectGroupCore):
     GROUP_TYPE: ClassVar[str] = "connect"
     PROTOCOL_TYPE: ClassVar[str] = CONNECT_PROTOCOL_TYPE
-    RECORD_TYPES: ClassVar[tuple[int, ...]] = (
-        R.CONNECT_GROUP_METADATA, R.CONNECT_GROUP_UNITS, R.CONNECT_GROUP_MEMBER_METADATA,
-        R.CONNECT_GROUP_TARGET_ASSIGNMENT_METADATA, R.CONNECT_GROUP_TARGET_ASSIGNMENT_MEMBER,
-        R.CONNECT_GROUP_CURRENT_MEMBER_ASSIGNMENT)
-    unit_epochs: PartitionEpochs  # the epoch table of its units (a consumer group's is its topic space's)
+    RECORD_TYPES: ClassVar[tuple[int, ...]] = tuple(R.CONNECT_RECORDS)
+    KEYS: ClassVar[R.ModernRecordKeys] = R.CONNECT_KEYS
+    MEMBER_TIMERS: ClassVar[tuple[str, ...]] = (SESSION, REBALANCE)
+    members: dict[str, ConnectMember]  # (again: mypy does not map ModernGroup's type variable to compare the bases)
 
     def __init__(self, group_id: str, ctx: GroupContext) -> None:
+        super().__init__(group_id, ctx)
         config, timers = ctx.config, ctx.timers
-        self.group_id = group_id
-        self.events = ctx.events
-        self.config = config
-        self.timers = timers
-        self.store = ctx.store
-        self.group_epoch = 0
-        self.assignment_epoch = 0
-        self.members: dict[str, ConnectMember] = {}
-        self.static: dict[str, str] = {}
         self.units = UnitTable()
         self.unit_epochs = PartitionEpochs(np.zeros(2, dtype=np.int64))  # one "topic" holding every unit id
-        self.target = TargetAssignment()
         self.target_meta: dict[str, tuple[int, bytes]] = {}  # member -> (version, metadata) of its target
         self.assignor_name: str | None = None  # the assignor the installed target was computed with
         self.assignor_state: bytes | None = None
@@ -331,10 +331,7 @@ class ConnectGroup(ModernGroup, ConnectGroupCore):
         self.joins = 0  # arrival counter
         self._negotiated: tuple[str | None, int, int, int] | None = None  # cache of negotiated()
         self.history: deque[Rebalance] = deque(maxlen=config.group_rebalance_history_size)
-        self.dead = False
-        self.member_timers = MemberTimers(timers, self.on_member_timer)
         self.group_timers = GroupTimers(timers, self.on_group_timer)  # the compute lease and the scheduled delay
-        self._loaded: list[R.Record] = []
         self.init_core(timers, config.group_connect_session_timeout_ms,
                        config.group_connect_heartbeat_interval_ms, wire.ConnectGroupHeartbeatResponse)
 
@@ -369,25 +366,11 @@ class ConnectGroup(ModernGroup, ConnectGroupCore):
     def heartbeat(self, member_id: str, instance_id: str | None, generation: int) -> int:
         return E.UNKNOWN_MEMBER_ID
 
-    def leave(self, members: list) -> tuple[int, list[int]]:
-        """LeaveGroup from an admin (kcoord remove-members, Kafka's admin client): each named worker is fenced."""
-        results = []
-        for member_id, iid, reason in members:
-            if member_id == "":
-                mid = self.static.get(iid) if iid is not None else None
-                m = self.members.get(mid) if mid is not None else None
-            else:
-                m = self.members.get(member_id)
-                if m is not None and iid is not None and m.instance_id != iid:
-                    results.append(E.FENCED_INSTANCE_ID)
-                    continue
-            if m is None:
-                results.append(E.UNKNOWN_MEMBER_ID)
-                continue
-            self.note("admin-removal", m.member_id, m.instance_id, reason or "")
-            self.fence(m, f"member {m.member_id} was removed by an admin" + (f": {reason}" if reason else ""))
-            results.append(E.NONE)
-        return E.NONE, results
+    def leave_group_member(self, m: ConnectMember, by_instance_id: bool, instance_id: str | None,
+                           reason: str | None) -> Group:
+        """LeaveGroup from an admin (kcoord remove-members, Kafka's admin client): the named worker is fenced."""
+        self.note("admin-removal", m.member_id, m.instance_id, reason or "")
+        return self.fence(m, f"member {m.member_id} was removed by an admin" + (f": {reason}" if reason else ""))
 
     # ---- ConnectGroupHeartbeat -----------------------------------------------------------------------------------
 
@@ -395,49 +378,32 @@ class ConnectGroup(ModernGroup, ConnectGroupCore):
     def fail(error: int, message: str) -> wire.ConnectGroupHeartbeatResponse:
         return wire.ConnectGroupHeartbeatResponse(error_code=error, error_message=message)
 
+    def leave_response(self, member_id: str, epoch: int) -> wire.ConnectGroupHeartbeatResponse:
+        return wire.ConnectGroupHeartbeatResponse(member_id=member_id, member_epoch=epoch,
+                                                  heartbeat_interval_ms=self.heartbeat_interval_ms)
+
     def connect_heartbeat(self, req: wire.ConnectGroupHeartbeatRequest, client_id: str, client_host: str) \
             -> wire.ConnectGroupHeartbeatResponse:
         """One heartbeat (the request passed validate_heartbeat and quick_heartbeat did not answer it): leave, or
         find (or make) the worker, apply what changed, bump the group epoch if an assignment input moved, make sure
         a worker is computing if one is owed, reconcile, re-arm the session, answer."""
+        first = self.answered_first(req, client_id, client_host)
+        if first is not None:
+            return first
         epoch = req.member_epoch
-        if epoch == LEAVE_EPOCH or epoch == TEMPORARY_LEAVE_EPOCH:
-            return self.connect_leave(req)
-        if self.heartbeat_too_large(req, client_id, client_host):
-            return self.fail(E.UNKNOWN_SERVER_ERROR, "The member's metadata record would be larger than "
-                             f"message.max.bytes ({self.config.message_max_bytes}).")
         member_id = req.member_id
         new = False
-        m = None
-        if req.instance_id is None:
-            m = self.members.get(member_id)
-            if m is None and epoch != JOIN_EPOCH:
-                return self.fail(E.UNKNOWN_MEMBER_ID, f"Member {member_id} is not a member of group {self.group_id}.")
-        else:
-            holder_id = self.static.get(req.instance_id)
-            holder = self.members.get(holder_id) if holder_id is not None else None
-            if epoch != JOIN_EPOCH:
-                if holder is None:
-                    return self.fail(E.UNKNOWN_MEMBER_ID, f"Instance id {req.instance_id} is unknown.")
-                if holder.member_id != member_id:
-                    return self.fail(E.FENCED_INSTANCE_ID, f"Static member {member_id} with instance id "
-                                     f"{req.instance_id} was fenced by member {holder.member_id}.")
-                m = holder
-            elif holder is None:
-                m = self.members.get(member_id)
-            elif holder.member_id == member_id:
-                m = holder
-            elif holder.member_epoch != TEMPORARY_LEAVE_EPOCH:
-                return self.fail(E.UNRELEASED_INSTANCE_ID, f"Static member {holder.member_id} with instance id "
-                                 f"{req.instance_id} is not released yet.")
-            else:
-                problem = join_problem(req)
-                if problem is not None:
-                    return self.fail(E.INVALID_REQUEST, problem)
-                problem = self._negotiation_problem(req.client_assignors, exclude=holder.member_id)
-                if problem is not None:
-                    return self.fail(E.UNSUPPORTED_ASSIGNOR, problem)
-                m = self.replace_static_member(holder, member_id)
+        m, replaced, failure = self.find_member(member_id, req.instance_id, epoch)
+        if failure is not None:
+            return failure
+        if replaced is not None:
+            problem = join_problem(req)
+            if problem is not None:
+                return self.fail(E.INVALID_REQUEST, problem)
+            problem = self._negotiation_problem(req.client_assignors, exclude=replaced.member_id)
+            if problem is not None:
+                return self.fail(E.UNSUPPORTED_ASSIGNOR, problem)
+            m = self.replace_static_member(replaced, member_id)
         if (m is None or (epoch == JOIN_EPOCH and m.member_epoch != JOIN_EPOCH)) and \
                 (problem := join_problem(req)) is not None:
             return self.fail(E.INVALID_REQUEST, problem)
@@ -474,10 +440,7 @@ class ConnectGroup(ModernGroup, ConnectGroupCore):
         changes, would pass message.max.bytes: refused with UNKNOWN_SERVER_ERROR before anything of it is kept, as
         the consumer group does (Kafka's answer to a record write that fails so). A heartbeat that changes none of
         the record's fields costs a few comparisons."""
-        old = self.members.get(req.member_id)
-        if old is None and req.instance_id is not None:
-            holder = self.static.get(req.instance_id)
-            old = self.members.get(holder) if holder is not None else None
+        old = self.member_or_holder(req.member_id, req.instance_id)
         assignors = req.client_assignors
         if old is not None and assignors is None and req.instance_id is None and client_id == old.client_id and \
                 client_host == old.client_host:
@@ -514,21 +477,13 @@ class ConnectGroup(ModernGroup, ConnectGroupCore):
                       client_host: str, new: bool) -> str | None:
         """Apply the request's non-null fields and stage the member's metadata if it changed. Returns the reason
         the group epoch must move (an assignment input changed, D7), or None."""
-        changed = new or m.client_id != client_id or m.client_host != client_host
-        m.client_id, m.client_host = client_id, client_host
+        changed = self.update_member_fields(m, req, client_id, client_host, new)
         reason = None
         if new:
             self._negotiated = None
-            self.members[m.member_id] = m
-            m.session_key = self.member_timers.key(m.member_id, SESSION)
             self.joins += 1
             m.joined = self.joins
             reason = f"member {m.member_id} joined"
-        if req.instance_id is not None and m.instance_id != req.instance_id:
-            m.instance_id, changed = req.instance_id, True
-            self.static[req.instance_id] = m.member_id
-        if req.rebalance_timeout_ms != -1 and m.rebalance_timeout_ms != req.rebalance_timeout_ms:
-            m.rebalance_timeout_ms, changed = req.rebalance_timeout_ms, True
         if req.client_assignors is not None:
             assignors = tuple(_assignor_tuple(a) for a in req.client_assignors)
             if assignors != m.assignors:
@@ -803,82 +758,44 @@ class ConnectGroup(ModernGroup, ConnectGroupCore):
 
     # ---- membership changes ---------------------------------------------------------------------------------
 
-    def replace_static_member(self, old: ConnectMember, member_id: str) -> ConnectMember:
-        """A static worker back under a new member id after its -2: it takes over the old one's units, target and
-        epoch 0 without a group epoch bump (as a KIP-848 static member does)."""
-        self.events.member_event("connect", self.group_id, self.group_epoch, "static-rejoin", member_id,
-                                 old.instance_id, "")
-        m = old.copy_as(member_id)
-        m.member_epoch = m.previous_member_epoch = 0
-        target = self.target.get(old.member_id)
-        self.target.rename(old.member_id, member_id)
+    def hand_over(self, old: ConnectMember, m: ConnectMember) -> None:
+        """The replacement takes the old worker's target version and metadata, and its computation if it was asked
+        for one."""
         if old.member_id in self.target_meta:
-            self.target_meta[member_id] = self.target_meta.pop(old.member_id)
+            self.target_meta[m.member_id] = self.target_meta.pop(old.member_id)
         if self.computing == old.member_id:
-            self.computing, self.prepared = member_id, False
+            self.computing, self.prepared = m.member_id, False
         self.remove_member(old, reason=None, departed=False)
-        self.members[member_id] = m
-        self._negotiated = None
-        self.static[m.instance_id] = member_id  # type: ignore[index]  # a static member: its instance id is set
-        m.session_key = self.member_timers.key(member_id, SESSION)
-        self._hold(m)
-        self.stage_member_metadata(m)
-        self.stage_target_member(member_id, target, self.target_meta.get(member_id, (-1, b"")))
-        self.stage_current_assignment(m)
-        return m
+        self._negotiated = None  # the replacement joins the members next
 
-    def connect_leave(self, req: wire.ConnectGroupHeartbeatRequest) -> wire.ConnectGroupHeartbeatResponse:
-        epoch = req.member_epoch
-        if req.instance_id is not None:
-            holder_id = self.static.get(req.instance_id)
-            if holder_id is None:
-                return self.fail(E.UNKNOWN_MEMBER_ID, f"Instance id {req.instance_id} is unknown.")
-            if holder_id != req.member_id:
-                return self.fail(E.FENCED_INSTANCE_ID, f"Static member {req.member_id} with instance id "
-                                 f"{req.instance_id} was fenced by member {holder_id}.")
-        m = self.members.get(req.member_id)
-        if m is None:
-            return self.fail(E.UNKNOWN_MEMBER_ID, f"Member {req.member_id} is not a member of group {self.group_id}.")
-        if epoch == TEMPORARY_LEAVE_EPOCH:
-            # away for now: it keeps its units and target; no bump, no computation (D4)
-            self.leave_for_now(m)
-            if self.computing == m.member_id:
-                self._rotate("the computing worker left for now")
-        else:
-            self.note("leave", m.member_id, m.instance_id)
-            self.fence(m, f"member {m.member_id} left the group")
-        return wire.ConnectGroupHeartbeatResponse(member_id=req.member_id, member_epoch=epoch,
-                                                  heartbeat_interval_ms=self.heartbeat_interval_ms)
+    def leave_for_now(self, m: ConnectMember) -> None:
+        """Away for now: it keeps its units and target; no bump, no computation (D4); if it was computing, another
+        worker is asked."""
+        super().leave_for_now(m)
+        if self.computing == m.member_id:
+            self._rotate("the computing worker left for now")
 
-    def fence(self, m: ConnectMember, reason: str) -> None:
-        self.remove_member(m, reason=reason, departed=True)
+    def fence(self, m: ConnectMember, why: str) -> Group:
+        """A worker left or was fenced: removed, its target remembered as departed, the epoch bumped (`why` in the
+        rebalance history)."""
+        self.remove_member(m, reason=why, departed=True)
+        return self
 
     def remove_member(self, m: ConnectMember, *, reason: str | None, departed: bool) -> None:
         """A worker leaves, is fenced or is replaced: tombstones (current assignment, target, metadata), its units
         freed, its timers gone; its target is remembered as departed (the next Prepare reports it) and, unless it is
         being replaced, the group epoch is bumped."""
-        self._release(m)
-        store = self.store
-        if store.persistent:
-            store.stage(R.connect_current_assignment_key(self.group_id, m.member_id), None)
-            store.stage(R.connect_target_member_key(self.group_id, m.member_id), None)
-            store.stage(R.connect_member_key(self.group_id, m.member_id), None)
         if departed:
             held = self.target.get(m.member_id)
             if held.shape[0]:
                 self.departed[m.member_id] = (m.instance_id, held)
-        del self.members[m.member_id]
+        self.forget_member(m)
         if not self.members:
             self.empty_since_ms = self.timers.clock.wall_ms()
         self._negotiated = None
-        self.target.pop(m.member_id)
         self.target_meta.pop(m.member_id, None)
         self.excluded.discard(m.member_id)
         self.mismatches.pop(m.member_id, None)
-        if m.instance_id is not None and self.static.get(m.instance_id) == m.member_id:
-            del self.static[m.instance_id]
-        for kind in (SESSION, REBALANCE):
-            self.member_timers.release(m.member_id, kind)
         if self.computing == m.member_id:
             self.computing, self.prepared = None, False
         if reason is not None:
@@ -904,34 +821,21 @@ class ConnectGroup(ModernGroup, ConnectGroupCore):
 
     # ---- reconciliation -----------------------------------------------------------------------------------------
 
-    def reconcile(self, m: ConnectMember, owned) -> None:
-        """One compiled CurrentAssignmentBuilder step over the unit epoch table (_assign.step, shared with consumer
-        groups); the assignment's Version and Metadata are the target's once the member reaches its epoch."""
-        ids = None if owned is None else self.units.lookup(owned)
-        target = self.target
-        r = _assign.step(self.unit_epochs, m.state, m.member_epoch, m.previous_member_epoch, self.assignment_epoch,
-                         m.assigned, m.pending, target.indptr, target.flat, target.row.get(m.member_id, -1),
-                         _ONE_TOPIC, ids, None, False)
-        if not r.changed or r.error:
-            return
-        m.state, m.member_epoch, m.previous_member_epoch = r.state, r.member_epoch, r.previous_member_epoch
-        m.assigned, m.pending = r.assigned, r.pending_revocation
+    def step_inputs(self, m: ConnectMember, owned) -> tuple[np.ndarray, np.ndarray | None, None]:
+        """`owned`: the request's ConnectorsAndTasks, or None; every unit lies in "topic" 0 of the epoch table."""
+        return _ONE_TOPIC, None if owned is None else self.units.lookup(owned), None
+
+    def reconciled(self, m: ConnectMember) -> None:
+        """At the assignment epoch, the assignment's Version and Metadata are its target's."""
         if m.member_epoch == self.assignment_epoch:
             meta = self.target_meta.get(m.member_id, (-1, b""))
             if m.delivered != meta:
                 m.delivered = meta
-        self.stage_current_assignment(m)
-        if m.state == UNREVOKED:
-            m.rebalance_armed_epoch = m.member_epoch
-            self.member_timers.arm(m.member_id, REBALANCE, max(m.rebalance_timeout_ms, 0))
-        elif m.rebalance_armed_epoch != -1:
-            m.rebalance_armed_epoch = -1
-            self.member_timers.cancel(m.member_id, REBALANCE)
 
     # ---- timers -------------------------------------------------------------------------------------------------
 
-    def arm_session(self, m: ConnectMember) -> None:
-        self.timers.arm(m.session_key, self.config.group_connect_session_timeout_ms)
+    def session_timeout_ms(self, m: ConnectMember) -> int:
+        return self.config.group_connect_session_timeout_ms
 
     def on_group_timer(self, kind: str) -> None:
         if kind == COMPUTE and self.computing is not None and self.group_epoch > self.assignment_epoch:
@@ -941,18 +845,6 @@ class ConnectGroup(ModernGroup, ConnectGroupCore):
             self.change = ("scheduled-delay", "")
             self.bump("the scheduled rebalance delay ended")
             self.owe_computation()
-
-    def on_member_timer(self, member_id: str, kind: str) -> None:
-        m = self.members.get(member_id)
-        if m is None:
-            return
-        if kind == SESSION:
-            self.note("session-timeout", member_id, m.instance_id)
-            self.fence(m, f"member {member_id} was fenced: its session timed out")
-        elif m.state == UNREVOKED and m.member_epoch == m.rebalance_armed_epoch:
-            self.note("rebalance-timeout", member_id, m.instance_id)
-            self.fence(m, f"member {member_id} was fenced: it did not revoke its units within its rebalance "
-                          "timeout")
 
     # ---- records ------------------------------------------------------------------------------------------------
 
@@ -973,8 +865,11 @@ class ConnectGroup(ModernGroup, ConnectGroupCore):
                             name=a[0], minimum_version=a[1], maximum_version=a[2], reason=a[3], version=a[4],
                             metadata=a[5]) for a in m.assignors])))
 
-    def stage_target_member(self, member_id: str, ids: np.ndarray, meta: tuple[int, bytes]) -> None:
+    def stage_target_member(self, member_id: str, ids: np.ndarray, meta: tuple[int, bytes] | None = None) -> None:
+        """`meta`: the target's (version, metadata), if not the one the group has for the member."""
         if self.store.persistent:
+            if meta is None:
+                meta = self.target_meta.get(member_id, (-1, b""))
             self.store.stage(R.connect_target_member_key(self.group_id, member_id), R.connect_value(
                 wire.ConnectGroupTargetAssignmentMemberValue(units=ids.tolist(), version=meta[0], metadata=meta[1])))
 
@@ -991,18 +886,6 @@ class ConnectGroup(ModernGroup, ConnectGroupCore):
                 wire.ConnectGroupCurrentMemberAssignmentValue(
                     member_epoch=m.member_epoch, previous_member_epoch=m.previous_member_epoch, state=m.state,
                     assigned=m.assigned.tolist(), pending_revocation=m.pending.tolist())))
-
-    def record_keys(self) -> Iterable[bytes]:
-        g = self.group_id
-        keys = [R.connect_current_assignment_key(g, mid) for mid in self.members]
-        keys += [R.connect_target_member_key(g, mid) for mid in self.target]
-        keys.append(R.connect_target_metadata_key(g))
-        keys += [R.connect_member_key(g, mid) for mid in self.members]
-        keys += [R.connect_units_key(g), R.connect_group_key(g)]
-        return keys
-
-    def replay(self, record: R.Record) -> None:
-        self._loaded.append(record)
 
     def on_loaded(self) -> None:
         """Rebuild the group from its records: the unit table first (every other record names unit ids), then the
@@ -1058,24 +941,18 @@ class ConnectGroup(ModernGroup, ConnectGroupCore):
                 self.static[m.instance_id] = m.member_id
             a = current.get(m.member_id)
             if a is not None:
-                m.member_epoch, m.previous_member_epoch, m.state = a.member_epoch, a.previous_member_epoch, a.state
-                m.assigned = ids_of(a.assigned, f"the assignment of {m.member_id}")
-                m.pending = ids_of(a.pending_revocation, f"the pending revocation of {m.member_id}")
-                if m.member_epoch == self.assignment_epoch:
+                if a.member_epoch == self.assignment_epoch:
                     m.delivered = self.target_meta.get(m.member_id, (-1, b""))
-                self._hold(m)  # PartitionEpochError (a ValueError) if two members hold one unit
-            m.session_key = self.member_timers.arm(m.member_id, SESSION, self.config.group_connect_session_timeout_ms)
-            if m.state == UNREVOKED:
-                m.rebalance_armed_epoch = m.member_epoch
-                self.member_timers.arm(m.member_id, REBALANCE, max(m.rebalance_timeout_ms, 0))
+                self.load_current(m, a, ids_of(a.assigned, f"the assignment of {m.member_id}"),
+                                  ids_of(a.pending_revocation, f"the pending revocation of {m.member_id}"))
+            self.arm_loaded(m)
         if self.delay_deadline_ms >= 0:
             self.group_timers.arm(DELAY, max(self.delay_remaining_ms(), 0))
         self.owe_computation()
 
     def unload(self) -> None:
-        self.member_timers.clear()
+        super().unload()
         self.group_timers.clear()
-        self.dead = True
 
     # ---- ConnectGroupDescribe -----------------------------------------------------------------------------------
 

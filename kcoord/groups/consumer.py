@@ -11,6 +11,8 @@ assigned, pending and target partitions are sorted int32 arrays of those ids.
 
 The group stages Kafka's records (ConsumerGroupMetadata, PartitionMetadata, MemberMetadata, TargetAssignment*,
 CurrentMemberAssignment) ahead of the responses that acknowledge them, in Kafka's write order, and replays them.
+What it does as a connect group does (static members, the -1/-2 leaves, the step's bookkeeping, sessions, member
+removal) is ModernGroup's (kcoord.groups.modern); this module holds what is a consumer group's own.
 """
 
 from __future__ import annotations
@@ -42,8 +44,16 @@ from ..assignors import (
 from ..events import ADMIN_REMOVAL_REASON, join_reason
 from ..reply import Reply
 from ..topics import TopicCatalogue
-from .base import GroupContext, MemberTimers
-from .modern import REBALANCE, ModernGroup, TargetAssignment, csr_changed
+from .base import Group, GroupContext
+from .modern import (
+    JOIN_EPOCH,
+    LEAVE_EPOCH,
+    REBALANCE,
+    SESSION,
+    TEMPORARY_LEAVE_EPOCH,
+    ModernGroup,
+    csr_changed,
+)
 
 STABLE = _assign.STABLE
 UNREVOKED_PARTITIONS = _assign.UNREVOKED_PARTITIONS
@@ -51,16 +61,14 @@ UNRELEASED_PARTITIONS = _assign.UNRELEASED_PARTITIONS
 UNKNOWN_STATE = _assign.UNKNOWN
 MEMBER_STATES = _assign.MEMBER_STATES
 
-JOIN_EPOCH, LEAVE_EPOCH, TEMPORARY_LEAVE_EPOCH = 0, -1, -2
 # ConsumerGroupDescribe v1 MemberType: 0 a classic-protocol member (KIP-848 migration), 1 a consumer-protocol one
 CLASSIC_MEMBER_TYPE, CONSUMER_MEMBER_TYPE = 0, 1
-# member timer kinds: the session; the revocation deadline; a classic member's rejoin and sync deadlines
-SESSION, JOIN, SYNC = "session", "join", "sync"  # and REBALANCE (groups.modern)
+# member timer kinds besides SESSION and REBALANCE (groups.modern): a classic member's rejoin and sync deadlines
+JOIN, SYNC = "join", "sync"
 CONSUMER_PROTOCOL_TYPE = "consumer"  # the classic protocol type of consumers
 SERVER_ASSIGNORS = ("uniform", "range")
 
 _NONE = EMPTY_IDS
-_KEEP = object()
 
 
 def new_member_id() -> str:
@@ -236,40 +244,29 @@ class TopicSpace:
                 for t, ps in self.split(ids)]
 
 
-class ConsumerGroup(ModernGroup, ConsumerGroupCore):
+class ConsumerGroup(ModernGroup[ConsumerMember], ConsumerGroupCore):
     GROUP_TYPE: ClassVar[str] = "consumer"
     PROTOCOL_TYPE: ClassVar[str] = CONSUMER_PROTOCOL_TYPE
-    RECORD_TYPES: ClassVar[tuple[int, ...]] = (
-        R.CONSUMER_GROUP_METADATA, R.CONSUMER_GROUP_PARTITION_METADATA, R.CONSUMER_GROUP_MEMBER_METADATA,
-        R.CONSUMER_GROUP_TARGET_ASSIGNMENT_METADATA, R.CONSUMER_GROUP_TARGET_ASSIGNMENT_MEMBER,
-        R.CONSUMER_GROUP_CURRENT_MEMBER_ASSIGNMENT)
+    RECORD_TYPES: ClassVar[tuple[int, ...]] = tuple(R.CONSUMER_RECORDS)
+    KEYS: ClassVar[R.ModernRecordKeys] = R.CONSUMER_KEYS
+    MEMBER_TIMERS: ClassVar[tuple[str, ...]] = (SESSION, REBALANCE, JOIN, SYNC)
+    members: dict[str, ConsumerMember]  # (again: mypy does not map ModernGroup's type variable to compare the bases)
 
     def __init__(self, group_id: str, ctx: GroupContext) -> None:
+        super().__init__(group_id, ctx)
         config, timers = ctx.config, ctx.timers
-        self.group_id = group_id
-        self.events = ctx.events
-        self.config = config
-        self.timers = timers
-        self.store = ctx.store
         self.catalogue = ctx.topics if ctx.topics is not None else TopicCatalogue()
-        self.group_epoch = 0
-        self.assignment_epoch = 0
-        self.members: dict[str, ConsumerMember] = {}
-        self.static: dict[str, str] = {}  # instance id -> member id
-        self.target = TargetAssignment()
         self.space = TopicSpace()
+        self.unit_epochs = self.space.epochs  # the epoch table over the topic space's partition ids
         self.subscribers: Counter[str] = Counter()  # topic name -> members consuming it (names or regex)
         self.regexes: dict[str, tuple[Any, int, tuple[str, ...]]] = {}  # pattern -> (compiled, version, matches)
         self.regex_users: Counter[str] = Counter()  # pattern -> members using it (its cache entry goes with the last)
         self.metadata: dict[str, tuple[bytes, int]] = {}  # subscribed topics as the last target saw them
         self.catalogue_version = -1
-        self.dead = False
-        self.member_timers = MemberTimers(timers, self.on_member_timer)
         self.assignors = config.consumer_assignors()
-        self._loaded: list[R.Record] = []
         # The coordinator's: converts this group back to a classic one (the last consumer-protocol member went);
         # called with (group, whether a member left), returns the classic group that took its place.
-        self.downgrade: Callable[[ConsumerGroup, bool], object] | None = ctx.downgrade
+        self.downgrade: Callable[[ConsumerGroup, bool], Group] | None = ctx.downgrade
         self.init_core(timers, config.group_consumer_session_timeout_ms,
                        config.group_consumer_heartbeat_interval_ms, wire.ConsumerGroupHeartbeatResponse)
 
@@ -305,10 +302,6 @@ class ConsumerGroup(ModernGroup, ConsumerGroupCore):
 
     def subscribed_topics(self) -> set[str]:
         return set(self.subscribers)
-
-    @property
-    def unit_epochs(self) -> PartitionEpochs:
-        return self.space.epochs
 
     # ---- classic members inside a consumer group (KIP-848 online migration) ----------------------------------------
     # A classic-protocol member (JoinGroup / SyncGroup / Heartbeat / LeaveGroup) is a member like any other: its
@@ -475,32 +468,15 @@ class ConsumerGroup(ModernGroup, ConsumerGroupCore):
         missing = np.setdiff1d(self.target.get(m.member_id, _NONE), m.assigned, assume_unique=True)
         return all(epochs[int(p)] == -1 for p in missing.tolist())
 
-    def leave(self, members: list) -> tuple[int, list[int]]:
-        """LeaveGroup: classic members leaving, or Kafka's admin client removing members of either protocol; each
-        member named by instance id (member id "") or member id is fenced, as a -1 leave is."""
-        results = []
-        for member_id, iid, reason in members:
-            if member_id == "":
-                mid = self.static.get(iid) if iid is not None else None
-                m = self.members.get(mid) if mid is not None else None
-            else:
-                m = self.members.get(member_id)
-                if m is not None and iid is not None and m.instance_id != iid:
-                    results.append(E.FENCED_INSTANCE_ID)
-                    continue
-            if m is None:
-                results.append(E.UNKNOWN_MEMBER_ID)
-                continue
-            if member_id == "":
-                self.note("admin-removal", m.member_id, iid, reason or ADMIN_REMOVAL_REASON)
-            else:
-                self.note("leave", m.member_id, iid, join_reason(reason))
-            successor = self.fence(m)
-            results.append(E.NONE)
-            if successor is not self:  # the group went back to the classic protocol: it takes the rest
-                top, rest = successor.leave(members[len(results):])
-                return top, results + rest
-        return E.NONE, results
+    def leave_group_member(self, m: ConsumerMember, by_instance_id: bool, instance_id: str | None,
+                           reason: str | None) -> Group:
+        """LeaveGroup: a classic member leaving, or Kafka's admin client removing a member of either protocol (by
+        instance id, member id ""); fenced as a -1 leave is."""
+        if by_instance_id:
+            self.note("admin-removal", m.member_id, instance_id, reason or ADMIN_REMOVAL_REASON)
+        else:
+            self.note("leave", m.member_id, instance_id, join_reason(reason))
+        return self.fence(m)
 
     # ---- ConsumerGroupHeartbeat -----------------------------------------------------------------------------------
 
@@ -514,55 +490,32 @@ class ConsumerGroup(ModernGroup, ConsumerGroupCore):
             member_id=member_id, member_epoch=epoch,
             heartbeat_interval_ms=self.config.group_consumer_heartbeat_interval_ms, assignment=assignment)
 
+    def leave_response(self, member_id: str, epoch: int) -> wire.ConsumerGroupHeartbeatResponse:
+        return self.response(member_id=member_id, epoch=epoch)
+
     def consumer_heartbeat(self, req: wire.ConsumerGroupHeartbeatRequest, version: int, client_id: str,
                            client_host: str) -> wire.ConsumerGroupHeartbeatResponse:
         """One heartbeat, as Kafka's GroupMetadataManager.consumerGroupHeartbeat: leave, or find (or make) the member,
         apply what changed, bump the group epoch if needed, compute the target if it is owed, reconcile, re-arm the
         session, answer. The request passed validate_heartbeat, and quick_heartbeat (which the router tries first)
         did not answer it."""
+        first = self.answered_first(req, client_id, client_host)
+        if first is not None:
+            return first
         epoch = req.member_epoch
-        if epoch == LEAVE_EPOCH or epoch == TEMPORARY_LEAVE_EPOCH:
-            return self.consumer_leave(req)
-        if self.heartbeat_too_large(req, client_id, client_host):
-            return self.fail(E.UNKNOWN_SERVER_ERROR, "The member's metadata record would be larger than "
-                             f"message.max.bytes ({self.config.message_max_bytes}).")
-        m = self.members.get(req.member_id) if req.instance_id is None else None
         member_id = req.member_id or new_member_id()  # v0 joins may leave the id to the coordinator
         owned = req.topic_partitions  # converted where it is read, in the group's numbering of that moment
-        full_group = f"The consumer group has reached its maximum capacity of {self.config.group_consumer_max_size} " \
-                     "members."
+        m, replaced, failure = self.find_member(member_id, req.instance_id, epoch)
+        if failure is not None:
+            return failure
         new = False
-        if req.instance_id is None:
-            if m is None:
-                if epoch != JOIN_EPOCH:
-                    return self.fail(E.UNKNOWN_MEMBER_ID, f"Member {member_id} is not a member of group "
-                                     f"{self.group_id}.")
-                if len(self.members) >= self.config.group_consumer_max_size:
-                    return self.fail(E.GROUP_MAX_SIZE_REACHED, full_group)
-                m, new = ConsumerMember(member_id), True
-        else:
-            holder_id = self.static.get(req.instance_id)
-            holder = self.members.get(holder_id) if holder_id is not None else None
-            if epoch != JOIN_EPOCH:
-                if holder is None:
-                    return self.fail(E.UNKNOWN_MEMBER_ID, f"Instance id {req.instance_id} is unknown.")
-                if holder.member_id != member_id:
-                    return self.fail(E.FENCED_INSTANCE_ID, f"Static member {member_id} with instance id "
-                                     f"{req.instance_id} was fenced by member {holder.member_id}.")
-                m = holder
-            elif holder is None:
-                m = self.members.get(member_id)
-                if m is None:
-                    if len(self.members) >= self.config.group_consumer_max_size:
-                        return self.fail(E.GROUP_MAX_SIZE_REACHED, full_group)
-                    m, new = ConsumerMember(member_id), True
-            elif holder.member_id == member_id:
-                m = holder  # the same instance rejoins with its own id
-            elif holder.member_epoch != TEMPORARY_LEAVE_EPOCH and holder.classic is None:
-                return self.fail(E.UNRELEASED_INSTANCE_ID, f"Static member {holder.member_id} with instance id "
-                                 f"{req.instance_id} is not released yet.")
-            else:  # released with -2, or a classic member (it never sends -2): replaced at once, as in Kafka
-                m = self.replace_static_member(holder, member_id, classic=None)
+        if replaced is not None:
+            m = self.replace_static_member(replaced, member_id, classic=None)  # it speaks the consumer protocol
+        elif m is None:
+            if len(self.members) >= self.config.group_consumer_max_size:
+                return self.fail(E.GROUP_MAX_SIZE_REACHED, "The consumer group has reached its maximum capacity of "
+                                 f"{self.config.group_consumer_max_size} members.")
+            m, new = ConsumerMember(member_id), True
         if not new and m.classic is not None:
             return self.fail(E.UNKNOWN_MEMBER_ID, f"Member {m.member_id} uses the classic protocol; it cannot "
                              "heartbeat with the consumer protocol.")
@@ -600,13 +553,6 @@ class ConsumerGroup(ModernGroup, ConsumerGroupCore):
             assignment = wire.ConsumerGroupHeartbeatResponseAssignment(
                 topic_partitions=self.space.to_heartbeat(m.assigned))
         return self.response(member_id=m.member_id, epoch=m.member_epoch, assignment=assignment)
-
-    def member_or_holder(self, member_id: str, instance_id: str | None) -> ConsumerMember | None:
-        m = self.members.get(member_id)
-        if m is None and instance_id is not None:
-            holder = self.static.get(instance_id)
-            m = self.members.get(holder) if holder is not None else None
-        return m
 
     def heartbeat_too_large(self, req: wire.ConsumerGroupHeartbeatRequest, client_id: str, client_host: str) -> bool:
         """Whether the member's metadata record, with what this heartbeat changes, would pass message.max.bytes
@@ -660,18 +606,9 @@ class ConsumerGroup(ModernGroup, ConsumerGroupCore):
                       client_host: str, new: bool) -> bool:
         """Apply the request's non-null fields; stage the member's metadata if it changed. Returns whether its
         subscription changed (names, or regex)."""
-        changed = new or m.client_id != client_id or m.client_host != client_host
-        m.client_id, m.client_host = client_id, client_host
-        if new:
-            self.members[m.member_id] = m
-            m.session_key = self.member_timers.key(m.member_id, SESSION)
-        if req.instance_id is not None and m.instance_id != req.instance_id:
-            m.instance_id, changed = req.instance_id, True
-            self.static[req.instance_id] = m.member_id
+        changed = self.update_member_fields(m, req, client_id, client_host, new)
         if req.rack_id is not None and m.rack_id != req.rack_id:
             m.rack_id, changed = req.rack_id, True
-        if req.rebalance_timeout_ms != -1 and m.rebalance_timeout_ms != req.rebalance_timeout_ms:
-            m.rebalance_timeout_ms, changed = req.rebalance_timeout_ms, True
         if req.server_assignor is not None and m.server_assignor != req.server_assignor:
             m.server_assignor, changed = req.server_assignor, True
         subscription = new
@@ -697,57 +634,24 @@ class ConsumerGroup(ModernGroup, ConsumerGroupCore):
 
     # ---- membership changes ---------------------------------------------------------------------------------------
 
-    def replace_static_member(self, old: ConsumerMember, member_id: str, classic: object = _KEEP) -> ConsumerMember:
-        """A static member returns under a new member id (after leaving with -2, or at once when either it or the
-        old member speaks the classic protocol): it takes over the old member's partitions and target, at epoch 0;
-        no group epoch bump (Kafka's static member replacement). `classic`: the new member's ClassicMemberMetadata
-        (None: it speaks the consumer protocol), if it is not the old member's."""
-        m = old.copy_as(member_id)
-        m.member_epoch = m.previous_member_epoch = 0
-        self.events.member_event("consumer", self.group_id, self.group_epoch, "static-rejoin", member_id,
-                                 old.instance_id, "")
-        if classic is not _KEEP:
-            m.classic = classic
-        m.topic_names, m.regex = (), None  # counted again below, as the old member's are uncounted
-        target = self.target.get(old.member_id)
-        self.target.rename(old.member_id, member_id)
+    def released(self, holder: ConsumerMember) -> bool:
+        """Released with -2, or a classic member (it never sends -2): replaced at once, as in Kafka."""
+        return holder.member_epoch == TEMPORARY_LEAVE_EPOCH or holder.classic is not None
+
+    def hand_over(self, old: ConsumerMember, m: ConsumerMember) -> None:
+        """The replacement consumes what the old member did, and uses its regex (counted again: the old member's
+        are uncounted as it goes)."""
+        m.topic_names, m.regex = (), None
         self._set_regex(m, old.regex)
         names = old.topic_names
         self.remove_member(old, bump=False)
         self._consume(m, names)
-        self.members[member_id] = m
-        self.static[m.instance_id] = member_id  # type: ignore[index]  # a static member: its instance id is set
-        m.session_key = self.member_timers.key(member_id, SESSION)
-        self._hold(m)
-        self.stage_member_metadata(m)
-        self.stage_target_member(member_id, target)
-        self.stage_current_assignment(m)
-        return m
 
-    def consumer_leave(self, req: wire.ConsumerGroupHeartbeatRequest) -> wire.ConsumerGroupHeartbeatResponse:
-        epoch = req.member_epoch
-        if req.instance_id is not None:
-            holder_id = self.static.get(req.instance_id)
-            if holder_id is None:
-                return self.fail(E.UNKNOWN_MEMBER_ID, f"Instance id {req.instance_id} is unknown.")
-            if holder_id != req.member_id:
-                return self.fail(E.FENCED_INSTANCE_ID, f"Static member {req.member_id} with instance id "
-                                 f"{req.instance_id} was fenced by member {holder_id}.")
-        m = self.members.get(req.member_id)
-        if m is None:
-            return self.fail(E.UNKNOWN_MEMBER_ID, f"Member {req.member_id} is not a member of group {self.group_id}.")
-        if epoch == TEMPORARY_LEAVE_EPOCH:
-            # A static member leaves for now: it keeps its partitions and target, its session keeps running.
-            self.leave_for_now(m)
-        else:
-            self.note("leave", m.member_id, m.instance_id)
-            self.fence(m)
-        return self.response(member_id=req.member_id, epoch=epoch)
-
-    def fence(self, m: ConsumerMember):
+    def fence(self, m: ConsumerMember, why: str = "") -> Group:
         """A member leaves or is fenced: removed, the epoch bumped; or, when it is the last consumer-protocol member
         beside classic ones and downgrades are allowed, the group goes back to the classic protocol (Kafka's
-        validateOnlineDowngradeWithFencedMembers / convertToClassicGroup), which then rebalances."""
+        validateOnlineDowngradeWithFencedMembers / convertToClassicGroup), which then rebalances. (`why` is for a
+        history, which a consumer group does not keep: its events carry the trigger.)"""
         # `any` stops at the first other consumer-protocol member: in a group of them this costs one or two
         # looks, not a pass over the members at every fence (a session-expiry storm would be quadratic).
         if (m.classic is None and self.downgrade is not None and self.config.downgrade_enabled()
@@ -759,22 +663,11 @@ class ConsumerGroup(ModernGroup, ConsumerGroupCore):
         return self
 
     def remove_member(self, m: ConsumerMember, *, bump: bool) -> None:
-        """Fence or remove a member: tombstones in Kafka's order (current assignment, target, metadata), its
-        partitions freed, its timers gone, and (unless it is being replaced) the group epoch bumped."""
-        self._release(m)
-        store = self.store
-        if store.persistent:
-            store.stage(R.consumer_current_assignment_key(self.group_id, m.member_id), None)
-            store.stage(R.consumer_target_member_key(self.group_id, m.member_id), None)
-            store.stage(R.consumer_member_key(self.group_id, m.member_id), None)
-        del self.members[m.member_id]
-        self.target.pop(m.member_id)
-        if m.instance_id is not None and self.static.get(m.instance_id) == m.member_id:
-            del self.static[m.instance_id]
+        """Fence or remove a member (forget_member), what it consumed uncounted, and (unless it is being replaced) the
+        group epoch bumped."""
+        self.forget_member(m)
         self._consume(m, ())
         self._set_regex(m, None)
-        for kind in (SESSION, REBALANCE, JOIN, SYNC):
-            self.member_timers.release(m.member_id, kind)
         if bump:
             self.bump()
 
@@ -918,46 +811,15 @@ class ConsumerGroup(ModernGroup, ConsumerGroupCore):
 
     # ---- reconciliation -------------------------------------------------------------------------------------------
 
-    def reconcile(self, m: ConsumerMember, owned, subscription_changed: bool) -> None:
-        """One CurrentAssignmentBuilder step, compiled with the epoch table's move (`_assign.step`): `owned` is
-        None, an id array, or the request's TopicPartitions as they came. The rebalance timer is armed while the
-        member must revoke and cancelled otherwise (Kafka arms it with the write)."""
-        target = self.target
-        space = self.space
-        r = _assign.step(space.epochs, m.state, m.member_epoch, m.previous_member_epoch, self.assignment_epoch,
-                         m.assigned, m.pending, target.indptr, target.flat, target.row.get(m.member_id, -1),
-                         m.topics, owned, space.by_topic_id, subscription_changed)
-        if not r.changed or r.error:
-            return
-        m.state, m.member_epoch, m.previous_member_epoch = r.state, r.member_epoch, r.previous_member_epoch
-        m.assigned, m.pending = r.assigned, r.pending_revocation
-        self.stage_current_assignment(m)
-        if m.state == UNREVOKED_PARTITIONS:
-            m.rebalance_armed_epoch = m.member_epoch
-            self.member_timers.arm(m.member_id, REBALANCE, max(m.rebalance_timeout_ms, 0))
-        elif m.rebalance_armed_epoch != -1:
-            m.rebalance_armed_epoch = -1
-            self.member_timers.cancel(m.member_id, REBALANCE)
+    def step_inputs(self, m: ConsumerMember, owned) -> tuple[np.ndarray, object, dict[bytes, int]]:
+        """`owned`: None, an id array, or the request's TopicPartitions as they came (the step reads their topic
+        ids)."""
+        return m.topics, owned, self.space.by_topic_id
 
     # ---- timers ---------------------------------------------------------------------------------------------------
 
     def session_timeout_ms(self, m: ConsumerMember) -> int:
         return m.classic.session_timeout_ms if m.classic is not None else self.config.group_consumer_session_timeout_ms
-
-    def arm_session(self, m: ConsumerMember) -> None:
-        self.timers.arm(m.session_key, self.session_timeout_ms(m))
-
-    def on_member_timer(self, member_id: str, kind: str) -> None:
-        m = self.members.get(member_id)
-        if m is None:
-            return
-        if kind in (SESSION, JOIN, SYNC):
-            # session expired, or a classic member did not rejoin / sync in time: fenced
-            self.note(f"{kind}-timeout", member_id, m.instance_id)
-            self.fence(m)
-        elif m.state == UNREVOKED_PARTITIONS and m.member_epoch == m.rebalance_armed_epoch:
-            self.note("rebalance-timeout", member_id, m.instance_id)
-            self.fence(m)  # did not revoke within its rebalance timeout
 
     # ---- records --------------------------------------------------------------------------------------------------
 
@@ -988,23 +850,9 @@ class ConsumerGroup(ModernGroup, ConsumerGroupCore):
                                  state=m.state, assigned_partitions=self._record_partitions(m.assigned, cls),
                                  partitions_pending_revocation=self._record_partitions(m.pending, cls))))
 
-    def record_keys(self) -> Iterable[bytes]:
-        """Kafka's deletion order: every current assignment, every target, the target metadata, every member, the
-        partition metadata, the group."""
-        g = self.group_id
-        keys = [R.consumer_current_assignment_key(g, mid) for mid in self.members]
-        keys += [R.consumer_target_member_key(g, mid) for mid in self.target]
-        keys.append(R.consumer_target_metadata_key(g))
-        keys += [R.consumer_member_key(g, mid) for mid in self.members]
-        keys += [R.consumer_partition_metadata_key(g), R.consumer_group_key(g)]
-        return keys
-
-    def replay(self, record: R.Record) -> None:
-        """Collect the group's records; they are applied in on_loaded, once the topic catalogue (whose records sort
-        after the groups') is loaded, so topic ids can be placed in the group's topic space."""
-        self._loaded.append(record)
-
     def on_loaded(self) -> None:
+        """Apply the replayed records, now that the topic catalogue (whose records sort after the groups') is
+        loaded, so topic ids can be placed in the group's topic space."""
         records, self._loaded = self._loaded, []
         by_topic_id = {t.topic_id: t.name for t in self.catalogue.by_name.values()}
         assigned: dict[str, wire.ConsumerGroupCurrentMemberAssignmentValue] = {}
@@ -1053,18 +901,9 @@ class ConsumerGroup(ModernGroup, ConsumerGroupCore):
             self._set_topics(m)
             a = assigned.get(m.member_id)
             if a is not None:
-                m.member_epoch, m.previous_member_epoch, m.state = a.member_epoch, a.previous_member_epoch, a.state
-                m.assigned = self.space.from_wire(a.assigned_partitions)
-                m.pending = self.space.from_wire(a.partitions_pending_revocation)
-                self._hold(m)
-            m.session_key = self.member_timers.arm(m.member_id, SESSION, self.session_timeout_ms(m))
-            if m.state == UNREVOKED_PARTITIONS:
-                m.rebalance_armed_epoch = m.member_epoch
-                self.member_timers.arm(m.member_id, REBALANCE, max(m.rebalance_timeout_ms, 0))
-
-    def unload(self) -> None:
-        self.member_timers.clear()
-        self.dead = True
+                self.load_current(m, a, self.space.from_wire(a.assigned_partitions),
+                                  self.space.from_wire(a.partitions_pending_revocation))
+            self.arm_loaded(m)
 
     # ---- ConsumerGroupDescribe ------------------------------------------------------------------------------------
 

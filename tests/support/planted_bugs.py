@@ -139,7 +139,7 @@ BUGS = [
         '"sync-timeout", "rebalance-timeout"})',
         '"sync-timeout"})',
         (EXPIRY,)),
-    Bug("a rebalance-timeout fence noted as a leave", "kcoord/groups/consumer.py",
+    Bug("a rebalance-timeout fence noted as a leave", "kcoord/groups/modern.py",
         'self.note("rebalance-timeout", member_id, m.instance_id)',
         'self.note("leave", member_id, m.instance_id)',
         (EXPIRY,)),
