@@ -32,7 +32,7 @@ from kcoord.client import Client
 from ..support.cli import kcoord, one_line
 from ..support.interop_member import MEMBERS, Member
 from ..support.servers import Server, free_port, serve
-from .test_interop_consumer import wait_until
+from ..support.waits import wait_until
 
 TOPICS = {"orders": 4, "events": 2}
 LEADER_EPOCH = 3  # what the kafka-python consumer commits with its offsets

@@ -24,6 +24,7 @@ from collections.abc import Callable
 
 import pytest
 
+from ..support import waits
 from ..support.interop_member import HEARTBEAT_INTERVAL_MS, KINDS, MEMBERS, SESSION_TIMEOUT_MS, Member
 from ..support.servers import ROOT, Server, free_port, serve
 
@@ -96,16 +97,10 @@ def make_group(server):
 
 
 def wait_until(check: Callable[[], tuple[bool, object]], timeout: float, what: str, server: Server | None = None):
-    """Poll check() -> (done, observed) until done; fail with the last observation after `timeout` seconds."""
-    deadline = time.monotonic() + timeout
-    while True:
-        done, observed = check()
-        if done:
-            return observed
-        if time.monotonic() > deadline:
-            tail = f"\nserver log tail:\n{server.log_tail()}" if server is not None else ""
-            pytest.fail(f"{what}: not reached within {timeout}s; last observed:\n{pretty(observed)}{tail}")
-        time.sleep(0.1)
+    """Poll check() -> (done, observed) until done; fail with the last observation (and the server's log tail)
+    after `timeout` seconds."""
+    return waits.wait_until(check, timeout, what, interval=0.1, show=pretty,
+                            more=None if server is None else lambda: f"\nserver log tail:\n{server.log_tail()}")
 
 
 def pretty(observed) -> str:

@@ -23,6 +23,7 @@ from kcoord import errors as E
 from kcoord import wire
 from kcoord.client import Client
 
+from ..support import waits
 from ..support.servers import ROOT, Server, free_port, serve
 
 pytestmark = pytest.mark.interop
@@ -191,17 +192,11 @@ def summary(g) -> dict:
 
 
 def wait_until(check: Callable[[], tuple[bool, object]], timeout: float, what: str, workers: Workers):
-    deadline = time.monotonic() + timeout
-    while True:
-        done, observed = check()
-        if done:
-            return observed
-        if time.monotonic() > deadline:
-            outs = "\n".join(f"--- {n}\n{workers.out_tail(n, 10)}" for n in list(workers.procs)[:3])
-            pytest.fail(f"{what}: not reached within {timeout}s; last observed:\n"
-                        f"{json.dumps(observed, indent=1, default=repr)}\nserver log tail:\n"
-                        f"{workers.server.log_tail()}\nworkers:\n{outs}")
-        time.sleep(0.2)
+    def logs() -> str:
+        outs = "\n".join(f"--- {n}\n{workers.out_tail(n, 10)}" for n in list(workers.procs)[:3])
+        return f"\nserver log tail:\n{workers.server.log_tail()}\nworkers:\n{outs}"
+    return waits.wait_until(check, timeout, what, interval=0.2, show=lambda o: json.dumps(o, indent=1, default=repr),
+                            more=logs)
 
 
 def hold_steady(workers: Workers, seconds: float) -> None:

@@ -29,6 +29,7 @@ from kcoord.client import Client
 from ..support.interop_consumer import ConsumerMember
 from ..support.interop_member import MEMBERS
 from ..support.servers import ROOT, Server, free_port, serve
+from ..support.waits import wait_until
 
 pytestmark = pytest.mark.interop
 
@@ -106,17 +107,6 @@ def watch():
     yield w
     w.close()
     assert not w.violations, w.violations[:5]
-
-
-def wait_until(check: Callable[[], tuple[bool, object]], timeout: float, what: str):
-    deadline = time.monotonic() + timeout
-    while True:
-        done, seen = check()
-        if done:
-            return seen
-        if time.monotonic() > deadline:
-            pytest.fail(f"{what}: not reached in {timeout}s; last seen: {seen}")
-        time.sleep(0.05)
 
 
 def covered(members: list[ConsumerMember], partitions=ALL) -> Callable[[], tuple[bool, object]]:

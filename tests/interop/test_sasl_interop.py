@@ -17,6 +17,7 @@ from ..support.interop_consumer import ConsumerMember
 from ..support.interop_member import AiokafkaMember, ConfluentMember, KafkaPythonMember
 from ..support.secured import add_users
 from ..support.servers import free_port, serve
+from ..support.waits import wait_until
 
 USERS = {"alice": ("SCRAM-SHA-512", "alice-secret-Ω"), "bob": ("SCRAM-SHA-256", "bob-secret")}
 TOPIC = "orders"
@@ -49,17 +50,6 @@ def sasl_config(kind: str, mechanism: str, user: str, password: str) -> dict:
 
 
 MEMBERS = {"confluent": ConfluentMember, "kafka-python": KafkaPythonMember, "aiokafka": AiokafkaMember}
-
-
-def wait_until(check, timeout: float, what: str):
-    deadline = time.monotonic() + timeout
-    while True:
-        ok, seen = check()
-        if ok:
-            return seen
-        if time.monotonic() > deadline:
-            raise AssertionError(f"{what}: {seen}")
-        time.sleep(0.05)
 
 
 def committed(srv, group: str) -> dict[int, int]:

@@ -30,7 +30,8 @@ from kcoord.client import Client, ClientSecurity
 from ..support.cli import kcoord
 from ..support.interop_consumer import ConsumerMember
 from ..support.secured import Pki, add_users, secured_server, stop
-from .test_sasl_interop import MEMBERS, TOPIC, committed, wait_until
+from ..support.waits import wait_until
+from .test_sasl_interop import MEMBERS, TOPIC, committed
 
 USERS = {"alice": ("SCRAM-SHA-512", "alice-tls-secret")}
 # CN=Alice.Smith,OU=Payments,O=Example -> User:alice.smith@payments; other DNs as they are (DEFAULT)

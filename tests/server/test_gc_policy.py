@@ -12,7 +12,6 @@ import asyncio
 import gc
 import socket
 import struct
-import time
 import urllib.request
 import weakref
 from collections import Counter
@@ -28,6 +27,7 @@ from kcoord.store import MemoryRecords
 
 from ..support.harness import SESSION, ClassicHarness, ConnectHarness, ConsumerHarness, MigrationHarness
 from ..support.servers import ThreadServer, commit_frame, recv_exact
+from ..support.waits import wait_for
 
 
 @contextmanager
@@ -217,7 +217,8 @@ def connection_churn(srv: ThreadServer, rounds: int) -> None:
             other = call(s, 11, 9, 8, join_request(gid)).member_id
             # a second member's join waits for the first to rejoin; its client goes meanwhile
             s.sendall(wire.encode_request(11, 9, 9, "gc-churn", join_request(gid, other)))
-            wait_for(lambda g=gid: srv.server.coordinator.groups[g].state_name == "PreparingRebalance")
+            wait_for(lambda g=gid: srv.server.coordinator.groups[g].state_name == "PreparingRebalance",
+                     f"{gid} to prepare a rebalance", 10.0, interval=0.01)
         with socket.create_connection(("127.0.0.1", srv.port)) as s:
             assert call(s, 13, 5, 1, wire.LeaveGroupRequest(group_id=gid, members=[
                 wire.LeaveGroupRequestMemberIdentity(member_id=m) for m in (mid, other)])).error_code == 0
@@ -226,14 +227,8 @@ def connection_churn(srv: ThreadServer, rounds: int) -> None:
         if srv.server.metrics is not None:
             with urllib.request.urlopen(f"http://127.0.0.1:{srv.server.metrics.port}/metrics", timeout=10) as r:
                 assert r.status == 200
-    wait_for(lambda: not srv.server.connections and not srv.server.coordinator.groups)
-
-
-def wait_for(cond: Callable[[], bool], timeout: float = 10.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not cond():
-        assert time.monotonic() < deadline, "timed out"
-        time.sleep(0.01)
+    wait_for(lambda: not srv.server.connections and not srv.server.coordinator.groups,
+             "every connection and group gone", 10.0, interval=0.01)
 
 
 @pytest.mark.parametrize("loop", ["asyncio", "uvloop"])

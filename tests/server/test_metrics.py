@@ -16,7 +16,6 @@ import socket
 import struct
 import subprocess
 import threading
-import time
 import urllib.error
 import urllib.request
 from pathlib import Path
@@ -30,6 +29,7 @@ from kcoord.client import Client
 
 from ..support.interop_consumer import ConsumerMember
 from ..support.servers import free_port, recv_exact, serve
+from ..support.waits import wait_for
 
 pytestmark = pytest.mark.interop
 
@@ -55,17 +55,6 @@ def value(samples: dict, name: str, **labels: str) -> float:
     """The sum of `name`'s samples whose labels include `labels` (0 if none)."""
     want = set(labels.items())
     return sum(v for (n, ls), v in samples.items() if n == name and want <= set(ls))
-
-
-def wait_for(cond, what: str, timeout: float = 30.0):
-    deadline = time.monotonic() + timeout
-    while True:
-        got = cond()
-        if got:
-            return got
-        if time.monotonic() > deadline:
-            pytest.fail(f"timed out waiting for {what}")
-        time.sleep(0.05)
 
 
 def scrape_until(port: int, pred, what: str) -> dict:

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import socket
 import struct
-import time
 
 import pytest
 
@@ -22,6 +21,7 @@ from kcoord.reply import Deferred
 
 from ..support.harness import ClassicHarness
 from ..support.servers import in_process, recv_exact
+from ..support.waits import wait_for
 
 UNKNOWN = 40_000  # partitions of a topic that does not exist: about 560 KB of request, above OFFLOAD_ABOVE
 
@@ -34,13 +34,6 @@ def server_offloads(monkeypatch) -> None:
 
 def running(**settings):
     return in_process(ServerConfig(host="127.0.0.1", port=0, topics=["t:3"], **settings))
-
-
-def wait_for(cond, timeout: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not cond():
-        assert time.monotonic() < deadline, "timed out"
-        time.sleep(0.005)
 
 
 def commit(group: str, gen: int, valid: dict[int, int], unknown: int = UNKNOWN) -> wire.OffsetCommitRequest:
@@ -71,7 +64,8 @@ def test_a_large_commit_is_answered_as_the_loop_would_and_in_request_order() -> 
         # The large commit, then a fetch and a small commit behind it on the same connection, arriving in the same
         # read as the large commit's last bytes: they wait for it although they are whole.
         c.sock.sendall(big[:-100])
-        wait_for(lambda: any(conn.reader.pending == len(big) - 100 for conn in list(srv.connections)))
+        wait_for(lambda: any(conn.reader.pending == len(big) - 100 for conn in list(srv.connections)),
+                 "the frame read up to its last 100 bytes", interval=0.005)
         c.sock.sendall(big[-100:] + wire.encode_request(9, 9, 2, "t", fetch("g"))
                        + wire.encode_request(8, 9, 3, "t", commit("g", -1, {0: 6}, unknown=0))
                        + wire.encode_request(9, 9, 4, "t", fetch("g")))

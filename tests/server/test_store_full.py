@@ -21,7 +21,8 @@ from kcoord.store import SqliteRecords, check_store
 
 from ..support.interop_member import MEMBERS
 from ..support.servers import ThreadServer, free_port, serve
-from .test_metrics import scrape, value, wait_for
+from ..support.waits import wait_for
+from .test_metrics import scrape, value
 from .test_store_server import form_group, heartbeat
 
 

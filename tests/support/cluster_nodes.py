@@ -18,6 +18,8 @@ from kcoord import wire
 from kcoord.client import Client
 from kcoord.pgstore import partition_for
 
+from .waits import poll_value
+
 ROOT = Path(__file__).resolve().parents[2]
 FAST = ("--set", "broker.session.timeout.ms=3000", "--set", "broker.heartbeat.interval.ms=500")
 
@@ -29,14 +31,11 @@ def free_port(host: str) -> int:
 
 
 def wait_until(what, timeout: float, message: str, interval: float = 0.05):
-    deadline = time.monotonic() + timeout
-    while True:
-        value = what()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"{message} (after {timeout} s)")
-        time.sleep(interval)
+    """what() until it is truthy; that value, or AssertionError naming `message` after `timeout` seconds."""
+    done, value = poll_value(what, timeout, interval)
+    if not done:
+        raise AssertionError(f"{message} (after {timeout} s)")
+    return value
 
 
 class Node:
