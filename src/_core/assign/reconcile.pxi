@@ -4,7 +4,7 @@
 # Partition lists are global partition ids (topic t owns [topic_start[t], topic_start[t + 1])), ascending and
 # duplicate-free, so every set operation is one linear merge. The subscription is an ascending list of topic ids;
 # the epoch table holds, per partition, the epoch of the member that holds it (assigned or pending revocation),
-# or -1. The rules, in Kafka's terms (tests/reconcile_model.py is the same step over Python sets):
+# or -1. The rules, in Kafka's terms (tests/support/reconcile_model.py is the same step over Python sets):
 #
 #   goal      = target ∩ subscribed topics
 #   kept      = assigned ∩ goal,  revoking = assigned − kept
