@@ -119,3 +119,15 @@ def pg_dsn(postgres_server):
     if not postgres_server.running:  # the test stopped or crashed the server: the tests after it need it
         postgres_server.start()
     postgres_server.drop_database(name)
+
+
+@pytest.fixture(params=["asyncio", "uvloop"])
+def fresh_server(request):
+    """`kcoord serve` of the test's own under each event loop, with a 500 ms initial rebalance delay: the window in
+    which a second member's join must arrive for both to share a generation (wait_parked makes the first one's
+    join arrive first)."""
+    from .support import servers
+
+    proc, port = servers.start("group.initial.rebalance.delay.ms=500", loop=request.param)
+    yield port
+    assert servers.stop(proc) == 0

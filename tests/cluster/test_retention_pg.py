@@ -27,9 +27,9 @@ from kcoord.pgstore import Partitioner, PgRecords, check_pg_store, connect, init
 from kcoord.timers import Clock
 
 from ..support.cluster_nodes import FAST, KCluster, wait_until
+from ..support.harness import commit
+from ..support.retention import RETENTION, at, codes, empty_group_with_offsets, harness
 from ..support.servers import ThreadServer
-from ..unit.test_offsets import commit
-from ..unit.test_retention import RETENTION, at, codes, empty_group_with_offsets, harness
 
 PARTITIONS = 8  # "g" and "s" are in two coordinator partitions (7 and 3)
 TOPIC = "orders"

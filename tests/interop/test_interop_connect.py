@@ -24,15 +24,12 @@ from kcoord import wire
 from kcoord.client import Client
 
 from ..support import waits
-from ..support.servers import ROOT, Server, free_port, serve
+from ..support.servers import CONNECT_HEARTBEAT_MS, CONNECT_SESSION_MS, CONNECT_SETTINGS, ROOT, Server, free_port, serve
 
 pytestmark = pytest.mark.interop
 
 WORKER = ROOT / "examples" / "connect_worker.py"
-SESSION_MS, HEARTBEAT_MS = 3000, 300
-SETTINGS = ("group.coordinator.rebalance.protocols=classic,consumer,connect", "group.connect.min.session.timeout.ms=1000",
-            f"group.connect.session.timeout.ms={SESSION_MS}", "group.connect.min.heartbeat.interval.ms=100",
-            f"group.connect.heartbeat.interval.ms={HEARTBEAT_MS}")
+SESSION_MS, HEARTBEAT_MS, SETTINGS = CONNECT_SESSION_MS, CONNECT_HEARTBEAT_MS, CONNECT_SETTINGS
 CONNECTORS, TASKS = 20, 8
 ALL = frozenset([f"conn{c}" for c in range(CONNECTORS)] + [f"conn{c}-{t}" for c in range(CONNECTORS)
                                                            for t in range(TASKS)])

@@ -9,7 +9,6 @@ import time
 
 import pytest
 
-from ..server.test_server import fresh_server  # noqa: F401  (fixture)
 from ..support.cli import kcoord
 
 

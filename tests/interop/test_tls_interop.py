@@ -24,12 +24,11 @@ from pathlib import Path
 import pytest
 from cryptography import x509
 
-from kcoord import wire
 from kcoord.client import Client, ClientSecurity
 
 from ..support.cli import kcoord
 from ..support.interop_consumer import ConsumerMember
-from ..support.secured import Pki, add_users, secured_server, stop
+from ..support.secured import Pki, add_users, groups, secured_server, stop
 from ..support.waits import wait_until
 from .test_sasl_interop import MEMBERS, TOPIC, committed
 
@@ -51,11 +50,6 @@ def server(pki, tmp_path_factory):
     yield srv
     log = stop(srv)
     assert USERS["alice"][1] not in log  # never a password in the log
-
-
-def groups(srv) -> set[str]:
-    with Client(srv.bootstrap) as c:
-        return {g.group_id for g in c.call(16, 4, wire.ListGroupsRequest(states_filter=[])).groups}
 
 
 def served_serial(port: int, ca_file) -> int:

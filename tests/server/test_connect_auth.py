@@ -14,9 +14,8 @@ import pytest
 from kcoord.client import AuthenticationFailed, ClientSecurity, SaslClient
 from kcoord.client.worker import Worker, all_units
 
-from ..interop.test_interop_connect import SETTINGS
-from ..interop.test_tls_interop import groups
-from ..support.secured import Pki, add_users, secured_server, stop
+from ..support.secured import Pki, add_users, groups, secured_server, stop
+from ..support.servers import CONNECT_SETTINGS as SETTINGS
 
 USERS = {"alice": ("SCRAM-SHA-512", "alice-connect-secret"), "carol": ("SCRAM-SHA-512", "carol-connect-secret")}
 UNITS = {"orders-sink": 3, "audit-source": 2}

@@ -17,7 +17,7 @@ from kcoord import wire
 from kcoord.client import Client, KafkaError
 
 from ..support.cli import kcoord
-from .test_server import api_versions, recv_frame, start, stop
+from ..support.servers import api_versions, recv_frame, start, stop
 
 W = wire
 ENABLE = "group.coordinator.rebalance.protocols=classic,consumer,connect"

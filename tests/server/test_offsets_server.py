@@ -9,8 +9,8 @@ from kcoord import wire
 from kcoord.client import Client
 from kcoord.store import SqliteRecords
 
+from ..support.harness import codes
 from ..support.servers import free_port, serve
-from ..unit.test_offsets import codes
 
 
 def test_a_two_million_partition_commit_is_refused_on_the_wire_and_stores_nothing(tmp_path) -> None:

@@ -7,9 +7,7 @@ import socket
 import struct
 import subprocess
 import sys
-import tempfile
 import time
-from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -17,10 +15,10 @@ from hypothesis import strategies as st
 
 from kcoord import wire
 
-from ..support.servers import free_port, recv_exact, serve
+from ..support.servers import api_versions, recv_frame, start, stop
 
 # Exactly what is implemented: the broker surface consumers need, and the classic group and offset APIs.
-# Not advertised: ConsumerGroupHeartbeat/Describe (KIP-848 comes later), GetTelemetrySubscriptions.
+# Nothing else is advertised (GetTelemetrySubscriptions, 71, among them).
 SERVED = {0, 1, 2, 3, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 36, 37, 42, 47, 50, 51, 68, 69}
 # 20: DeleteTopics; 68, 69: KIP-848; 17, 36: SASL (ILLEGAL_SASL_STATE outside a SASL listener); 50, 51: SCRAM users
 
@@ -30,21 +28,6 @@ def server():
     proc, port = start("socket.request.max.bytes=1048576")
     yield port
     assert stop(proc) == 0, "server did not shut down cleanly on SIGTERM"
-
-
-def start(*settings: str, loop: str = "auto") -> tuple[subprocess.Popen, int]:
-    """`kcoord serve` on a free loopback port with Kafka-named settings, its output to a log file (never an unread
-    pipe, which a talkative server would fill); returns once it serves (tests/support/servers.py `serve`)."""
-    args = ["--loop", loop]
-    for s in settings:
-        args += ["--set", s]
-    srv = serve(free_port(), Path(tempfile.mkdtemp(prefix="kcoord-test-server-")) / "server.log", *args)
-    return srv.proc, srv.port
-
-
-def stop(proc: subprocess.Popen) -> int:
-    proc.terminate()
-    return proc.wait(timeout=10)
 
 
 def wait_parked(port: int, group: str) -> None:
@@ -58,21 +41,6 @@ def wait_parked(port: int, group: str) -> None:
                 != "PreparingRebalance":
             assert time.monotonic() < deadline, f"{group} never parked a join: {g.group_state}"
             time.sleep(0.01)
-
-
-def recv_frame(sock: socket.socket) -> bytes:
-    (size,) = struct.unpack(">i", recv_exact(sock, 4))
-    return recv_exact(sock, size)
-
-
-def api_versions(sock: socket.socket, version: int, correlation_id: int = 1) -> wire.ApiVersionsResponse:
-    body = wire.ApiVersionsRequest(client_software_name="kcoord-test", client_software_version="1")
-    if version < 3:
-        body = wire.ApiVersionsRequest()
-    sock.sendall(wire.encode_request(18, version, correlation_id, "test", body))
-    corr, resp = wire.decode_response(18, version, recv_frame(sock))
-    assert corr == correlation_id
-    return resp
 
 
 @pytest.mark.parametrize("version", range(0, 5))
@@ -143,15 +111,6 @@ def form_static_pair(server, version: int):
     sb = b.receive(14, 5, corr)
     assert (sa.assignment, sb.assignment) == (b"A", b"B")
     return a, b, ra, rb
-
-
-@pytest.fixture(params=["asyncio", "uvloop"])
-def fresh_server(request):
-    # The window in which the second member's join must arrive for both to share a generation (wait_parked makes
-    # the first one's join arrive first).
-    proc, port = start("group.initial.rebalance.delay.ms=500", loop=request.param)
-    yield port
-    assert stop(proc) == 0
 
 
 @pytest.mark.parametrize("version,skip", [(9, True), (8, False)])

@@ -390,3 +390,22 @@ class MigrationHarness(ClassicHarness):
         if r.assignment is None:
             return None
         return sorted(p for tp in r.assignment.topic_partitions for p in tp.partitions)
+
+
+def commit(h: GroupHarness, gid: str, *, v: int = 9, gen: int = -1, member: str = "", iid: str | None = None,
+           parts=(("t", 0, 42, "m", -1),), topic_id: bytes = wire.ZERO_UUID) -> wire.OffsetCommitResponse:
+    """An OffsetCommit at version v; parts: (topic, partition, offset, metadata, leader epoch)."""
+    topics: dict[str, list] = {}
+    for t, p, o, meta, epoch in parts:
+        topics.setdefault(t, []).append(wire.OffsetCommitRequestPartition(
+            partition_index=p, committed_offset=o, committed_metadata=meta, committed_leader_epoch=epoch))
+    req = wire.OffsetCommitRequest(
+        group_id=gid, generation_id_or_member_epoch=gen, member_id=member, group_instance_id=iid,
+        topics=[wire.OffsetCommitRequestTopic(name=t if v < 10 else "", topic_id=topic_id, partitions=ps)
+                for t, ps in topics.items()])
+    return h.c.handle(req, v)
+
+
+def codes(resp: wire.OffsetCommitResponse) -> list[int]:
+    """The error code of each partition of an OffsetCommit answer, in order."""
+    return [p.error_code for t in resp.topics for p in t.partitions]

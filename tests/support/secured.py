@@ -108,3 +108,9 @@ def stop(srv: Server) -> str:
     srv.proc.terminate()
     srv.proc.wait(30)
     return srv.log.read_text(errors="replace")
+
+
+def groups(srv: Server) -> set[str]:
+    """The ids of the groups a (secured) server has, by ListGroups."""
+    with Client(srv.bootstrap) as c:
+        return {g.group_id for g in c.call(16, 4, wire.ListGroupsRequest(states_filter=[])).groups}

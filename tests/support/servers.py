@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import os
 import socket
+import struct
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Iterator
@@ -19,6 +21,13 @@ from kcoord.cli import describe_group
 from kcoord.client import Client
 
 ROOT = Path(__file__).resolve().parents[2]
+# A server that serves connect groups, with sessions short enough for tests: a killed worker's units move on within
+# seconds.
+CONNECT_SESSION_MS, CONNECT_HEARTBEAT_MS = 3000, 300
+CONNECT_SETTINGS = ("group.coordinator.rebalance.protocols=classic,consumer,connect",
+                    "group.connect.min.session.timeout.ms=1000", f"group.connect.session.timeout.ms={CONNECT_SESSION_MS}",
+                    "group.connect.min.heartbeat.interval.ms=100",
+                    f"group.connect.heartbeat.interval.ms={CONNECT_HEARTBEAT_MS}")
 
 
 def recv_exact(sock: socket.socket, n: int) -> bytes:
@@ -176,3 +185,33 @@ def commit_frame(corr: int, group: str, partition: int, offset: int) -> bytes:
         group_id=group, generation_id_or_member_epoch=-1, member_id="", topics=[
             wire.OffsetCommitRequestTopic(name="t", partitions=[wire.OffsetCommitRequestPartition(
                 partition_index=partition, committed_offset=offset)])]))
+
+
+def start(*settings: str, loop: str = "auto") -> tuple[subprocess.Popen, int]:
+    """`kcoord serve` on a free loopback port with Kafka-named settings, its output to a log file (never an unread
+    pipe, which a talkative server would fill); returns once it serves (`serve`)."""
+    args = ["--loop", loop]
+    for s in settings:
+        args += ["--set", s]
+    srv = serve(free_port(), Path(tempfile.mkdtemp(prefix="kcoord-test-server-")) / "server.log", *args)
+    return srv.proc, srv.port
+
+
+def stop(proc: subprocess.Popen) -> int:
+    proc.terminate()
+    return proc.wait(timeout=10)
+
+
+def recv_frame(sock: socket.socket) -> bytes:
+    (size,) = struct.unpack(">i", recv_exact(sock, 4))
+    return recv_exact(sock, size)
+
+
+def api_versions(sock: socket.socket, version: int, correlation_id: int = 1) -> wire.ApiVersionsResponse:
+    body = wire.ApiVersionsRequest(client_software_name="kcoord-test", client_software_version="1")
+    if version < 3:
+        body = wire.ApiVersionsRequest()
+    sock.sendall(wire.encode_request(18, version, correlation_id, "test", body))
+    corr, resp = wire.decode_response(18, version, recv_frame(sock))
+    assert corr == correlation_id
+    return resp

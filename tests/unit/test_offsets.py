@@ -10,30 +10,12 @@ from kcoord import records as R
 from kcoord import wire
 from kcoord.config import GroupConfig
 
-from ..support.harness import ClassicHarness, ConsumerHarness
+from ..support.harness import ClassicHarness, ConsumerHarness, codes, commit
 
 
 @pytest.fixture
 def h() -> ClassicHarness:
     return ClassicHarness()
-
-
-def commit(h: ClassicHarness, gid: str, *, v: int = 9, gen: int = -1, member: str = "", iid: str | None = None,
-           parts=(("t", 0, 42, "m", -1),), topic_id: bytes = wire.ZERO_UUID) -> wire.OffsetCommitResponse:
-    """parts: (topic, partition, offset, metadata, leader epoch)."""
-    topics: dict[str, list] = {}
-    for t, p, o, meta, epoch in parts:
-        topics.setdefault(t, []).append(wire.OffsetCommitRequestPartition(
-            partition_index=p, committed_offset=o, committed_metadata=meta, committed_leader_epoch=epoch))
-    req = wire.OffsetCommitRequest(
-        group_id=gid, generation_id_or_member_epoch=gen, member_id=member, group_instance_id=iid,
-        topics=[wire.OffsetCommitRequestTopic(name=t if v < 10 else "", topic_id=topic_id, partitions=ps)
-                for t, ps in topics.items()])
-    return h.c.handle(req, v)
-
-
-def codes(resp: wire.OffsetCommitResponse) -> list[int]:
-    return [p.error_code for t in resp.topics for p in t.partitions]
 
 
 def fetch_old(h: ClassicHarness, gid: str, topics=(("t", [0]),), v: int = 7) -> wire.OffsetFetchResponse:

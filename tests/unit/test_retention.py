@@ -23,27 +23,9 @@ from kcoord import wire
 from kcoord.coordinator import Coordinator
 from kcoord.store import GroupStore, SqliteRecords, check_store, read_witness
 
-from ..support.harness import ClassicHarness, ConnectHarness, ConsumerHarness
+from ..support.harness import ClassicHarness, ConnectHarness, ConsumerHarness, codes, commit
+from ..support.retention import INTERVAL, MINUTES, RETENTION, at, empty_group_with_offsets, harness, subscription
 from ..support.stores import fill, pragma
-from .test_offsets import commit
-
-MINUTES = 2
-RETENTION = MINUTES * 60_000
-INTERVAL = 5_000
-
-
-def subscription(*topics: str) -> bytes:
-    """JoinGroup metadata of a consumer subscribed to `topics` (a version-prefixed ConsumerProtocolSubscription)."""
-    return b"\x00\x00" + wire.ConsumerProtocolSubscription(topics=list(topics)).encode(0)
-
-
-def harness(**config) -> ClassicHarness:
-    return ClassicHarness(offsets_retention_minutes=MINUTES, offsets_retention_check_interval_ms=INTERVAL, **config)
-
-
-def at(h, ms: int) -> None:
-    """The clock at `ms` (absolute), without firing any timer: the members' sessions stay as they were."""
-    h.clock.ms = ms
 
 
 def stored_offsets(h, gid: str) -> set[tuple[str, int]]:
@@ -54,23 +36,6 @@ def stored_offsets(h, gid: str) -> set[tuple[str, int]]:
             if rec.key.group == gid:
                 out.add((rec.key.topic, rec.key.partition))
     return out
-
-
-def empty_group_with_offsets(h: ClassicHarness) -> int:
-    """A classic consumer group that commits t-0 and u-0, then loses its only member: returns when it became Empty."""
-    ids = h.form("A", protocols=(("range", subscription("t")),))
-    g = h.group()
-    assert codes(commit(h, "g", gen=g.generation, member=ids["A"], iid="A",
-                        parts=(("t", 0, 5, "", -1), ("u", 0, 7, "", -1)))) == [E.NONE, E.NONE]
-    h.clock.ms += 60_000
-    assert h.leave((ids["A"], "A")).error_code == E.NONE
-    h.advance(1)  # the join phase left by the last member completes: Empty
-    assert g.state.value == "Empty"
-    return g.state_timestamp
-
-
-def codes(resp: wire.OffsetCommitResponse) -> list[int]:
-    return [p.error_code for t in resp.topics for p in t.partitions]
 
 
 # ---- which offsets expire, and when --------------------------------------------------------------------------
