@@ -422,6 +422,30 @@ def test_every_test_file_is_in_the_folder_of_how_it_runs() -> None:
     assert all((TESTS / d / "__init__.py").is_file() for d in (*TEST_FOLDERS, "support"))
 
 
+def cross_folder_imports(paths: list[Path]) -> list[str]:
+    """Imports of another folder's test file: what two folders share is a helper, and helpers live in tests/support."""
+    out = []
+    for p in paths:
+        folder = p.parent.name
+        for m in sorted(imported_modules(p, ("tests", folder))):
+            parts = m.split(".")
+            if len(parts) >= 3 and parts[0] == "tests" and parts[1] in TEST_FOLDERS and parts[1] != folder \
+                    and parts[2].startswith("test_"):
+                out.append(f"{folder}/{p.name} imports {'.'.join(parts[:3])}")
+    return sorted(set(out))
+
+
+def test_no_test_file_imports_another_folders_test_file(tmp_path) -> None:
+    files = sorted(f for d in TEST_FOLDERS for f in (TESTS / d).glob("test_*.py"))
+    problems = cross_folder_imports(files)
+    assert not problems, "move what these share into tests/support/:\n" + "\n".join(problems)
+    # and the check sees one
+    (tmp_path / "server").mkdir()
+    bad = tmp_path / "server" / "test_bad.py"
+    bad.write_text("from ..unit.test_offsets import commit\nfrom ..support.harness import codes\n")
+    assert cross_folder_imports([bad]) == ["server/test_bad.py imports tests.unit.test_offsets"]
+
+
 def test_unit_tests_open_no_socket_and_start_no_process() -> None:
     units = sorted((TESTS / "unit").glob("test_*.py"))
     assert len(units) >= 10
