@@ -17,7 +17,7 @@ from kcoord import assignors as A
 from kcoord import wire
 from kcoord.assignors import AssignmentError, Member
 
-from .test_assignors_properties import (
+from ..support.assignments import (
     check_valid,
     flatten,
     is_java_balanced,

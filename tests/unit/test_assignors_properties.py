@@ -6,7 +6,7 @@ against the theoretical minimum and the cooperative rule. Range (with KIP-881 ra
 checked against straightforward pure-Python renderings of Java's algorithms, written here from their documented
 behaviour, and against kafka-python's range and round-robin where kafka-python is correct (dynamic members).
 
-The helpers at the top are shared with test_assignors.py.
+The invariant checks are shared with test_assignors.py, in tests/support/assignments.py.
 """
 
 from __future__ import annotations
@@ -25,6 +25,20 @@ from hypothesis import strategies as st
 from kcoord import assignors as A
 from kcoord.assignors import AssignmentError, Member
 
+from ..support.assignments import (
+    TP,
+    all_partitions,
+    check_valid,
+    flatten,
+    is_java_balanced,
+    jkey,
+    kafka_sorted,
+    loads,
+    min_moves_homogeneous,
+    moves,
+    valid_claims,
+    with_owned,
+)
 from ..support.quick import examples
 
 with warnings.catch_warnings():
@@ -33,93 +47,9 @@ with warnings.catch_warnings():
     from kafka.coordinator.assignors.roundrobin import RoundRobinPartitionAssignor
     from kafka.protocol.consumer.metadata import ConsumerProtocolSubscription as KPSubscription
 
-TP = tuple[str, int]
 
 # ---------------------------------------------------------------------------------------------------------------
-# Invariant helpers
-
-
-def jkey(s: str) -> bytes:
-    """Java's String order (UTF-16 code units), independent of the implementation under test."""
-    return s.encode("utf-16-be", "surrogatepass")
-
-
-def kafka_sorted(members: Iterable[Member]) -> list[Member]:
-    return sorted(members, key=lambda m: (m.instance_id is None,
-                                          jkey(m.instance_id if m.instance_id is not None else m.member_id)))
-
-
-def flatten(assignment: Mapping[str, Mapping[str, list[int]]]) -> dict[TP, str]:
-    out: dict[TP, str] = {}
-    for mid, topics in assignment.items():
-        for topic, parts in topics.items():
-            assert parts == sorted(parts), f"{mid}/{topic}: partitions not ascending: {parts}"
-            assert parts, f"{mid}/{topic}: empty partition list"
-            for p in parts:
-                assert (topic, p) not in out, f"{topic}-{p} assigned to {out[(topic, p)]} and {mid}"
-                out[(topic, p)] = mid
-    return out
-
-
-def all_partitions(topics: Mapping[str, int], members: Iterable[Member]) -> set[TP]:
-    subscribed = {t for m in members for t in m.topics if t in topics}
-    return {(t, p) for t in subscribed for p in range(topics[t])}
-
-
-def check_valid(assignment, members: list[Member], topics: Mapping[str, int], *, complete: bool = True) -> dict:
-    """Every member present; every assigned partition exists and goes to a subscriber; all assigned if complete."""
-    assert set(assignment) == {m.member_id for m in members}
-    subs = {m.member_id: set(m.topics) for m in members}
-    flat = flatten(assignment)
-    for (topic, p), mid in flat.items():
-        assert topic in topics and 0 <= p < topics[topic], f"{topic}-{p} does not exist"
-        assert topic in subs[mid], f"{topic}-{p} given to {mid}, which does not subscribe to {topic}"
-    if complete:
-        missing = all_partitions(topics, members) - set(flat)
-        assert not missing, f"unassigned: {sorted(missing)}"
-    return flat
-
-
-def loads(assignment) -> dict[str, int]:
-    return {mid: sum(len(v) for v in topics.values()) for mid, topics in assignment.items()}
-
-
-def is_java_balanced(assignment, members: list[Member]) -> bool:
-    """No partition could move to another subscriber of its topic with two fewer partitions (Java's isBalanced)."""
-    load = loads(assignment)
-    lightest: dict[str, int] = {}  # per topic, the lowest load among its subscribers
-    for m in members:
-        for topic in m.topics:
-            lightest[topic] = min(lightest.get(topic, load[m.member_id]), load[m.member_id])
-    return all(load[mid] <= lightest[topic] + 1 for mid, topics in assignment.items() for topic in topics)
-
-
-def moves(before: Mapping[TP, str], after: Mapping[TP, str]) -> int:
-    """Partitions whose previous owner still has a claim to them and that now belong to someone else."""
-    return sum(1 for tp, mid in before.items() if after.get(tp) != mid)
-
-
-def valid_claims(prev: Mapping[TP, str], members: list[Member]) -> dict[TP, str]:
-    """The previous owners that are still members and still subscribe to the topic."""
-    subs = {m.member_id: set(m.topics) for m in members}
-    return {tp: mid for tp, mid in prev.items() if mid in subs and tp[0] in subs[mid]}
-
-
-def min_moves_homogeneous(claims: Mapping[TP, str], members: list[Member], topics: Mapping[str, int]) -> int:
-    """The fewest moves of claimed partitions any balanced assignment of a homogeneous group can make."""
-    subscribers = [m.member_id for m in members if m.topics]
-    total = len(all_partitions(topics, members))
-    if not subscribers:
-        return 0
-    q, extra = divmod(total, len(subscribers))
-    kept = Counter(claims.values())
-    keep = sum(min(kept[s], q) for s in subscribers) + min(extra, sum(1 for s in subscribers if kept[s] > q))
-    return sum(kept.values()) - keep
-
-
-def with_owned(members: list[Member], assignment, generation: int = 1) -> list[Member]:
-    return [Member(m.member_id, m.instance_id, m.topics, owned=assignment.get(m.member_id), generation=generation,
-                   rack=m.rack) for m in members]
+# Input helpers (the invariant checks are in tests/support/assignments.py)
 
 
 def permuted(members: list[Member], topics: Mapping[str, int], rnd: random.Random):

@@ -22,9 +22,9 @@ from kcoord.store import STORE_FILE, GroupStore, MemoryRecords, SqliteRecords, S
 from kcoord.timers import ManualClock
 from kcoord.topics import TopicCatalogue
 
+from ..support.classic_model import Model
 from ..support.harness import REBALANCE, SESSION, ClassicHarness
 from ..support.stores import DAMAGE, commit, full_store, restate
-from .test_classic_model import Model
 
 # ---- the records are Kafka's bytes ----------------------------------------------------------------------
 
