@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
+from ..support.metrics import scrape_until, value
 from ..support.servers import free_port, recv_exact, serve
-from .test_metrics import scrape_until, value
 
 
 def start(*settings: str, preexec_fn=None):

@@ -28,6 +28,7 @@ from kcoord.cli import main as cli_main
 from kcoord.client import Client
 
 from ..support.interop_consumer import ConsumerMember
+from ..support.metrics import scrape, scrape_until, value
 from ..support.servers import free_port, recv_exact, serve
 from ..support.waits import wait_for
 
@@ -37,36 +38,6 @@ ROOT = Path(__file__).resolve().parents[2]
 DASHBOARD = ROOT / "examples" / "grafana" / "kcoord-dashboard.json"
 SECRET = "TOPSECRET-offset-metadata-7f3a"  # an offset commit's metadata: must never reach the log
 PAYLOAD = b"PAYLOAD-member-metadata-91c2"  # a member's subscription bytes: likewise
-
-
-def scrape(port: int) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
-    """Every sample of /metrics, keyed by (sample name, sorted labels)."""
-    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as r:
-        assert r.status == 200
-        text = r.read().decode()
-    out = {}
-    for family in text_string_to_metric_families(text):
-        for s in family.samples:
-            out[s.name, tuple(sorted(s.labels.items()))] = s.value
-    return out
-
-
-def value(samples: dict, name: str, **labels: str) -> float:
-    """The sum of `name`'s samples whose labels include `labels` (0 if none)."""
-    want = set(labels.items())
-    return sum(v for (n, ls), v in samples.items() if n == name and want <= set(ls))
-
-
-def scrape_until(port: int, pred, what: str) -> dict:
-    """The first scrape for which `pred(samples)` holds."""
-    got: list[dict] = []
-
-    def check() -> bool:
-        got[:] = [scrape(port)]
-        return bool(pred(got[0]))
-
-    wait_for(check, what)
-    return got[0]
 
 
 def http_status(port: int, path: str, method: str = "GET") -> int:

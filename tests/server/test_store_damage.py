@@ -28,8 +28,7 @@ from kcoord.coordinator import Coordinator
 from kcoord.store import STORE_FILE, WITNESS_FILE, GroupStore, SqliteRecords, StoreError, check_store
 
 from ..support.cli import kcoord
-from ..support.servers import free_port
-from .test_store_server import Ledger, Worker, serve_dir
+from ..support.servers import Ledger, Worker, free_port, serve_dir
 
 WAL = STORE_FILE + "-wal"
 SHM = STORE_FILE + "-shm"

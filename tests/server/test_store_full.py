@@ -20,10 +20,9 @@ from kcoord.config import GroupConfig
 from kcoord.store import SqliteRecords, check_store
 
 from ..support.interop_member import MEMBERS
-from ..support.servers import ThreadServer, free_port, serve
+from ..support.metrics import scrape, value
+from ..support.servers import ThreadServer, form_group, free_port, heartbeat, serve
 from ..support.waits import wait_for
-from .test_metrics import scrape, value
-from .test_store_server import form_group, heartbeat
 
 
 def commit(c: Client, group: str, offsets: dict[int, int], metadata: str = "", topic: str = "t") -> list[int]:

@@ -10,7 +10,6 @@ import select
 import signal
 import socket
 import struct
-import subprocess
 import threading
 import time
 from pathlib import Path
@@ -19,12 +18,21 @@ import pytest
 
 from kcoord import errors as E
 from kcoord import wire
-from kcoord.client import Client, KafkaError
+from kcoord.client import Client
 from kcoord.config import GroupConfig
 from kcoord.coordinator import Coordinator
 from kcoord.store import GroupStore, MemoryRecords, SqliteRecords, StoreError, check_store
 
-from ..support.servers import ThreadServer, commit_frame, free_port, serve
+from ..support.servers import (
+    Ledger,
+    ThreadServer,
+    Worker,
+    commit_frame,
+    form_group,
+    free_port,
+    heartbeat,
+    serve_dir,
+)
 
 
 class Frames:
@@ -118,24 +126,6 @@ def test_a_failed_commit_stops_the_server_without_answering(caplog, tmp_path, ba
         assert failures[0].kcoord["error"] == str(srv.server.failed) and "simulated I/O error" in failures[0].kcoord["error"]
     finally:
         srv.close()
-
-
-def form_group(c: Client, group: str, instance: str = "i") -> wire.JoinGroupResponse:
-    """A one-member classic group, Stable: the JoinGroup's answer (member id, generation)."""
-    j = c.call(11, 5, wire.JoinGroupRequest(group_id=group, session_timeout_ms=10_000, rebalance_timeout_ms=10_000,
-                                            member_id="", group_instance_id=instance, protocol_type="consumer",
-                                            protocols=[wire.JoinGroupRequestProtocol(name="range", metadata=b"")]))
-    s = c.call(14, 5, wire.SyncGroupRequest(group_id=group, generation_id=j.generation_id, member_id=j.member_id,
-                                            group_instance_id=instance, protocol_type="consumer", protocol_name="range",
-                                            assignments=[wire.SyncGroupRequestAssignment(member_id=j.member_id,
-                                                                                         assignment=b"a")]))
-    assert s.error_code == E.NONE
-    return j
-
-
-def heartbeat(c: Client, group: str, j: wire.JoinGroupResponse, instance: str = "i") -> int:
-    return c.call(12, 4, wire.HeartbeatRequest(group_id=group, generation_id=j.generation_id, member_id=j.member_id,
-                                               group_instance_id=instance)).error_code
 
 
 def test_heartbeats_do_not_touch_the_store() -> None:
@@ -265,86 +255,6 @@ def test_a_server_without_a_store_runs_no_writer_thread() -> None:
 
 
 # ---- restarts of `kcoord serve --data-dir` -----------------------------------------------------------------
-
-def serve_dir(data_dir: Path, port: int, log: Path, *settings: str) -> subprocess.Popen:
-    args = ["--data-dir", str(data_dir), "--topic", "t:16", "--set", "group.initial.rebalance.delay.ms=0"]
-    for s in settings:
-        args += ["--set", s]
-    return serve(port, log, *args).proc
-
-
-class Ledger:
-    """What each worker sent and what the server acknowledged, per (group, partition)."""
-
-    def __init__(self) -> None:
-        self.lock = threading.Lock()
-        self.acked: dict[tuple[str, int], int] = {}
-        self.sent: dict[tuple[str, int], int] = {}
-        self.acks = 0
-        self.rejoins = 0
-
-
-class Worker(threading.Thread):
-    """A static member that commits increasing offsets for its own partition and now and then restarts
-    (a static rejoin with a new member id), until the server goes away."""
-
-    def __init__(self, port: int, group: str, iid: str, partition: int, ledger: Ledger, seed: int) -> None:
-        super().__init__(daemon=True)
-        self.port, self.group, self.iid, self.partition = port, group, iid, partition
-        self.ledger = ledger
-        self.rng = random.Random(seed)
-        self.member_id = ""
-        self.generation = -1
-
-    def run(self) -> None:
-        try:
-            with Client(f"127.0.0.1:{self.port}", client_id=self.iid, timeout=15) as c:
-                self.c = c
-                self.rejoin()
-                while True:
-                    if self.rng.random() < 0.08:
-                        self.member_id = ""  # the member's process restarts: same instance id, new member id
-                        self.rejoin()
-                        with self.ledger.lock:
-                            self.ledger.rejoins += 1
-                        continue
-                    self.commit()
-        except (KafkaError, OSError, struct.error):
-            return  # the server was killed
-
-    def rejoin(self) -> None:
-        while True:
-            j = self.c.call(11, 5, wire.JoinGroupRequest(
-                group_id=self.group, session_timeout_ms=10_000, rebalance_timeout_ms=5_000, member_id=self.member_id,
-                group_instance_id=self.iid, protocol_type="consumer",
-                protocols=[wire.JoinGroupRequestProtocol(name="range", metadata=b"")]))
-            if j.error_code != E.NONE:
-                self.member_id = ""
-                continue
-            self.member_id, self.generation = j.member_id, j.generation_id
-            assignments = [wire.SyncGroupRequestAssignment(member_id=m.member_id, assignment=m.member_id.encode())
-                           for m in j.members] if j.leader == j.member_id else []
-            s = self.c.call(14, 5, wire.SyncGroupRequest(
-                group_id=self.group, generation_id=self.generation, member_id=self.member_id,
-                group_instance_id=self.iid, protocol_type="consumer", protocol_name="range", assignments=assignments))
-            if s.error_code == E.NONE:
-                return
-
-    def commit(self) -> None:
-        key = (self.group, self.partition)
-        with self.ledger.lock:
-            value = self.ledger.sent.get(key, 0) + 1
-            self.ledger.sent[key] = value
-        r = self.c.call(8, 8, wire.OffsetCommitRequest(
-            group_id=self.group, generation_id_or_member_epoch=self.generation, member_id=self.member_id,
-            group_instance_id=self.iid, topics=[wire.OffsetCommitRequestTopic(name="t", partitions=[
-                wire.OffsetCommitRequestPartition(partition_index=self.partition, committed_offset=value)])]))
-        if r.topics[0].partitions[0].error_code == E.NONE:
-            with self.ledger.lock:
-                self.ledger.acked[key] = value
-                self.ledger.acks += 1
-        else:
-            self.rejoin()
 
 
 def stored_offsets(data_dir: Path) -> dict[tuple[str, int], int]:
