@@ -25,10 +25,9 @@ from kcoord import wire
 from kcoord.client import Client
 from kcoord.tables import printable
 
-from ..support.cli import run, the_line
+from ..support.cli import LONG_MS, admin_commit, run, the_line
 from ..support.cluster_nodes import FAST, KCluster, find_coordinator, group_on, wait_until
 from ..support.servers import Server, free_port, serve
-from .test_cli_paths import LONG_MS, admin_commit
 
 ESC = "\x1b"
 SCREEN = f"{ESC}[2J{ESC}[H"  # clear the screen, cursor home

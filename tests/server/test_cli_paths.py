@@ -26,15 +26,13 @@ from kcoord.cli import plan as plan_cli
 from kcoord.client import Client
 from kcoord.protocol import MESSAGES
 
-from ..support.cli import command_of, kcoord, ok, refused, run, the_line
+from ..support.cli import LONG_MS, PARTITIONS, TOPIC, admin_commit, command_of, kcoord, ok, refused, run, the_line
 from ..support.servers import Server, free_port, serve
 from ..support.stores import damage_checksum, damage_truncate, full_store
 
-LONG_MS = 600_000  # no session or rebalance timer of the module's groups runs out while the module runs
 SETTINGS = ("group.initial.rebalance.delay.ms=0", "group.coordinator.rebalance.protocols=classic,consumer,connect",
             f"group.consumer.max.session.timeout.ms={LONG_MS}", f"group.consumer.session.timeout.ms={LONG_MS}",
             f"group.connect.max.session.timeout.ms={LONG_MS}", f"group.connect.session.timeout.ms={LONG_MS}")
-TOPIC, PARTITIONS = "orders", 4
 
 
 # ---- running the CLI --------------------------------------------------------------------------------------------
@@ -85,16 +83,6 @@ def join_and_sync(c: Client, group: str, instance: str) -> None:
                                             group_instance_id=instance, protocol_type="consumer",
                                             protocol_name="range", assignments=[]))
     assert s.error_code == E.NONE, s
-
-
-def admin_commit(c: Client, group: str, offsets: dict[int, int], topic: str = TOPIC) -> None:
-    """An admin's OffsetCommit (generation -1, no member): creates an Empty classic group holding the offsets."""
-    r = c.request(wire.OffsetCommitRequest(
-        group_id=group, generation_id_or_member_epoch=-1, member_id="", group_instance_id=None,
-        topics=[wire.OffsetCommitRequestTopic(name=topic, partitions=[
-            wire.OffsetCommitRequestPartition(partition_index=p, committed_offset=o, committed_leader_epoch=-1,
-                                              committed_metadata="") for p, o in offsets.items()])]), 7)
-    assert all(p.error_code == E.NONE for t in r.topics for p in t.partitions), r
 
 
 def consumer_heartbeat(c: Client, group: str, member: str, epoch: int = 0) -> wire.ConsumerGroupHeartbeatResponse:

@@ -10,9 +10,16 @@ from pathlib import Path
 
 import pytest
 
+from kcoord import errors as E
+from kcoord import wire
 from kcoord.cli import main
+from kcoord.client import Client
 
 from .servers import ROOT
+
+# The command-line server tests' groups (test_cli_paths, test_admin_cli_hostile): timers and topic.
+LONG_MS = 600_000  # no session or rebalance timer of the module's groups runs out while the module runs
+TOPIC, PARTITIONS = "orders", 4
 
 
 def kcoord(*args: str, timeout: float = 60, env: dict[str, str] | None = None,
@@ -75,3 +82,15 @@ def ok(capsys: pytest.CaptureFixture[str], *argv: str) -> str:
     rc, out, err = run(capsys, *argv)
     assert (rc, err) == (0, ""), f"exit {rc}:\n{out}\n{err}"
     return out
+
+
+# ---- groups for the CLI to show (the server tests of the command line) --------------------------------------
+
+def admin_commit(c: Client, group: str, offsets: dict[int, int], topic: str = TOPIC) -> None:
+    """An admin's OffsetCommit (generation -1, no member): creates an Empty classic group holding the offsets."""
+    r = c.request(wire.OffsetCommitRequest(
+        group_id=group, generation_id_or_member_epoch=-1, member_id="", group_instance_id=None,
+        topics=[wire.OffsetCommitRequestTopic(name=topic, partitions=[
+            wire.OffsetCommitRequestPartition(partition_index=p, committed_offset=o, committed_leader_epoch=-1,
+                                              committed_metadata="") for p, o in offsets.items()])]), 7)
+    assert all(p.error_code == E.NONE for t in r.topics for p in t.partitions), r
