@@ -19,28 +19,12 @@ from kcoord.client import Client
 from kcoord.config import ServerConfig
 from kcoord.listeners import ListenerError, parse_listeners
 
-from ..support.secured import add_users
-from ..support.servers import free_port, in_process, recv_exact
+from ..support.secured import add_user, call, closed, plain_login
+from ..support.servers import free_port, in_process
 
 
 def listeners_config(**settings) -> ServerConfig:
     return ServerConfig.from_kafka({k.replace("_", "."): v for k, v in settings.items()}, topics=["t:2"])
-
-
-def call(sock: socket.socket, key: int, version: int, body, corr: int = 1):
-    sock.sendall(wire.encode_request(key, version, corr, "t", body))
-    (size,) = struct.unpack(">i", recv_exact(sock, 4))
-    got, resp = wire.decode_response(key, version, recv_exact(sock, size))
-    assert got == corr
-    return resp
-
-
-def closed(sock: socket.socket, timeout: float = 10.0) -> bool:
-    sock.settimeout(timeout)
-    try:
-        return sock.recv(1) == b""
-    except ConnectionResetError:
-        return True
 
 
 def test_each_listener_answers_with_its_own_advertised_address() -> None:
@@ -154,15 +138,6 @@ def two_listeners(**more) -> ServerConfig:
     return listeners_config(listeners=f"INTERNAL://127.0.0.1:{free_port()},EXTERNAL://127.0.0.1:{free_port()}",
                             listener_security_protocol_map="INTERNAL:PLAINTEXT,EXTERNAL:SASL_PLAINTEXT",
                             sasl_enabled_mechanisms="PLAIN", **more)
-
-
-def add_user(srv, name: str, password: str) -> None:
-    add_users(f"127.0.0.1:{srv.listeners[0].port}", {name: ("SCRAM-SHA-512", password)})
-
-
-def plain_login(s: socket.socket, user: str, password: str, corr: int = 1):
-    assert call(s, 17, 1, wire.SaslHandshakeRequest(mechanism="PLAIN"), corr).error_code == E.NONE
-    return call(s, 36, 2, wire.SaslAuthenticateRequest(auth_bytes=f"\0{user}\0{password}".encode()), corr + 1)
 
 
 def test_connections_max_reauth_ms_is_the_session_lifetime_and_an_expired_session_is_closed() -> None:

@@ -16,8 +16,8 @@ from kcoord import wire
 from kcoord.client import Client
 from kcoord.config import ServerConfig
 
+from ..support.secured import add_user, call, closed, plain_login
 from ..support.servers import free_port, in_process
-from .test_listeners import add_user, call, closed, plain_login
 
 MECH = "SCRAM-SHA-512"
 

@@ -5,6 +5,8 @@ PEM files, and SCRAM users added through AlterUserScramCredentials on a PLAINTEX
 from __future__ import annotations
 
 import secrets
+import socket
+import struct
 from pathlib import Path
 
 import trustme
@@ -16,7 +18,7 @@ from kcoord import wire
 from kcoord.client import Client
 from kcoord.security.scram import MECHANISMS, salted_password
 
-from .servers import Server, free_port, serve
+from .servers import Server, free_port, recv_exact, serve
 
 SERVER_DN = {"common_name": "broker", "organization_name": "kcoord", "organization_unit_name": "brokers"}
 
@@ -114,3 +116,30 @@ def groups(srv: Server) -> set[str]:
     """The ids of the groups a (secured) server has, by ListGroups."""
     with Client(srv.bootstrap) as c:
         return {g.group_id for g in c.call(16, 4, wire.ListGroupsRequest(states_filter=[])).groups}
+
+
+# ---- a SASL listener spoken to by hand: one request on a socket, a closed connection, a user, a PLAIN login ----
+
+def call(sock: socket.socket, key: int, version: int, body, corr: int = 1):
+    sock.sendall(wire.encode_request(key, version, corr, "t", body))
+    (size,) = struct.unpack(">i", recv_exact(sock, 4))
+    got, resp = wire.decode_response(key, version, recv_exact(sock, size))
+    assert got == corr
+    return resp
+
+
+def closed(sock: socket.socket, timeout: float = 10.0) -> bool:
+    sock.settimeout(timeout)
+    try:
+        return sock.recv(1) == b""
+    except ConnectionResetError:
+        return True
+
+
+def add_user(srv, name: str, password: str) -> None:
+    add_users(f"127.0.0.1:{srv.listeners[0].port}", {name: ("SCRAM-SHA-512", password)})
+
+
+def plain_login(s: socket.socket, user: str, password: str, corr: int = 1):
+    assert call(s, 17, 1, wire.SaslHandshakeRequest(mechanism="PLAIN"), corr).error_code == E.NONE
+    return call(s, 36, 2, wire.SaslAuthenticateRequest(auth_bytes=f"\0{user}\0{password}".encode()), corr + 1)
