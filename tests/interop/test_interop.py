@@ -13,8 +13,6 @@ what it observed last.
 
 from __future__ import annotations
 
-import itertools
-import json
 import os
 import signal
 import subprocess
@@ -24,9 +22,20 @@ from collections.abc import Callable
 
 import pytest
 
-from ..support import waits
-from ..support.interop_member import HEARTBEAT_INTERVAL_MS, KINDS, MEMBERS, SESSION_TIMEOUT_MS, Member
-from ..support.servers import ROOT, Server, free_port, serve
+from ..support.interop import (
+    ALL,
+    FORM_TIMEOUT,
+    PARTITIONS,
+    TOPIC,
+    Group,
+    coverage,
+    described_partitions,
+    pretty,
+    summary,
+    wait_until,
+)
+from ..support.interop_member import HEARTBEAT_INTERVAL_MS, KINDS, SESSION_TIMEOUT_MS, Member
+from ..support.servers import ROOT, free_port, serve
 
 pytestmark = [
     pytest.mark.interop,
@@ -34,12 +43,6 @@ pytestmark = [
     # IO thread) through deprecated importlib.resources calls; the ini ignores only read_text.
     pytest.mark.filterwarnings(r"ignore:(read|open)_text is deprecated:DeprecationWarning"),
 ]
-
-TOPIC = "orders"
-PARTITIONS = 12
-ALL = frozenset(range(PARTITIONS))
-FORM_TIMEOUT = 40.0
-_group_ids = itertools.count()
 
 
 @pytest.fixture(scope="module")
@@ -50,35 +53,6 @@ def server(tmp_path_factory):
     srv.proc.terminate()
     rc = srv.proc.wait(timeout=15)
     assert rc == 0, f"the server did not shut down cleanly on SIGTERM (rc {rc}):\n{srv.log_tail()}"
-
-
-class Group:
-    """One consumer group of a test: starts members, closes whatever is left at teardown."""
-
-    def __init__(self, server: Server, kind: str, name: str, strategy: str | None = None) -> None:
-        self.server = server
-        self.kind = kind
-        self.id = f"{name}-{next(_group_ids)}"
-        self.strategy = strategy
-        self.members: list[Member] = []
-
-    def start(self, client_id: str, instance_id: str | None = None, track_positions: bool = False,
-              kind: str | None = None) -> Member:
-        m = MEMBERS[kind or self.kind](self.server.bootstrap, self.id, TOPIC, client_id=client_id, instance_id=instance_id,
-                               strategy=self.strategy, track_positions=track_positions).start()
-        self.members.append(m)
-        return m
-
-    def close(self, *members: Member) -> None:
-        """Close several members at once (each on its own thread), then drop them from the group's list."""
-        for m in members:
-            m._stop.set()
-        for m in members:
-            m.close()
-            self.members.remove(m)
-
-    def describe(self) -> dict:
-        return self.server.describe(self.id)
 
 
 @pytest.fixture
@@ -94,52 +68,6 @@ def make_group(server):
     for g in groups:
         g.close(*g.members)
     server.check_alive()
-
-
-def wait_until(check: Callable[[], tuple[bool, object]], timeout: float, what: str, server: Server | None = None):
-    """Poll check() -> (done, observed) until done; fail with the last observation (and the server's log tail)
-    after `timeout` seconds."""
-    return waits.wait_until(check, timeout, what, interval=0.1, show=pretty,
-                            more=None if server is None else lambda: f"\nserver log tail:\n{server.log_tail()}")
-
-
-def pretty(observed) -> str:
-    return json.dumps(observed, indent=1, default=lambda o: sorted(o) if isinstance(o, (set, frozenset)) else repr(o))
-
-
-def summary(d: dict) -> dict:
-    """The parts of a describe_group answer a failure message needs."""
-    return {"state": d["state"], "generation": d["generation"], "leader": d["leader"], "protocol": d["protocol"],
-            "members": [{"member_id": m["member_id"], "instance": m["group_instance_id"], "client": m["client_id"],
-                         "assignment": m["assignment"]} for m in d["members"]],
-            "history": [(h["generation"], h["trigger"], h["member_id"], h["group_instance_id"], h["reason"])
-                        for h in d["history"]]}
-
-
-def described_partitions(m: dict) -> frozenset[int]:
-    a = m["assignment"]
-    if a == "":
-        return frozenset()  # no assignment bytes: the group is not Stable (describe shows them only then)
-    assert isinstance(a, dict), f"member {m['member_id']}: undecodable assignment {a!r}"
-    return frozenset(a.get(TOPIC, ()))
-
-
-def coverage(members: list[Member], group: Group) -> tuple[bool, dict]:
-    """Whether `members` (and nobody else) form the stable group, every partition assigned to exactly one of
-    them, each non-empty, the clients' own view equal to the server's."""
-    client_view = {m.client_id: m.assigned for m in members}
-    errors = {m.client_id: repr(m.error) for m in members if m.error is not None}
-    d = group.describe()
-    if errors:
-        pytest.fail(f"a {group.kind} member failed: {errors}; server: {pretty(summary(d))}")
-    server_view = {m["client_id"]: described_partitions(m) for m in d["members"]}
-    owned = [p for ps in client_view.values() for p in ps]
-    ok = (not errors and d["state"] == "Stable" and len(d["members"]) == len(members)
-          and server_view == client_view and all(client_view.values())
-          and sorted(owned) == sorted(ALL))
-    observed = {"client_view": client_view, "errors": errors, "server": summary(d),
-                "missing": ALL - set(owned), "overlap": sorted({p for p in owned if owned.count(p) > 1})}
-    return ok, observed
 
 
 def assert_partitioned(members: list[Member]) -> None:

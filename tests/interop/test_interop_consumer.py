@@ -16,7 +16,6 @@ import socket
 import struct
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Callable
 
@@ -26,6 +25,7 @@ from kcoord import errors as E
 from kcoord import wire
 from kcoord.client import Client
 
+from ..support.interop import ALL, PARTITIONS, TOPIC, Watch
 from ..support.interop_consumer import ConsumerMember
 from ..support.interop_member import MEMBERS
 from ..support.servers import ROOT, Server, free_port, serve
@@ -33,9 +33,6 @@ from ..support.waits import wait_until
 
 pytestmark = pytest.mark.interop
 
-TOPIC = "orders"
-PARTITIONS = 12
-ALL = frozenset(range(PARTITIONS))
 SESSION_MS = 4_000
 SETTINGS = ("group.consumer.min.heartbeat.interval.ms=500", "group.consumer.heartbeat.interval.ms=500",
             "group.consumer.min.session.timeout.ms=2000", f"group.consumer.session.timeout.ms={SESSION_MS}",
@@ -58,47 +55,6 @@ def server(tmp_path_factory):
     yield srv
     srv.proc.terminate()
     assert srv.proc.wait(timeout=15) == 0, srv.log_tail()
-
-
-class Watch:
-    """Samples every member's holdings on every change and fails on a partition held twice."""
-
-    def __init__(self) -> None:
-        self.members: list[ConsumerMember] = []
-        self.violations: list[str] = []
-        self.fenced: set[str] = set()  # fenced by the coordinator: they hold on until their next heartbeat says so
-        self._lock = threading.Lock()
-
-    def fence(self, m: ConsumerMember) -> None:
-        """A member the test has the coordinator fence (an admin removal): its partitions move at once, as in Kafka,
-        while the client believes it holds them until its next heartbeat is refused. It leaves the check."""
-        with self._lock:
-            self.fenced.add(m.client_id)
-
-    def check(self, _m=None) -> None:
-        with self._lock:
-            seen: dict[tuple[str, int], str] = {}
-            for m in self.members:
-                if m.client_id in self.fenced:
-                    continue
-                for tp in m.held:
-                    if tp in seen:
-                        self.violations.append(f"{tp} held by {seen[tp]} and {m.client_id}")
-                    seen[tp] = m.client_id
-
-    def start(self, server: Server, group: str, client_id: str, **kw) -> ConsumerMember:
-        m = ConsumerMember(server.bootstrap, group, kw.pop("topics", [TOPIC]), client_id=client_id,
-                           on_change=self.check, **kw)
-        self.members.append(m)
-        return m.start()
-
-    def stop(self, m: ConsumerMember) -> None:
-        m.stop()
-        self.members.remove(m)
-
-    def close(self) -> None:
-        for m in list(self.members):
-            self.stop(m)
 
 
 @pytest.fixture

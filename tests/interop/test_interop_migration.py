@@ -32,14 +32,18 @@ from kcoord import wire
 from kcoord.cli import main as cli_main
 from kcoord.client import Client, KafkaError
 
+from ..support.interop import ALL, PARTITIONS, TOPIC, wait_until
+from ..support.interop import Watch as ConsumerWatch
 from ..support.interop_consumer import ConsumerMember
 from ..support.interop_member import SESSION_TIMEOUT_MS, AiokafkaMember, KafkaPythonMember
 from ..support.servers import Server, free_port, serve
-from .test_interop import ALL, PARTITIONS, TOPIC, pytestmark, wait_until  # noqa: F401 (pytestmark)
-from .test_interop_consumer import Watch as ConsumerWatch
 
-# pytestmark: interop, and kafka-python's deprecation warnings ignored, as for the other interop tests (one
-# test here has a kafka-python member); the same topic of 12 partitions.
+# interop, and kafka-python's deprecation warnings ignored, as for the other interop tests (one test here has a
+# kafka-python member)
+pytestmark = [
+    pytest.mark.interop,
+    pytest.mark.filterwarnings(r"ignore:(read|open)_text is deprecated:DeprecationWarning"),
+]
 CONSUMER_SESSION_MS = 4_000  # group.consumer.session.timeout.ms (consumer-protocol members)
 CLASSIC_SESSION_MS = SESSION_TIMEOUT_MS  # 6 s, dynamic classic members
 STATIC_SESSION_MS = 3_000  # static classic members (a closed one would be evicted after this, were it not replaced)

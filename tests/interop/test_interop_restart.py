@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
+from ..support.interop import FORM_TIMEOUT, PARTITIONS, TOPIC, Group, coverage, pretty, summary, wait_until
 from ..support.interop_member import SESSION_TIMEOUT_MS
 from ..support.servers import Server, free_port, serve
-from .test_interop import FORM_TIMEOUT, PARTITIONS, TOPIC, Group, coverage, pretty, summary, wait_until
 
 pytestmark = [
     pytest.mark.interop,

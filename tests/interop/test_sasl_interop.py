@@ -13,8 +13,9 @@ import pytest
 from kcoord import wire
 from kcoord.client import Client
 
+from ..support.interop import committed
 from ..support.interop_consumer import ConsumerMember
-from ..support.interop_member import AiokafkaMember, ConfluentMember, KafkaPythonMember
+from ..support.interop_member import MEMBERS
 from ..support.secured import add_users
 from ..support.servers import free_port, serve
 from ..support.waits import wait_until
@@ -47,17 +48,6 @@ def sasl_config(kind: str, mechanism: str, user: str, password: str) -> dict:
                 "sasl.password": password}
     return {"security_protocol": "SASL_PLAINTEXT", "sasl_mechanism": mechanism, "sasl_plain_username": user,
             "sasl_plain_password": password}
-
-
-MEMBERS = {"confluent": ConfluentMember, "kafka-python": KafkaPythonMember, "aiokafka": AiokafkaMember}
-
-
-def committed(srv, group: str) -> dict[int, int]:
-    with Client(srv.bootstrap) as c:
-        resp = c.call(9, 8, wire.OffsetFetchRequest(groups=[wire.OffsetFetchRequestGroup(
-            group_id=group, topics=[wire.OffsetFetchRequestTopics(name=TOPIC, partition_indexes=[0, 1, 2, 3])])]))
-    return {p.partition_index: p.committed_offset for p in resp.groups[0].topics[0].partitions
-            if p.committed_offset >= 0}
 
 
 @pytest.mark.parametrize("kind", list(MEMBERS))

@@ -27,10 +27,11 @@ from cryptography import x509
 from kcoord.client import Client, ClientSecurity
 
 from ..support.cli import kcoord
+from ..support.interop import TOPIC, committed
 from ..support.interop_consumer import ConsumerMember
+from ..support.interop_member import MEMBERS
 from ..support.secured import Pki, add_users, groups, secured_server, stop
 from ..support.waits import wait_until
-from .test_sasl_interop import MEMBERS, TOPIC, committed
 
 USERS = {"alice": ("SCRAM-SHA-512", "alice-tls-secret")}
 # CN=Alice.Smith,OU=Payments,O=Example -> User:alice.smith@payments; other DNs as they are (DEFAULT)
