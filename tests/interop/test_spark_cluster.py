@@ -34,9 +34,9 @@ from typing import Any
 
 import pytest
 
-# first: without the spark extra, tests.interop.test_spark skips its module (a wheel's test run) or fails (`make test`),
-# and this one with it
-from tests.interop.test_spark import Estate, assert_equal_by_group, by_group  # isort: skip
+# first: without the spark extra, tests.support.spark_estate skips the module importing it (a wheel's test run) or
+# fails (`make test`)
+from tests.support.spark_estate import Estate, assert_equal_by_group, by_group  # isort: skip
 
 import pyspark  # noqa: E402
 
