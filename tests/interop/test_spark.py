@@ -483,7 +483,7 @@ def test_kcoord_plan_baseline_is_read_not_planned(spark, tmp_path, capsys):
 # ---- kcoord plan on Spark: the scenarios -------------------------------------------------------------------------
 # (rolling-bounce and scale-out:N run through the CLI above: test_kcoord_plan_baseline_is_read_not_planned and
 # test_kcoord_plan_end_to_end_from_describe_json; each run here costs seconds of Spark jobs. The CLI's run/refused
-# helpers are tests/server/test_cli_paths.py's; the session is this file's.)
+# helpers are tests/support/cli.py's; the session is this file's.)
 
 # Two groups over topics t (6 partitions, replicas on racks r1 and r2) and u (3): "dyn" has two dynamic members
 # subscribed to both, one per rack; "stat" four static members subscribed to t, racks r1 r2 r1 r2.
