@@ -427,6 +427,10 @@ class ServerConfig:
     failed_authentication_delay_ms: int = 100  # connection.failed.authentication.delay.ms
     connections_max_reauth_ms: int = 0  # connections.max.reauth.ms (0: sessions never expire)
     sasl_server_max_receive_size: int = 524288  # sasl.server.max.receive.size: the largest frame until authenticated
+    # Authorization (kcoord.security.authorizer): Kafka's StandardAuthorizer, on when authorizer.class.name names it
+    authorizer_class_name: str = ""  # authorizer.class.name ("": no authorizer, every request allowed)
+    super_users: str = ""  # super.users: principals allowed everything, separated by ';'
+    allow_everyone_if_no_acl_found: bool = False  # allow.everyone.if.no.acl.found
     # The TLS settings (ssl.*) and per-listener overrides (listener.name.<listener>.<setting>) by their Kafka names
     security: dict[str, str] = field(default_factory=dict)
     group: GroupConfig = field(default_factory=GroupConfig)
@@ -481,6 +485,14 @@ class ServerConfig:
             if len(served) < len(mechanisms):
                 raise ValueError(f"sasl.enabled.mechanisms: kcoord serves {', '.join(SASL_MECHANISMS)}, not "
                                  f"{', '.join(m for m in mechanisms if m not in SASL_MECHANISMS)}")
+        if self.authorizer_class_name.strip() and self.authorizer_class_name.strip() not in AUTHORIZERS:
+            raise ValueError(f"authorizer.class.name: kcoord serves Kafka's StandardAuthorizer "
+                             f"({AUTHORIZERS[0]}), not {self.authorizer_class_name.strip()!r}")
+        from .security.authorizer import parse_super_users
+        try:
+            parse_super_users(self.super_users)
+        except ValueError as e:
+            raise SettingError("super.users", f"super.users: {e}") from None
         if self.num_partitions > self.topic_max_partitions:
             raise ValueError(f"num.partitions ({self.num_partitions}) must not be above topic.max.partitions "
                              f"({self.topic_max_partitions})")
@@ -550,6 +562,11 @@ class ServerConfig:
                 return int(value)
         return self.connections_max_reauth_ms
 
+    @property
+    def authorizing(self) -> bool:
+        """An authorizer is configured: every request is checked against the ACLs."""
+        return bool(self.authorizer_class_name.strip())
+
     def enabled_mechanisms(self) -> list[str]:
         return [m.strip().upper() for m in self.sasl_enabled_mechanisms.split(",") if m.strip()]
 
@@ -606,7 +623,13 @@ SERVER_SETTINGS = {
     "connection.failed.authentication.delay.ms": "failed_authentication_delay_ms",
     "connections.max.reauth.ms": "connections_max_reauth_ms",
     "sasl.server.max.receive.size": "sasl_server_max_receive_size",
+    "authorizer.class.name": "authorizer_class_name",
+    "super.users": "super_users",
+    "allow.everyone.if.no.acl.found": "allow_everyone_if_no_acl_found",
 }
+# What authorizer.class.name may name: Kafka's KRaft authorizer, and the ZooKeeper-era one whose ACL semantics it
+# kept (Kafka 3.x), both served by kcoord.security.authorizer
+AUTHORIZERS = ("org.apache.kafka.metadata.authorizer.StandardAuthorizer", "kafka.security.authorizer.AclAuthorizer")
 SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")  # what kcoord serves of sasl.enabled.mechanisms
 
 

@@ -36,6 +36,7 @@ from .groups.consumer import ConsumerGroup, compile_regex, validate_heartbeat
 from .groups.migration import downgrade, upgrade, validate_upgrade
 from .offsets import Offsets
 from .reply import Deferred, Reply
+from .security.acls import Acls
 from .security.credentials import Credentials
 from .store import GroupStore, NullStore, StoreError
 from .timers import Clock, Timers
@@ -128,6 +129,7 @@ class Coordinator:
         self.offsets = Offsets(self.groups, self.classic_group, self._store, self.topics, self.clock,
                                self.config.offset_metadata_max_bytes, self.config.message_max_bytes)
         self.credentials = Credentials(self._store)  # SCRAM credentials and their admin APIs (KIP-554)
+        self.acls = Acls(self._store)  # the ACLs, their authorizer and their admin APIs
         self.handlers: dict[int, Callable[..., Reply | Deferred | wire.Message]] = {
             wire.JoinGroupRequest.API_KEY: self.join_group,
             wire.SyncGroupRequest.API_KEY: self.sync_group,
@@ -144,6 +146,7 @@ class Coordinator:
             wire.ConnectGroupDescribeRequest.API_KEY: self.connect_group_describe,
             **self.offsets.handlers,
             **self.credentials.handlers,
+            **self.acls.handlers,
         }
         # Offset retention: a check every offsets.retention.check.interval.ms (from now, as Kafka schedules it when
         # the coordinator is loaded), each in slices (`expire_slice`).
@@ -185,7 +188,7 @@ class Coordinator:
     @store.setter
     def store(self, store: GroupStore | NullStore) -> None:
         """Where groups created from now on, and the offsets, stage their records."""
-        self._store = self.offsets.store = self.credentials.store = store
+        self._store = self.offsets.store = self.credentials.store = self.acls.store = store
 
     def write_refusals(self, error: int) -> dict[int, Callable[..., wire.Message]]:
         """Handlers for the APIs that write, answering `error` without touching any group: what the server serves
@@ -235,6 +238,10 @@ class Coordinator:
                 wire.ConnectGroupInstallAssignmentResponse(error_code=error, error_message=message),
             wire.AlterUserScramCredentialsRequest.API_KEY: lambda req, v, *_: self.credentials.refuse(req, error,
                                                                                                      message),
+            wire.CreateAclsRequest.API_KEY: lambda req, v, *_: self.acls.refuse(req, wire.CreateAclsRequest.API_KEY,
+                                                                                error, message),
+            wire.DeleteAclsRequest.API_KEY: lambda req, v, *_: self.acls.refuse(req, wire.DeleteAclsRequest.API_KEY,
+                                                                                error, message),
         }
 
     def handle(self, body: Any, version: int, client_id: str = "", client_host: str = "") -> Any:
@@ -351,10 +358,13 @@ class Coordinator:
                     stats.topics += 1
                 elif rtype == R.KCOORD_SCRAM_CREDENTIAL:
                     self.credentials.replay(rec)
+                elif rtype == R.KCOORD_ACL:
+                    self.acls.replay(rec)
         except R.RecordError as e:
             raise StoreError(str(e)) from None
         finally:
             self.offsets.replay_done()
+            self.acls.loaded()
         for g in [g for gid, g in self.groups.items() if gid not in before]:
             try:
                 g.on_loaded()

@@ -129,8 +129,8 @@ class Partitioner:
 
     def of_key(self, key: bytes) -> int:
         """The partition a record belongs to: its group's, read from the key (every group and offset key starts
-        with the record type and the group id as a Kafka string); topic and SCRAM credential records are GLOBAL."""
-        if len(key) < 4 or R.record_type(key) in (R.KCOORD_TOPIC, R.KCOORD_SCRAM_CREDENTIAL):
+        with the record type and the group id as a Kafka string); topic, SCRAM credential and ACL records are GLOBAL."""
+        if len(key) < 4 or R.record_type(key) in (R.KCOORD_TOPIC, R.KCOORD_SCRAM_CREDENTIAL, R.KCOORD_ACL):
             return GLOBAL
         n = key[2] << 8 | key[3]
         return self(key[4:4 + n].decode("utf-8", "surrogateescape"))

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 from . import wire
+from .security.authorizer import Acl, acl_problem
 
 # Record type ids (the key's int16 "version"), as Kafka's coordinator records number them.
 OFFSET_COMMIT_V0 = wire.OffsetCommitKey.MIN_VERSION  # 0: written by very old brokers, still read
@@ -40,6 +41,8 @@ CONNECT_GROUP_UNITS = 1006
 # Authentication (issue 31): a SCRAM credential, the KRaft UserScramCredentialRecord's fields (a Kafka cluster keeps
 # them in its metadata log); a block of its own after the connect group's.
 KCOORD_SCRAM_CREDENTIAL = 1100
+# Authorization (issue 32): one ACL, the KRaft AccessControlEntryRecord's fields, the whole ACL in the key
+KCOORD_ACL = 1101
 
 GROUP_METADATA_VALUE_VERSION = 3  # what Kafka writes for classic groups
 OFFSET_COMMIT_VALUE_VERSION = 3  # leader epoch, no expire timestamp (KIP-211)
@@ -48,6 +51,8 @@ _I16 = struct.Struct(">h")
 _TOPIC_VALUE = struct.Struct(">h16si")
 _SCRAM_KEY_NAME = struct.Struct(">hH")  # record type, user name length
 _SCRAM_VALUE = struct.Struct(">hIHHi")  # version, salt, stored key and server key lengths, iterations
+_ACL_KEY = struct.Struct(">hbbbbHHH")  # record type, resource type, pattern, operation, permission, 3 lengths
+ACL_VALUE = b"\x00\x00"  # version 0, nothing more: the key is the ACL
 SCRAM_MECHANISM_TYPES = (1, 2)  # SCRAM-SHA-256, SCRAM-SHA-512 (kcoord.security.scram.MECHANISMS)
 
 
@@ -364,6 +369,30 @@ def _scram_credential(key: bytes, value: bytes) -> ScramCredentialRecord:
                                  value[at + ls + lk:], iterations)
 
 
+# ---- ACLs: key = type, resource type, pattern type, operation, permission (int8 each), the lengths (uint16) of the
+# resource name, principal and host, then the three (UTF-8); value = version 0 ----------------------------------------
+
+def acl_key(acl: Acl) -> bytes:
+    name, principal, host = acl.name.encode(), acl.principal.encode(), acl.host.encode()
+    return _ACL_KEY.pack(KCOORD_ACL, acl.resource_type, acl.pattern, acl.operation, acl.permission, len(name),
+                         len(principal), len(host)) + name + principal + host
+
+
+def _acl(key: bytes, value: bytes) -> Acl:
+    _, rtype, pattern, op, perm, ln, lp, lh = _ACL_KEY.unpack_from(key)
+    at = _ACL_KEY.size
+    if len(key) != at + ln + lp + lh:
+        raise ValueError(f"bad ACL key ({len(key)} bytes for lengths {ln}, {lp}, {lh})")
+    if value != ACL_VALUE:
+        raise ValueError(f"bad ACL value {value[:16].hex()}")
+    acl = Acl(rtype, key[at:at + ln].decode(), pattern, key[at + ln:at + ln + lp].decode(),
+              key[at + ln + lp:].decode(), op, perm)
+    issue = acl_problem(acl)
+    if issue:
+        raise ValueError(f"bad ACL: {issue}")
+    return acl
+
+
 # ---- decoding -------------------------------------------------------------------------------------------------
 
 @dataclass
@@ -387,7 +416,7 @@ KINDS = {OFFSET_COMMIT_V0: "offset", OFFSET_COMMIT: "offset", GROUP_METADATA: "g
          CONSUMER_GROUP_TARGET_ASSIGNMENT_MEMBER: "consumer", CONSUMER_GROUP_CURRENT_MEMBER_ASSIGNMENT: "consumer",
          CONNECT_GROUP_METADATA: "group", CONNECT_GROUP_MEMBER_METADATA: "member", CONNECT_GROUP_UNITS: "connect",
          CONNECT_GROUP_TARGET_ASSIGNMENT_METADATA: "connect", CONNECT_GROUP_TARGET_ASSIGNMENT_MEMBER: "connect",
-         CONNECT_GROUP_CURRENT_MEMBER_ASSIGNMENT: "connect", KCOORD_SCRAM_CREDENTIAL: "scram"}
+         CONNECT_GROUP_CURRENT_MEMBER_ASSIGNMENT: "connect", KCOORD_SCRAM_CREDENTIAL: "scram", KCOORD_ACL: "acl"}
 
 
 def tally(rec: Record) -> tuple[int, int]:
@@ -429,6 +458,9 @@ def decode(key: bytes, value: bytes) -> Record:
             if version != 0 or partitions < 1 or not name:
                 raise ValueError(f"bad topic value (version {version}, {partitions} partitions)")
             return Record(rtype, None, name, TopicRecord(name, topic_id, partitions))
+        if rtype == KCOORD_ACL:
+            acl = _acl(key, value)
+            return Record(rtype, None, acl, acl)
         if rtype == KCOORD_SCRAM_CREDENTIAL:
             cred = _scram_credential(key, value)
             return Record(rtype, None, (cred.user, cred.mechanism), cred)

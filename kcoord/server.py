@@ -35,6 +35,7 @@ from .coordinator import Coordinator, LoadStats
 from .events import LATENCY_BUCKETS, REQUEST_PRINCIPAL, Histogram
 from .listeners import Listener, listener_names
 from .reply import Deferred, Reply
+from .security.authorizer import parse_super_users
 from .security.handshakes import HandshakeBudget, MeteredTls
 from .security.sasl import AUTHENTICATE, COMPLETE, FAILED, HANDSHAKE, INITIAL, RAW, SaslSession
 from .security.scram import SaslFailure
@@ -48,6 +49,7 @@ if TYPE_CHECKING:  # imported at run time only when asked for (psycopg, promethe
 
     from .cluster import Cluster
     from .metrics import MetricsEndpoint, ServerStats
+    from .security.gates import Gates
     from .security.tls import PrincipalMapper
 
 log = logging.getLogger("kcoord.server")
@@ -388,6 +390,9 @@ class KafkaConnection(asyncio.BufferedProtocol):
                 self._note_member(body)
             if response is not None:  # None: Produce with acks=0 is never answered
                 self.respond(response, key, version, header.correlation_id, t0)
+        except wire.DecodeError as e:  # decoded, but invalid as Kafka parses it (an ACL request's UNKNOWN enum)
+            log.info("closing %s: malformed request: %s", self.host, e)
+            return False
         except Exception:
             log.exception("closing %s: API %d v%d failed", self.host, key, version)
             return False
@@ -611,6 +616,10 @@ class KafkaConnection(asyncio.BufferedProtocol):
             response = srv.handlers[key](body, version, header.client_id or "", self.host)
             if key in MEMBER_KEYS and self.principal is not ANONYMOUS:
                 self._note_member(body)
+        except wire.DecodeError as e:
+            log.info("closing %s: malformed request: %s", self.host, e)
+            self._abort_offloaded()
+            return
         except Exception:
             log.exception("closing %s: API %d v%d failed", self.host, key, version)
             self._abort_offloaded()
@@ -1011,6 +1020,8 @@ class Server:
         if records is not None:
             self.store = GroupStore(records, self.clock.wall_ms)
         self.coordinator = Coordinator(cfg.group, self.clock, store=self.store, topics=self.topics)
+        self.coordinator.acls.configure(cfg.authorizing, parse_super_users(cfg.super_users),
+                                        cfg.allow_everyone_if_no_acl_found)
         if records is not None:
             try:
                 self.loaded = self.coordinator.load()
@@ -1065,6 +1076,7 @@ class Server:
         self._stop: asyncio.Event | None = None
         self.broker: Broker = None  # type: ignore[assignment]  # made by start(), as the worker
         self.handlers: dict = {}
+        self.gates: Gates | None = None  # when an authorizer is configured: every API's check
         self.connections: set[KafkaConnection] = set()
         self.loop: asyncio.AbstractEventLoop = None  # type: ignore[assignment]  # start()'s, as the worker
         self._server: asyncio.AbstractServer | None = None  # the first listener's
@@ -1144,6 +1156,10 @@ class Server:
         if self.cluster is not None:
             self.broker.cluster = self.cluster
             self.handlers = self.cluster.wrap(self.handlers)
+        if cfg.authorizing:  # authorization first, as KafkaApis checks before the coordinator answers
+            from .security.gates import Gates
+            self.gates = Gates(self.coordinator.acls.authorizer, self.topics)
+            self.handlers = self.gates.wrap(self.handlers)
         self._reaper = self.loop.create_task(self._reap_idle())
         if cfg.metrics_port is not None:
             from .metrics import MetricsEndpoint  # prometheus_client is imported only when the endpoint is asked for
@@ -1236,6 +1252,8 @@ class Server:
         reads go on."""
         self._full_since = perf_counter()
         refusals = self.coordinator.write_refusals(FULL_ERROR)
+        if self.gates is not None:  # still authorized first: a refusal tells nothing to whom may not know it
+            refusals = self.gates.wrap(refusals)
         self._writes_refused = {k: self.handlers[k] for k in refusals if k in self.handlers}
         self.handlers.update({k: refusals[k] for k in self._writes_refused})
         self._log_full(True, "the store is full (%s): writes are refused with COORDINATOR_NOT_AVAILABLE, heartbeats "
@@ -1402,7 +1420,9 @@ class Server:
         return self.coordinator.unload_groups(belongs)
 
     def refresh_credentials(self, rows: Iterable[tuple[bytes, bytes]]) -> None:
+        rows = list(rows)
         self.coordinator.credentials.refresh(rows)
+        self.coordinator.acls.refresh(rows)
 
     def forget_topic(self, name: str) -> None:
         self.coordinator.offsets.forget_topic(name)

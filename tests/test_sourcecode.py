@@ -27,13 +27,14 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("kcoord.cli.plan", "kcoord.cli.admin", "kcoord.cli.users"),  # `kcoord plan`; `offsets`, `delete`; `users`
     ("kcoord.client.worker",),  # the connect worker client: a client of the server, above the codec and its assignor
     ("kcoord.server",),
+    ("kcoord.security.gates",),  # every served API's authorization, in front of its handler
     ("kcoord.metrics",),  # the Prometheus endpoint: reads the server, the coordinator and the store
     ("kcoord.cluster",),  # a node of a cluster on PostgreSQL: leases, and which node serves which group
     ("kcoord.broker",),
     ("kcoord.coordinator",),
     ("kcoord.groups.migration",),  # converts a group of one type into the other: above both
     ("kcoord.offsets", "kcoord.groups.classic", "kcoord.groups.consumer", "kcoord.groups.connect",
-     "kcoord.security.credentials"),  # SCRAM credentials and KIP-554's admin APIs, beside the offsets
+     "kcoord.security.credentials", "kcoord.security.acls"),  # SCRAM credentials, ACLs and their admin APIs
     ("kcoord.groups.modern",),  # ModernGroup, the abstract base of the consumer and connect types
     ("kcoord.groups", "kcoord.groups.base"),
     ("kcoord.pgstore",),  # the PostgreSQL backend of the store interface, fenced by lease epochs
@@ -48,6 +49,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("kcoord.security", "kcoord.security.scram"),  # SCRAM credentials and exchange, SaslFailure: no I/O
     ("kcoord.security.handshakes",),  # TLS handshakes held to a budget per loop turn
     ("kcoord.security.tls",),  # TLS contexts, PEM stores, certificate principals: the standard library only
+    ("kcoord.security.authorizer",),  # Kafka's ACL model and decision: no imports
     ("kcoord.wire", "kcoord.errors", "kcoord.reply"),
     ("kcoord.protocol", "kcoord._core"),  # the message definitions and the compiled core: import nothing above
 )

@@ -2091,6 +2091,147 @@ class AlterUserScramCredentialsResponse(Message):
     def encode(self, version: int) -> bytes: ...
     def encode_into(self, buf: WriteBuffer, version: int) -> None: ...
 
+
+class DescribeAclsRequest(Message):
+    resource_type_filter: int
+    resource_name_filter: str | None
+    pattern_type_filter: int
+    principal_filter: str | None
+    host_filter: str | None
+    operation: int
+    permission_type: int
+    def __init__(self, *, resource_type_filter: int = ..., resource_name_filter: str | None = ..., pattern_type_filter: int = ..., principal_filter: str | None = ..., host_filter: str | None = ..., operation: int = ..., permission_type: int = ..., unknown_tags: list[tuple[int, bytes]] | None = ...) -> None: ...
+    @staticmethod
+    def decode(buf: Buffer, version: int) -> DescribeAclsRequest: ...
+    @staticmethod
+    def decode_from(buf: Buffer, version: int, offset: int = 0) -> tuple[DescribeAclsRequest, int]: ...
+    def encode(self, version: int) -> bytes: ...
+    def encode_into(self, buf: WriteBuffer, version: int) -> None: ...
+
+
+class DescribeAclsResponseAclDescription(Message):
+    principal: str
+    host: str
+    operation: int
+    permission_type: int
+    def __init__(self, *, principal: str = ..., host: str = ..., operation: int = ..., permission_type: int = ..., unknown_tags: list[tuple[int, bytes]] | None = ...) -> None: ...
+
+
+class DescribeAclsResponseDescribeAclsResource(Message):
+    resource_type: int
+    resource_name: str
+    pattern_type: int
+    acls: list[DescribeAclsResponseAclDescription]
+    def __init__(self, *, resource_type: int = ..., resource_name: str = ..., pattern_type: int = ..., acls: list[DescribeAclsResponseAclDescription] = ..., unknown_tags: list[tuple[int, bytes]] | None = ...) -> None: ...
+
+
+class DescribeAclsResponse(Message):
+    throttle_time_ms: int
+    error_code: int
+    error_message: str | None
+    resources: list[DescribeAclsResponseDescribeAclsResource]
+    def __init__(self, *, throttle_time_ms: int = ..., error_code: int = ..., error_message: str | None = ..., resources: list[DescribeAclsResponseDescribeAclsResource] = ..., unknown_tags: list[tuple[int, bytes]] | None = ...) -> None: ...
+    @staticmethod
+    def decode(buf: Buffer, version: int) -> DescribeAclsResponse: ...
+    @staticmethod
+    def decode_from(buf: Buffer, version: int, offset: int = 0) -> tuple[DescribeAclsResponse, int]: ...
+    def encode(self, version: int) -> bytes: ...
+    def encode_into(self, buf: WriteBuffer, version: int) -> None: ...
+
+
+class CreateAclsRequestAclCreation(Message):
+    resource_type: int
+    resource_name: str
+    resource_pattern_type: int
+    principal: str
+    host: str
+    operation: int
+    permission_type: int
+    def __init__(self, *, resource_type: int = ..., resource_name: str = ..., resource_pattern_type: int = ..., principal: str = ..., host: str = ..., operation: int = ..., permission_type: int = ..., unknown_tags: list[tuple[int, bytes]] | None = ...) -> None: ...
+
+
+class CreateAclsRequest(Message):
+    creations: list[CreateAclsRequestAclCreation]
+    def __init__(self, *, creations: list[CreateAclsRequestAclCreation] = ..., unknown_tags: list[tuple[int, bytes]] | None = ...) -> None: ...
+    @staticmethod
+    def decode(buf: Buffer, version: int) -> CreateAclsRequest: ...
+    @staticmethod
+    def decode_from(buf: Buffer, version: int, offset: int = 0) -> tuple[CreateAclsRequest, int]: ...
+    def encode(self, version: int) -> bytes: ...
+    def encode_into(self, buf: WriteBuffer, version: int) -> None: ...
+
+
+class CreateAclsResponseAclCreationResult(Message):
+    error_code: int
+    error_message: str | None
+    def __init__(self, *, error_code: int = ..., error_message: str | None = ..., unknown_tags: list[tuple[int, bytes]] | None = ...) -> None: ...
+
+
+class CreateAclsResponse(Message):
+    throttle_time_ms: int
+    results: list[CreateAclsResponseAclCreationResult]
+    def __init__(self, *, throttle_time_ms: int = ..., results: list[CreateAclsResponseAclCreationResult] = ..., unknown_tags: list[tuple[int, bytes]] | None = ...) -> None: ...
+    @staticmethod
+    def decode(buf: Buffer, version: int) -> CreateAclsResponse: ...
+    @staticmethod
+    def decode_from(buf: Buffer, version: int, offset: int = 0) -> tuple[CreateAclsResponse, int]: ...
+    def encode(self, version: int) -> bytes: ...
+    def encode_into(self, buf: WriteBuffer, version: int) -> None: ...
+
+
+class DeleteAclsRequestDeleteAclsFilter(Message):
+    resource_type_filter: int
+    resource_name_filter: str | None
+    pattern_type_filter: int
+    principal_filter: str | None
+    host_filter: str | None
+    operation: int
+    permission_type: int
+    def __init__(self, *, resource_type_filter: int = ..., resource_name_filter: str | None = ..., pattern_type_filter: int = ..., principal_filter: str | None = ..., host_filter: str | None = ..., operation: int = ..., permission_type: int = ..., unknown_tags: list[tuple[int, bytes]] | None = ...) -> None: ...
+
+
+class DeleteAclsRequest(Message):
+    filters: list[DeleteAclsRequestDeleteAclsFilter]
+    def __init__(self, *, filters: list[DeleteAclsRequestDeleteAclsFilter] = ..., unknown_tags: list[tuple[int, bytes]] | None = ...) -> None: ...
+    @staticmethod
+    def decode(buf: Buffer, version: int) -> DeleteAclsRequest: ...
+    @staticmethod
+    def decode_from(buf: Buffer, version: int, offset: int = 0) -> tuple[DeleteAclsRequest, int]: ...
+    def encode(self, version: int) -> bytes: ...
+    def encode_into(self, buf: WriteBuffer, version: int) -> None: ...
+
+
+class DeleteAclsResponseDeleteAclsMatchingAcl(Message):
+    error_code: int
+    error_message: str | None
+    resource_type: int
+    resource_name: str
+    pattern_type: int
+    principal: str
+    host: str
+    operation: int
+    permission_type: int
+    def __init__(self, *, error_code: int = ..., error_message: str | None = ..., resource_type: int = ..., resource_name: str = ..., pattern_type: int = ..., principal: str = ..., host: str = ..., operation: int = ..., permission_type: int = ..., unknown_tags: list[tuple[int, bytes]] | None = ...) -> None: ...
+
+
+class DeleteAclsResponseDeleteAclsFilterResult(Message):
+    error_code: int
+    error_message: str | None
+    matching_acls: list[DeleteAclsResponseDeleteAclsMatchingAcl]
+    def __init__(self, *, error_code: int = ..., error_message: str | None = ..., matching_acls: list[DeleteAclsResponseDeleteAclsMatchingAcl] = ..., unknown_tags: list[tuple[int, bytes]] | None = ...) -> None: ...
+
+
+class DeleteAclsResponse(Message):
+    throttle_time_ms: int
+    filter_results: list[DeleteAclsResponseDeleteAclsFilterResult]
+    def __init__(self, *, throttle_time_ms: int = ..., filter_results: list[DeleteAclsResponseDeleteAclsFilterResult] = ..., unknown_tags: list[tuple[int, bytes]] | None = ...) -> None: ...
+    @staticmethod
+    def decode(buf: Buffer, version: int) -> DeleteAclsResponse: ...
+    @staticmethod
+    def decode_from(buf: Buffer, version: int, offset: int = 0) -> tuple[DeleteAclsResponse, int]: ...
+    def encode(self, version: int) -> bytes: ...
+    def encode_into(self, buf: WriteBuffer, version: int) -> None: ...
+
 REQUEST_TYPES: dict[int, type[Message]]
 RESPONSE_TYPES: dict[int, type[Message]]
 MESSAGE_TYPES: dict[str, type[Message]]

@@ -7,9 +7,8 @@ and mechanism; never a password nor a SaltedPassword. Each accepted change is st
 `KCOORD_SCRAM_CREDENTIAL` record (kcoord.records) before the response that confirms it leaves, and the table is
 rebuilt from those records on load (`replay`). Salts and keys are never returned by an API nor written to a log.
 
-Authorization is not decided here: `authorize(operation, client_id, client_host)` is the seam the ACL issue fills in
-(Kafka: CLUSTER DESCRIBE for key 50, CLUSTER ALTER for key 51). It allows everything until then; when it refuses,
-the answers are Kafka's (CLUSTER_AUTHORIZATION_FAILED, shaped as Kafka's getErrorResponse shapes them).
+Who may call these APIs (Kafka: CLUSTER DESCRIBE for key 50, CLUSTER ALTER for key 51) is checked before they run,
+by kcoord.security.gates, when an authorizer is configured.
 """
 
 from __future__ import annotations
@@ -42,18 +41,12 @@ MAX_NAME_BYTES = 0x7FFF
 Error = tuple[int, str | None]
 
 
-def allow_all(operation: str, client_id: str, client_host: str) -> bool:
-    return True
-
-
 class Credentials:
     """SCRAM credentials by user, then by mechanism type (1: SCRAM-SHA-256, 2: SCRAM-SHA-512)."""
 
     def __init__(self, store) -> None:
         self.store = store  # a GroupStore or NullStore: `persistent` and `stage(key, value-or-None)`
         self.by_user: dict[str, dict[int, ScramCredential]] = {}
-        # The ACL seam: (operation "DESCRIBE" or "ALTER" on the CLUSTER resource, client id, client host) -> allowed
-        self.authorize: Callable[[str, str, str], bool] = allow_all
         self.handlers: dict[int, Callable[..., wire.Message]] = {DESCRIBE_USER_SCRAM_CREDENTIALS: self.describe,
                          ALTER_USER_SCRAM_CREDENTIALS: self.alter}
 
@@ -101,11 +94,6 @@ class Credentials:
 
     def describe(self, req, version: int, client_id: str = "", client_host: str = ""):
         users = req.users
-        if not self.authorize("DESCRIBE", client_id, client_host):
-            # Kafka's getErrorResponse: the top-level error, and one result per requested user with an empty User
-            return wire.DescribeUserScramCredentialsResponse(
-                error_code=E.CLUSTER_AUTHORIZATION_FAILED, error_message=None, results=[
-                    self._describe_result("", E.CLUSTER_AUTHORIZATION_FAILED, None) for _ in users or ()])
         duplicate: dict[str, bool] = {}
         if not users:  # null or empty: every user
             duplicate = dict.fromkeys(sorted(self.by_user), False)
@@ -140,8 +128,6 @@ class Credentials:
     # ---- AlterUserScramCredentials (ScramControlManager.alterCredentials) ---------------------------------
 
     def alter(self, req, version: int, client_id: str = "", client_host: str = ""):
-        if not self.authorize("ALTER", client_id, client_host):
-            return self.refuse(req, E.CLUSTER_AUTHORIZATION_FAILED, None)  # as Kafka's getErrorResponse
         deletions: dict[str, wire.AlterUserScramCredentialsRequestScramCredentialDeletion] = {}
         upsertions: dict[str, wire.AlterUserScramCredentialsRequestScramCredentialUpsertion] = {}
         errors: dict[str, Error] = {}

@@ -245,23 +245,7 @@ def test_salts_and_keys_never_leave_the_server(server) -> None:
         assert secret not in raw
 
 
-# ---- authorization: the seam the ACL issue fills in -------------------------------------------------------------
-
-def test_a_refused_authorization_is_answered_as_kafka_does() -> None:
-    coord = Coordinator()
-    seen = []
-    coord.credentials.authorize = lambda op, client_id, host: seen.append((op, client_id, host)) or False
-    r = coord.handle(wire.AlterUserScramCredentialsRequest(deletions=[deletion("b")], upsertions=[
-        upsertion("c"), upsertion("a")]), 0, "cli", "10.0.0.1")
-    assert [(x.user, x.error_code, x.error_message) for x in r.results] == [
-        ("a", 31, None), ("b", 31, None), ("c", 31, None)]
-    r = coord.handle(wire.DescribeUserScramCredentialsRequest(users=[
-        wire.DescribeUserScramCredentialsRequestUserName(name="a"),
-        wire.DescribeUserScramCredentialsRequestUserName(name="b")]), 0, "cli", "10.0.0.1")
-    assert (r.error_code, [(x.user, x.error_code) for x in r.results]) == (31, [("", 31), ("", 31)])
-    assert seen == [("ALTER", "cli", "10.0.0.1"), ("DESCRIBE", "cli", "10.0.0.1")]
-    assert len(coord.credentials) == 0
-
+# ---- a full store ------------------------------------------------------------------------------------------
 
 def test_while_the_store_cannot_write_an_alteration_is_refused_and_changes_nothing() -> None:
     coord = Coordinator()

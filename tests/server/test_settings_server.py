@@ -22,6 +22,7 @@ from ..support.servers import ROOT, free_port, serve
 
 HERE = "tests/server/test_settings_server.py"
 LIMITS = "tests/server/test_connection_limits.py"
+AUTHZ = "tests/server/test_authorization.py"
 
 COVERED: dict[str, str] = {
     "socket.request.max.bytes": f"{HERE}::test_socket_request_max_bytes_reads_a_frame_of_the_limit_and_closes_above",
@@ -59,6 +60,10 @@ COVERED: dict[str, str] = {
         "tests/server/test_listeners.py::test_connections_max_reauth_ms_is_the_session_lifetime_and_an_expired_session_is_closed",
     "sasl.server.max.receive.size":
         "tests/server/test_listeners.py::test_a_frame_above_sasl_server_max_receive_size_before_authentication_closes",
+    "authorizer.class.name": f"{AUTHZ}::test_without_authorizer_class_name_nothing_is_checked_and_the_acl_apis_answer_"
+                             "security_disabled",
+    "super.users": f"{AUTHZ}::test_a_super_user_is_allowed_what_no_acl_grants",
+    "allow.everyone.if.no.acl.found": f"{AUTHZ}::test_allow_everyone_if_no_acl_found_admits_only_to_resources_without_acls",
 }
 
 MAX_FRAME = 4096  # socket.request.max.bytes

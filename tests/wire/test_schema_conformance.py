@@ -33,6 +33,7 @@ CLAIMED = {
         "DescribeGroups", "ListGroups", "DeleteGroups", "OffsetCommit", "OffsetFetch", "OffsetDelete",
         "ListOffsets", "Fetch", "Produce", "CreateTopics", "ConsumerGroupHeartbeat", "ConsumerGroupDescribe",
         "SaslHandshake", "SaslAuthenticate", "DescribeUserScramCredentials", "AlterUserScramCredentials",
+        "DescribeAcls", "CreateAcls", "DeleteAcls",
     ) for kind in ("Request", "Response")),
     "ConsumerProtocolSubscription", "ConsumerProtocolAssignment",
     "GroupMetadataKey", "GroupMetadataValue", "OffsetCommitKey", "OffsetCommitValue",

@@ -7829,6 +7829,537 @@ cdef class AlterUserScramCredentialsResponse:
         encode_into_buffer(buf, self, _enc_AlterUserScramCredentialsResponse(version), version)
 
 
+@cython.final
+@cython.no_gc
+@cython.freelist(32)
+cdef class DescribeAclsRequest:
+    cdef public int8_t resource_type_filter
+    cdef public object resource_name_filter
+    cdef public int8_t pattern_type_filter
+    cdef public object principal_filter
+    cdef public object host_filter
+    cdef public int8_t operation
+    cdef public int8_t permission_type
+    cdef public object unknown_tags
+    _FIELDS = ("resource_type_filter", "resource_name_filter", "pattern_type_filter", "principal_filter", "host_filter", "operation", "permission_type")
+    KIND = "request"
+    API_KEY = 29
+    MIN_VERSION = 1
+    MAX_VERSION = 3
+    FIRST_FLEXIBLE_VERSION = 2
+
+    def __init__(self, *, resource_type_filter=0, resource_name_filter='', pattern_type_filter=3, principal_filter='', host_filter='', operation=0, permission_type=0, unknown_tags=None):
+        self.resource_type_filter = resource_type_filter
+        self.resource_name_filter = resource_name_filter
+        self.pattern_type_filter = pattern_type_filter
+        self.principal_filter = principal_filter
+        self.host_filter = host_filter
+        self.operation = operation
+        self.permission_type = permission_type
+        self.unknown_tags = unknown_tags
+
+    def __eq__(self, other):
+        return msg_eq(self, other)
+
+    __hash__ = None
+
+    def __repr__(self):
+        return msg_repr(self)
+
+    def to_dict(self):
+        """A plain dict (nested structs as dicts) for JSON output and tests."""
+        return msg_to_dict(self)
+
+    @staticmethod
+    def decode(buf, int version):
+        """Decode a whole buffer holding one DescribeAclsRequest of the given version."""
+        return decode_whole(buf, _dec_DescribeAclsRequest(version))
+
+    @staticmethod
+    def decode_from(buf, int version, Py_ssize_t offset=0):
+        """Decode one message starting at offset; returns (message, offset after it)."""
+        return decode_prefix(buf, offset, _dec_DescribeAclsRequest(version))
+
+    def encode(self, int version):
+        return encode_bytes(self, _enc_DescribeAclsRequest(version), version)
+
+    def encode_into(self, WriteBuffer buf, int version):
+        encode_into_buffer(buf, self, _enc_DescribeAclsRequest(version), version)
+
+
+@cython.final
+@cython.no_gc
+@cython.freelist(32)
+cdef class DescribeAclsResponseAclDescription:
+    cdef public object principal
+    cdef public object host
+    cdef public int8_t operation
+    cdef public int8_t permission_type
+    cdef public object unknown_tags
+    _FIELDS = ("principal", "host", "operation", "permission_type")
+
+    def __init__(self, *, principal='', host='', operation=0, permission_type=0, unknown_tags=None):
+        self.principal = principal
+        self.host = host
+        self.operation = operation
+        self.permission_type = permission_type
+        self.unknown_tags = unknown_tags
+
+    def __eq__(self, other):
+        return msg_eq(self, other)
+
+    __hash__ = None
+
+    def __repr__(self):
+        return msg_repr(self)
+
+    def to_dict(self):
+        """A plain dict (nested structs as dicts) for JSON output and tests."""
+        return msg_to_dict(self)
+
+
+@cython.final
+@cython.no_gc
+@cython.freelist(32)
+cdef class DescribeAclsResponseDescribeAclsResource:
+    cdef public int8_t resource_type
+    cdef public object resource_name
+    cdef public int8_t pattern_type
+    cdef public object acls
+    cdef public object unknown_tags
+    _FIELDS = ("resource_type", "resource_name", "pattern_type", "acls")
+
+    def __init__(self, *, resource_type=0, resource_name='', pattern_type=3, acls=_DEFAULT, unknown_tags=None):
+        self.resource_type = resource_type
+        self.resource_name = resource_name
+        self.pattern_type = pattern_type
+        self.acls = [] if acls is _DEFAULT else acls
+        self.unknown_tags = unknown_tags
+
+    def __eq__(self, other):
+        return msg_eq(self, other)
+
+    __hash__ = None
+
+    def __repr__(self):
+        return msg_repr(self)
+
+    def to_dict(self):
+        """A plain dict (nested structs as dicts) for JSON output and tests."""
+        return msg_to_dict(self)
+
+
+@cython.final
+@cython.no_gc
+@cython.freelist(32)
+cdef class DescribeAclsResponse:
+    cdef public int32_t throttle_time_ms
+    cdef public int16_t error_code
+    cdef public object error_message
+    cdef public object resources
+    cdef public object unknown_tags
+    _FIELDS = ("throttle_time_ms", "error_code", "error_message", "resources")
+    KIND = "response"
+    API_KEY = 29
+    MIN_VERSION = 1
+    MAX_VERSION = 3
+    FIRST_FLEXIBLE_VERSION = 2
+
+    def __init__(self, *, throttle_time_ms=0, error_code=0, error_message='', resources=_DEFAULT, unknown_tags=None):
+        self.throttle_time_ms = throttle_time_ms
+        self.error_code = error_code
+        self.error_message = error_message
+        self.resources = [] if resources is _DEFAULT else resources
+        self.unknown_tags = unknown_tags
+
+    def __eq__(self, other):
+        return msg_eq(self, other)
+
+    __hash__ = None
+
+    def __repr__(self):
+        return msg_repr(self)
+
+    def to_dict(self):
+        """A plain dict (nested structs as dicts) for JSON output and tests."""
+        return msg_to_dict(self)
+
+    @staticmethod
+    def decode(buf, int version):
+        """Decode a whole buffer holding one DescribeAclsResponse of the given version."""
+        return decode_whole(buf, _dec_DescribeAclsResponse(version))
+
+    @staticmethod
+    def decode_from(buf, int version, Py_ssize_t offset=0):
+        """Decode one message starting at offset; returns (message, offset after it)."""
+        return decode_prefix(buf, offset, _dec_DescribeAclsResponse(version))
+
+    def encode(self, int version):
+        return encode_bytes(self, _enc_DescribeAclsResponse(version), version)
+
+    def encode_into(self, WriteBuffer buf, int version):
+        encode_into_buffer(buf, self, _enc_DescribeAclsResponse(version), version)
+
+
+@cython.final
+@cython.no_gc
+@cython.freelist(32)
+cdef class CreateAclsRequestAclCreation:
+    cdef public int8_t resource_type
+    cdef public object resource_name
+    cdef public int8_t resource_pattern_type
+    cdef public object principal
+    cdef public object host
+    cdef public int8_t operation
+    cdef public int8_t permission_type
+    cdef public object unknown_tags
+    _FIELDS = ("resource_type", "resource_name", "resource_pattern_type", "principal", "host", "operation", "permission_type")
+
+    def __init__(self, *, resource_type=0, resource_name='', resource_pattern_type=3, principal='', host='', operation=0, permission_type=0, unknown_tags=None):
+        self.resource_type = resource_type
+        self.resource_name = resource_name
+        self.resource_pattern_type = resource_pattern_type
+        self.principal = principal
+        self.host = host
+        self.operation = operation
+        self.permission_type = permission_type
+        self.unknown_tags = unknown_tags
+
+    def __eq__(self, other):
+        return msg_eq(self, other)
+
+    __hash__ = None
+
+    def __repr__(self):
+        return msg_repr(self)
+
+    def to_dict(self):
+        """A plain dict (nested structs as dicts) for JSON output and tests."""
+        return msg_to_dict(self)
+
+
+@cython.final
+@cython.no_gc
+@cython.freelist(32)
+cdef class CreateAclsRequest:
+    cdef public object creations
+    cdef public object unknown_tags
+    _FIELDS = ("creations",)
+    KIND = "request"
+    API_KEY = 30
+    MIN_VERSION = 1
+    MAX_VERSION = 3
+    FIRST_FLEXIBLE_VERSION = 2
+
+    def __init__(self, *, creations=_DEFAULT, unknown_tags=None):
+        self.creations = [] if creations is _DEFAULT else creations
+        self.unknown_tags = unknown_tags
+
+    def __eq__(self, other):
+        return msg_eq(self, other)
+
+    __hash__ = None
+
+    def __repr__(self):
+        return msg_repr(self)
+
+    def to_dict(self):
+        """A plain dict (nested structs as dicts) for JSON output and tests."""
+        return msg_to_dict(self)
+
+    @staticmethod
+    def decode(buf, int version):
+        """Decode a whole buffer holding one CreateAclsRequest of the given version."""
+        return decode_whole(buf, _dec_CreateAclsRequest(version))
+
+    @staticmethod
+    def decode_from(buf, int version, Py_ssize_t offset=0):
+        """Decode one message starting at offset; returns (message, offset after it)."""
+        return decode_prefix(buf, offset, _dec_CreateAclsRequest(version))
+
+    def encode(self, int version):
+        return encode_bytes(self, _enc_CreateAclsRequest(version), version)
+
+    def encode_into(self, WriteBuffer buf, int version):
+        encode_into_buffer(buf, self, _enc_CreateAclsRequest(version), version)
+
+
+@cython.final
+@cython.no_gc
+@cython.freelist(32)
+cdef class CreateAclsResponseAclCreationResult:
+    cdef public int16_t error_code
+    cdef public object error_message
+    cdef public object unknown_tags
+    _FIELDS = ("error_code", "error_message")
+
+    def __init__(self, *, error_code=0, error_message='', unknown_tags=None):
+        self.error_code = error_code
+        self.error_message = error_message
+        self.unknown_tags = unknown_tags
+
+    def __eq__(self, other):
+        return msg_eq(self, other)
+
+    __hash__ = None
+
+    def __repr__(self):
+        return msg_repr(self)
+
+    def to_dict(self):
+        """A plain dict (nested structs as dicts) for JSON output and tests."""
+        return msg_to_dict(self)
+
+
+@cython.final
+@cython.no_gc
+@cython.freelist(32)
+cdef class CreateAclsResponse:
+    cdef public int32_t throttle_time_ms
+    cdef public object results
+    cdef public object unknown_tags
+    _FIELDS = ("throttle_time_ms", "results")
+    KIND = "response"
+    API_KEY = 30
+    MIN_VERSION = 1
+    MAX_VERSION = 3
+    FIRST_FLEXIBLE_VERSION = 2
+
+    def __init__(self, *, throttle_time_ms=0, results=_DEFAULT, unknown_tags=None):
+        self.throttle_time_ms = throttle_time_ms
+        self.results = [] if results is _DEFAULT else results
+        self.unknown_tags = unknown_tags
+
+    def __eq__(self, other):
+        return msg_eq(self, other)
+
+    __hash__ = None
+
+    def __repr__(self):
+        return msg_repr(self)
+
+    def to_dict(self):
+        """A plain dict (nested structs as dicts) for JSON output and tests."""
+        return msg_to_dict(self)
+
+    @staticmethod
+    def decode(buf, int version):
+        """Decode a whole buffer holding one CreateAclsResponse of the given version."""
+        return decode_whole(buf, _dec_CreateAclsResponse(version))
+
+    @staticmethod
+    def decode_from(buf, int version, Py_ssize_t offset=0):
+        """Decode one message starting at offset; returns (message, offset after it)."""
+        return decode_prefix(buf, offset, _dec_CreateAclsResponse(version))
+
+    def encode(self, int version):
+        return encode_bytes(self, _enc_CreateAclsResponse(version), version)
+
+    def encode_into(self, WriteBuffer buf, int version):
+        encode_into_buffer(buf, self, _enc_CreateAclsResponse(version), version)
+
+
+@cython.final
+@cython.no_gc
+@cython.freelist(32)
+cdef class DeleteAclsRequestDeleteAclsFilter:
+    cdef public int8_t resource_type_filter
+    cdef public object resource_name_filter
+    cdef public int8_t pattern_type_filter
+    cdef public object principal_filter
+    cdef public object host_filter
+    cdef public int8_t operation
+    cdef public int8_t permission_type
+    cdef public object unknown_tags
+    _FIELDS = ("resource_type_filter", "resource_name_filter", "pattern_type_filter", "principal_filter", "host_filter", "operation", "permission_type")
+
+    def __init__(self, *, resource_type_filter=0, resource_name_filter='', pattern_type_filter=3, principal_filter='', host_filter='', operation=0, permission_type=0, unknown_tags=None):
+        self.resource_type_filter = resource_type_filter
+        self.resource_name_filter = resource_name_filter
+        self.pattern_type_filter = pattern_type_filter
+        self.principal_filter = principal_filter
+        self.host_filter = host_filter
+        self.operation = operation
+        self.permission_type = permission_type
+        self.unknown_tags = unknown_tags
+
+    def __eq__(self, other):
+        return msg_eq(self, other)
+
+    __hash__ = None
+
+    def __repr__(self):
+        return msg_repr(self)
+
+    def to_dict(self):
+        """A plain dict (nested structs as dicts) for JSON output and tests."""
+        return msg_to_dict(self)
+
+
+@cython.final
+@cython.no_gc
+@cython.freelist(32)
+cdef class DeleteAclsRequest:
+    cdef public object filters
+    cdef public object unknown_tags
+    _FIELDS = ("filters",)
+    KIND = "request"
+    API_KEY = 31
+    MIN_VERSION = 1
+    MAX_VERSION = 3
+    FIRST_FLEXIBLE_VERSION = 2
+
+    def __init__(self, *, filters=_DEFAULT, unknown_tags=None):
+        self.filters = [] if filters is _DEFAULT else filters
+        self.unknown_tags = unknown_tags
+
+    def __eq__(self, other):
+        return msg_eq(self, other)
+
+    __hash__ = None
+
+    def __repr__(self):
+        return msg_repr(self)
+
+    def to_dict(self):
+        """A plain dict (nested structs as dicts) for JSON output and tests."""
+        return msg_to_dict(self)
+
+    @staticmethod
+    def decode(buf, int version):
+        """Decode a whole buffer holding one DeleteAclsRequest of the given version."""
+        return decode_whole(buf, _dec_DeleteAclsRequest(version))
+
+    @staticmethod
+    def decode_from(buf, int version, Py_ssize_t offset=0):
+        """Decode one message starting at offset; returns (message, offset after it)."""
+        return decode_prefix(buf, offset, _dec_DeleteAclsRequest(version))
+
+    def encode(self, int version):
+        return encode_bytes(self, _enc_DeleteAclsRequest(version), version)
+
+    def encode_into(self, WriteBuffer buf, int version):
+        encode_into_buffer(buf, self, _enc_DeleteAclsRequest(version), version)
+
+
+@cython.final
+@cython.no_gc
+@cython.freelist(32)
+cdef class DeleteAclsResponseDeleteAclsMatchingAcl:
+    cdef public int16_t error_code
+    cdef public object error_message
+    cdef public int8_t resource_type
+    cdef public object resource_name
+    cdef public int8_t pattern_type
+    cdef public object principal
+    cdef public object host
+    cdef public int8_t operation
+    cdef public int8_t permission_type
+    cdef public object unknown_tags
+    _FIELDS = ("error_code", "error_message", "resource_type", "resource_name", "pattern_type", "principal", "host", "operation", "permission_type")
+
+    def __init__(self, *, error_code=0, error_message='', resource_type=0, resource_name='', pattern_type=3, principal='', host='', operation=0, permission_type=0, unknown_tags=None):
+        self.error_code = error_code
+        self.error_message = error_message
+        self.resource_type = resource_type
+        self.resource_name = resource_name
+        self.pattern_type = pattern_type
+        self.principal = principal
+        self.host = host
+        self.operation = operation
+        self.permission_type = permission_type
+        self.unknown_tags = unknown_tags
+
+    def __eq__(self, other):
+        return msg_eq(self, other)
+
+    __hash__ = None
+
+    def __repr__(self):
+        return msg_repr(self)
+
+    def to_dict(self):
+        """A plain dict (nested structs as dicts) for JSON output and tests."""
+        return msg_to_dict(self)
+
+
+@cython.final
+@cython.no_gc
+@cython.freelist(32)
+cdef class DeleteAclsResponseDeleteAclsFilterResult:
+    cdef public int16_t error_code
+    cdef public object error_message
+    cdef public object matching_acls
+    cdef public object unknown_tags
+    _FIELDS = ("error_code", "error_message", "matching_acls")
+
+    def __init__(self, *, error_code=0, error_message='', matching_acls=_DEFAULT, unknown_tags=None):
+        self.error_code = error_code
+        self.error_message = error_message
+        self.matching_acls = [] if matching_acls is _DEFAULT else matching_acls
+        self.unknown_tags = unknown_tags
+
+    def __eq__(self, other):
+        return msg_eq(self, other)
+
+    __hash__ = None
+
+    def __repr__(self):
+        return msg_repr(self)
+
+    def to_dict(self):
+        """A plain dict (nested structs as dicts) for JSON output and tests."""
+        return msg_to_dict(self)
+
+
+@cython.final
+@cython.no_gc
+@cython.freelist(32)
+cdef class DeleteAclsResponse:
+    cdef public int32_t throttle_time_ms
+    cdef public object filter_results
+    cdef public object unknown_tags
+    _FIELDS = ("throttle_time_ms", "filter_results")
+    KIND = "response"
+    API_KEY = 31
+    MIN_VERSION = 1
+    MAX_VERSION = 3
+    FIRST_FLEXIBLE_VERSION = 2
+
+    def __init__(self, *, throttle_time_ms=0, filter_results=_DEFAULT, unknown_tags=None):
+        self.throttle_time_ms = throttle_time_ms
+        self.filter_results = [] if filter_results is _DEFAULT else filter_results
+        self.unknown_tags = unknown_tags
+
+    def __eq__(self, other):
+        return msg_eq(self, other)
+
+    __hash__ = None
+
+    def __repr__(self):
+        return msg_repr(self)
+
+    def to_dict(self):
+        """A plain dict (nested structs as dicts) for JSON output and tests."""
+        return msg_to_dict(self)
+
+    @staticmethod
+    def decode(buf, int version):
+        """Decode a whole buffer holding one DeleteAclsResponse of the given version."""
+        return decode_whole(buf, _dec_DeleteAclsResponse(version))
+
+    @staticmethod
+    def decode_from(buf, int version, Py_ssize_t offset=0):
+        """Decode one message starting at offset; returns (message, offset after it)."""
+        return decode_prefix(buf, offset, _dec_DeleteAclsResponse(version))
+
+    def encode(self, int version):
+        return encode_bytes(self, _enc_DeleteAclsResponse(version), version)
+
+    def encode_into(self, WriteBuffer buf, int version):
+        encode_into_buffer(buf, self, _enc_DeleteAclsResponse(version), version)
+
+
 cdef object _d_RequestHeader_0(Cursor* c):
     cdef RequestHeader o = RequestHeader.__new__(RequestHeader)
     o.request_api_key = rd_int16(c)
@@ -30114,6 +30645,1120 @@ cdef int _e_AlterUserScramCredentialsResponse_0(WBuf* w, object obj) except -1:
     return 0
 
 
+cdef object _d_DescribeAclsRequest_0(Cursor* c):
+    cdef DescribeAclsRequest o = DescribeAclsRequest.__new__(DescribeAclsRequest)
+    o.resource_type_filter = rd_int8(c)
+    o.resource_name_filter = rd_nstring(c)
+    o.pattern_type_filter = rd_int8(c)
+    o.principal_filter = rd_nstring(c)
+    o.host_filter = rd_nstring(c)
+    o.operation = rd_int8(c)
+    o.permission_type = rd_int8(c)
+    return o
+
+
+cdef int _e_DescribeAclsRequest_0(WBuf* w, object obj) except -1:
+    cdef DescribeAclsRequest o = <DescribeAclsRequest>obj
+    w_int8(w, o.resource_type_filter)
+    w_str(w, o.resource_name_filter, 2)
+    w_int8(w, o.pattern_type_filter)
+    w_str(w, o.principal_filter, 2)
+    w_str(w, o.host_filter, 2)
+    w_int8(w, o.operation)
+    w_int8(w, o.permission_type)
+    return 0
+
+
+cdef object _d_DescribeAclsRequest_1(Cursor* c):
+    cdef DescribeAclsRequest o = DescribeAclsRequest.__new__(DescribeAclsRequest)
+    cdef Py_ssize_t ntags, size
+    cdef uint32_t tag
+    cdef Cursor sub
+    cdef list unknown = None
+    cdef int64_t prev_tag = -1
+    o.resource_type_filter = rd_int8(c)
+    o.resource_name_filter = rd_cnstring(c)
+    o.pattern_type_filter = rd_int8(c)
+    o.principal_filter = rd_cnstring(c)
+    o.host_filter = rd_cnstring(c)
+    o.operation = rd_int8(c)
+    o.permission_type = rd_int8(c)
+    ntags = cap_count(c, rd_uvarint(c), 2)
+    for _ in range(ntags):
+        tag = rd_uvarint(c)
+        size = cap_count(c, rd_uvarint(c), 1)
+        if c.bad:
+            break
+        if <int64_t>tag <= prev_tag:  # KIP-482: tags strictly increasing, each once
+            c.bad = 1
+            break
+        prev_tag = tag
+        if unknown is None:
+            unknown = []
+        unknown.append((tag, PyBytes_FromStringAndSize(<const char*>c.p, size)))
+        c.p += size
+    o.unknown_tags = unknown
+    return o
+
+
+cdef int _e_DescribeAclsRequest_1(WBuf* w, object obj) except -1:
+    cdef DescribeAclsRequest o = <DescribeAclsRequest>obj
+    w_int8(w, o.resource_type_filter)
+    w_str(w, o.resource_name_filter, 0)
+    w_int8(w, o.pattern_type_filter)
+    w_str(w, o.principal_filter, 0)
+    w_str(w, o.host_filter, 0)
+    w_int8(w, o.operation)
+    w_int8(w, o.permission_type)
+    if o.unknown_tags:
+        w_tagged(w, sorted(o.unknown_tags))
+    else:
+        w_uvarint(w, 0)
+    return 0
+
+
+cdef object _d_DescribeAclsResponseAclDescription_0(Cursor* c):
+    cdef DescribeAclsResponseAclDescription o = DescribeAclsResponseAclDescription.__new__(DescribeAclsResponseAclDescription)
+    o.principal = rd_string(c)
+    o.host = rd_string(c)
+    o.operation = rd_int8(c)
+    o.permission_type = rd_int8(c)
+    return o
+
+
+cdef int _e_DescribeAclsResponseAclDescription_0(WBuf* w, object obj) except -1:
+    cdef DescribeAclsResponseAclDescription o = <DescribeAclsResponseAclDescription>obj
+    if o.principal is None:
+        null_error("DescribeAclsResponseAclDescription", "principal")
+    w_str(w, o.principal, 2)
+    if o.host is None:
+        null_error("DescribeAclsResponseAclDescription", "host")
+    w_str(w, o.host, 2)
+    w_int8(w, o.operation)
+    w_int8(w, o.permission_type)
+    return 0
+
+
+cdef object _d_DescribeAclsResponseDescribeAclsResource_0(Cursor* c):
+    cdef DescribeAclsResponseDescribeAclsResource o = DescribeAclsResponseDescribeAclsResource.__new__(DescribeAclsResponseDescribeAclsResource)
+    cdef Py_ssize_t n, i
+    cdef list lst
+    o.resource_type = rd_int8(c)
+    o.resource_name = rd_string(c)
+    o.pattern_type = rd_int8(c)
+    n = cap_count(c, not_null(c, rd_len32(c)), 6)
+    if n < 0:
+        o.acls = None
+    else:
+        lst = [None] * n
+        for i in range(n):
+            lst[i] = _d_DescribeAclsResponseAclDescription_0(c)
+            gil_tick()
+            if c.bad:
+                break
+        o.acls = lst
+    return o
+
+
+cdef int _e_DescribeAclsResponseDescribeAclsResource_0(WBuf* w, object obj) except -1:
+    cdef DescribeAclsResponseDescribeAclsResource o = <DescribeAclsResponseDescribeAclsResource>obj
+    cdef object items, x
+    w_int8(w, o.resource_type)
+    if o.resource_name is None:
+        null_error("DescribeAclsResponseDescribeAclsResource", "resource_name")
+    w_str(w, o.resource_name, 2)
+    w_int8(w, o.pattern_type)
+    items = o.acls
+    if items is None:
+        null_error("DescribeAclsResponseDescribeAclsResource", "acls")
+    else:
+        items = as_seq(items)
+        w_len(w, len(items), 4)
+        for x in items:
+            gil_tick()
+            _e_DescribeAclsResponseAclDescription_0(w, <DescribeAclsResponseAclDescription?>x)
+    return 0
+
+
+cdef object _d_DescribeAclsResponse_0(Cursor* c):
+    cdef DescribeAclsResponse o = DescribeAclsResponse.__new__(DescribeAclsResponse)
+    cdef Py_ssize_t n, i
+    cdef list lst
+    o.throttle_time_ms = rd_int32(c)
+    o.error_code = rd_int16(c)
+    o.error_message = rd_nstring(c)
+    n = cap_count(c, not_null(c, rd_len32(c)), 8)
+    if n < 0:
+        o.resources = None
+    else:
+        lst = [None] * n
+        for i in range(n):
+            lst[i] = _d_DescribeAclsResponseDescribeAclsResource_0(c)
+            gil_tick()
+            if c.bad:
+                break
+        o.resources = lst
+    return o
+
+
+cdef int _e_DescribeAclsResponse_0(WBuf* w, object obj) except -1:
+    cdef DescribeAclsResponse o = <DescribeAclsResponse>obj
+    cdef object items, x
+    w_int32(w, o.throttle_time_ms)
+    w_int16(w, o.error_code)
+    w_str(w, o.error_message, 2)
+    items = o.resources
+    if items is None:
+        null_error("DescribeAclsResponse", "resources")
+    else:
+        items = as_seq(items)
+        w_len(w, len(items), 4)
+        for x in items:
+            gil_tick()
+            _e_DescribeAclsResponseDescribeAclsResource_0(w, <DescribeAclsResponseDescribeAclsResource?>x)
+    return 0
+
+
+cdef object _d_DescribeAclsResponseAclDescription_1(Cursor* c):
+    cdef DescribeAclsResponseAclDescription o = DescribeAclsResponseAclDescription.__new__(DescribeAclsResponseAclDescription)
+    cdef Py_ssize_t ntags, size
+    cdef uint32_t tag
+    cdef Cursor sub
+    cdef list unknown = None
+    cdef int64_t prev_tag = -1
+    o.principal = rd_cstring(c)
+    o.host = rd_cstring(c)
+    o.operation = rd_int8(c)
+    o.permission_type = rd_int8(c)
+    ntags = cap_count(c, rd_uvarint(c), 2)
+    for _ in range(ntags):
+        tag = rd_uvarint(c)
+        size = cap_count(c, rd_uvarint(c), 1)
+        if c.bad:
+            break
+        if <int64_t>tag <= prev_tag:  # KIP-482: tags strictly increasing, each once
+            c.bad = 1
+            break
+        prev_tag = tag
+        if unknown is None:
+            unknown = []
+        unknown.append((tag, PyBytes_FromStringAndSize(<const char*>c.p, size)))
+        c.p += size
+    o.unknown_tags = unknown
+    return o
+
+
+cdef int _e_DescribeAclsResponseAclDescription_1(WBuf* w, object obj) except -1:
+    cdef DescribeAclsResponseAclDescription o = <DescribeAclsResponseAclDescription>obj
+    if o.principal is None:
+        null_error("DescribeAclsResponseAclDescription", "principal")
+    w_str(w, o.principal, 0)
+    if o.host is None:
+        null_error("DescribeAclsResponseAclDescription", "host")
+    w_str(w, o.host, 0)
+    w_int8(w, o.operation)
+    w_int8(w, o.permission_type)
+    if o.unknown_tags:
+        w_tagged(w, sorted(o.unknown_tags))
+    else:
+        w_uvarint(w, 0)
+    return 0
+
+
+cdef object _d_DescribeAclsResponseDescribeAclsResource_1(Cursor* c):
+    cdef DescribeAclsResponseDescribeAclsResource o = DescribeAclsResponseDescribeAclsResource.__new__(DescribeAclsResponseDescribeAclsResource)
+    cdef Py_ssize_t n, i
+    cdef list lst
+    cdef Py_ssize_t ntags, size
+    cdef uint32_t tag
+    cdef Cursor sub
+    cdef list unknown = None
+    cdef int64_t prev_tag = -1
+    o.resource_type = rd_int8(c)
+    o.resource_name = rd_cstring(c)
+    o.pattern_type = rd_int8(c)
+    n = cap_count(c, not_null(c, rd_ulen(c)), 5)
+    if n < 0:
+        o.acls = None
+    else:
+        lst = [None] * n
+        for i in range(n):
+            lst[i] = _d_DescribeAclsResponseAclDescription_1(c)
+            gil_tick()
+            if c.bad:
+                break
+        o.acls = lst
+    ntags = cap_count(c, rd_uvarint(c), 2)
+    for _ in range(ntags):
+        tag = rd_uvarint(c)
+        size = cap_count(c, rd_uvarint(c), 1)
+        if c.bad:
+            break
+        if <int64_t>tag <= prev_tag:  # KIP-482: tags strictly increasing, each once
+            c.bad = 1
+            break
+        prev_tag = tag
+        if unknown is None:
+            unknown = []
+        unknown.append((tag, PyBytes_FromStringAndSize(<const char*>c.p, size)))
+        c.p += size
+    o.unknown_tags = unknown
+    return o
+
+
+cdef int _e_DescribeAclsResponseDescribeAclsResource_1(WBuf* w, object obj) except -1:
+    cdef DescribeAclsResponseDescribeAclsResource o = <DescribeAclsResponseDescribeAclsResource>obj
+    cdef object items, x
+    w_int8(w, o.resource_type)
+    if o.resource_name is None:
+        null_error("DescribeAclsResponseDescribeAclsResource", "resource_name")
+    w_str(w, o.resource_name, 0)
+    w_int8(w, o.pattern_type)
+    items = o.acls
+    if items is None:
+        null_error("DescribeAclsResponseDescribeAclsResource", "acls")
+    else:
+        items = as_seq(items)
+        w_len(w, len(items), 0)
+        for x in items:
+            gil_tick()
+            _e_DescribeAclsResponseAclDescription_1(w, <DescribeAclsResponseAclDescription?>x)
+    if o.unknown_tags:
+        w_tagged(w, sorted(o.unknown_tags))
+    else:
+        w_uvarint(w, 0)
+    return 0
+
+
+cdef object _d_DescribeAclsResponse_1(Cursor* c):
+    cdef DescribeAclsResponse o = DescribeAclsResponse.__new__(DescribeAclsResponse)
+    cdef Py_ssize_t n, i
+    cdef list lst
+    cdef Py_ssize_t ntags, size
+    cdef uint32_t tag
+    cdef Cursor sub
+    cdef list unknown = None
+    cdef int64_t prev_tag = -1
+    o.throttle_time_ms = rd_int32(c)
+    o.error_code = rd_int16(c)
+    o.error_message = rd_cnstring(c)
+    n = cap_count(c, not_null(c, rd_ulen(c)), 5)
+    if n < 0:
+        o.resources = None
+    else:
+        lst = [None] * n
+        for i in range(n):
+            lst[i] = _d_DescribeAclsResponseDescribeAclsResource_1(c)
+            gil_tick()
+            if c.bad:
+                break
+        o.resources = lst
+    ntags = cap_count(c, rd_uvarint(c), 2)
+    for _ in range(ntags):
+        tag = rd_uvarint(c)
+        size = cap_count(c, rd_uvarint(c), 1)
+        if c.bad:
+            break
+        if <int64_t>tag <= prev_tag:  # KIP-482: tags strictly increasing, each once
+            c.bad = 1
+            break
+        prev_tag = tag
+        if unknown is None:
+            unknown = []
+        unknown.append((tag, PyBytes_FromStringAndSize(<const char*>c.p, size)))
+        c.p += size
+    o.unknown_tags = unknown
+    return o
+
+
+cdef int _e_DescribeAclsResponse_1(WBuf* w, object obj) except -1:
+    cdef DescribeAclsResponse o = <DescribeAclsResponse>obj
+    cdef object items, x
+    w_int32(w, o.throttle_time_ms)
+    w_int16(w, o.error_code)
+    w_str(w, o.error_message, 0)
+    items = o.resources
+    if items is None:
+        null_error("DescribeAclsResponse", "resources")
+    else:
+        items = as_seq(items)
+        w_len(w, len(items), 0)
+        for x in items:
+            gil_tick()
+            _e_DescribeAclsResponseDescribeAclsResource_1(w, <DescribeAclsResponseDescribeAclsResource?>x)
+    if o.unknown_tags:
+        w_tagged(w, sorted(o.unknown_tags))
+    else:
+        w_uvarint(w, 0)
+    return 0
+
+
+cdef object _d_CreateAclsRequestAclCreation_0(Cursor* c):
+    cdef CreateAclsRequestAclCreation o = CreateAclsRequestAclCreation.__new__(CreateAclsRequestAclCreation)
+    o.resource_type = rd_int8(c)
+    o.resource_name = rd_string(c)
+    o.resource_pattern_type = rd_int8(c)
+    o.principal = rd_string(c)
+    o.host = rd_string(c)
+    o.operation = rd_int8(c)
+    o.permission_type = rd_int8(c)
+    return o
+
+
+cdef int _e_CreateAclsRequestAclCreation_0(WBuf* w, object obj) except -1:
+    cdef CreateAclsRequestAclCreation o = <CreateAclsRequestAclCreation>obj
+    w_int8(w, o.resource_type)
+    if o.resource_name is None:
+        null_error("CreateAclsRequestAclCreation", "resource_name")
+    w_str(w, o.resource_name, 2)
+    w_int8(w, o.resource_pattern_type)
+    if o.principal is None:
+        null_error("CreateAclsRequestAclCreation", "principal")
+    w_str(w, o.principal, 2)
+    if o.host is None:
+        null_error("CreateAclsRequestAclCreation", "host")
+    w_str(w, o.host, 2)
+    w_int8(w, o.operation)
+    w_int8(w, o.permission_type)
+    return 0
+
+
+cdef object _d_CreateAclsRequest_0(Cursor* c):
+    cdef CreateAclsRequest o = CreateAclsRequest.__new__(CreateAclsRequest)
+    cdef Py_ssize_t n, i
+    cdef list lst
+    n = cap_count(c, not_null(c, rd_len32(c)), 10)
+    if n < 0:
+        o.creations = None
+    else:
+        lst = [None] * n
+        for i in range(n):
+            lst[i] = _d_CreateAclsRequestAclCreation_0(c)
+            gil_tick()
+            if c.bad:
+                break
+        o.creations = lst
+    return o
+
+
+cdef int _e_CreateAclsRequest_0(WBuf* w, object obj) except -1:
+    cdef CreateAclsRequest o = <CreateAclsRequest>obj
+    cdef object items, x
+    items = o.creations
+    if items is None:
+        null_error("CreateAclsRequest", "creations")
+    else:
+        items = as_seq(items)
+        w_len(w, len(items), 4)
+        for x in items:
+            gil_tick()
+            _e_CreateAclsRequestAclCreation_0(w, <CreateAclsRequestAclCreation?>x)
+    return 0
+
+
+cdef object _d_CreateAclsRequestAclCreation_1(Cursor* c):
+    cdef CreateAclsRequestAclCreation o = CreateAclsRequestAclCreation.__new__(CreateAclsRequestAclCreation)
+    cdef Py_ssize_t ntags, size
+    cdef uint32_t tag
+    cdef Cursor sub
+    cdef list unknown = None
+    cdef int64_t prev_tag = -1
+    o.resource_type = rd_int8(c)
+    o.resource_name = rd_cstring(c)
+    o.resource_pattern_type = rd_int8(c)
+    o.principal = rd_cstring(c)
+    o.host = rd_cstring(c)
+    o.operation = rd_int8(c)
+    o.permission_type = rd_int8(c)
+    ntags = cap_count(c, rd_uvarint(c), 2)
+    for _ in range(ntags):
+        tag = rd_uvarint(c)
+        size = cap_count(c, rd_uvarint(c), 1)
+        if c.bad:
+            break
+        if <int64_t>tag <= prev_tag:  # KIP-482: tags strictly increasing, each once
+            c.bad = 1
+            break
+        prev_tag = tag
+        if unknown is None:
+            unknown = []
+        unknown.append((tag, PyBytes_FromStringAndSize(<const char*>c.p, size)))
+        c.p += size
+    o.unknown_tags = unknown
+    return o
+
+
+cdef int _e_CreateAclsRequestAclCreation_1(WBuf* w, object obj) except -1:
+    cdef CreateAclsRequestAclCreation o = <CreateAclsRequestAclCreation>obj
+    w_int8(w, o.resource_type)
+    if o.resource_name is None:
+        null_error("CreateAclsRequestAclCreation", "resource_name")
+    w_str(w, o.resource_name, 0)
+    w_int8(w, o.resource_pattern_type)
+    if o.principal is None:
+        null_error("CreateAclsRequestAclCreation", "principal")
+    w_str(w, o.principal, 0)
+    if o.host is None:
+        null_error("CreateAclsRequestAclCreation", "host")
+    w_str(w, o.host, 0)
+    w_int8(w, o.operation)
+    w_int8(w, o.permission_type)
+    if o.unknown_tags:
+        w_tagged(w, sorted(o.unknown_tags))
+    else:
+        w_uvarint(w, 0)
+    return 0
+
+
+cdef object _d_CreateAclsRequest_1(Cursor* c):
+    cdef CreateAclsRequest o = CreateAclsRequest.__new__(CreateAclsRequest)
+    cdef Py_ssize_t n, i
+    cdef list lst
+    cdef Py_ssize_t ntags, size
+    cdef uint32_t tag
+    cdef Cursor sub
+    cdef list unknown = None
+    cdef int64_t prev_tag = -1
+    n = cap_count(c, not_null(c, rd_ulen(c)), 8)
+    if n < 0:
+        o.creations = None
+    else:
+        lst = [None] * n
+        for i in range(n):
+            lst[i] = _d_CreateAclsRequestAclCreation_1(c)
+            gil_tick()
+            if c.bad:
+                break
+        o.creations = lst
+    ntags = cap_count(c, rd_uvarint(c), 2)
+    for _ in range(ntags):
+        tag = rd_uvarint(c)
+        size = cap_count(c, rd_uvarint(c), 1)
+        if c.bad:
+            break
+        if <int64_t>tag <= prev_tag:  # KIP-482: tags strictly increasing, each once
+            c.bad = 1
+            break
+        prev_tag = tag
+        if unknown is None:
+            unknown = []
+        unknown.append((tag, PyBytes_FromStringAndSize(<const char*>c.p, size)))
+        c.p += size
+    o.unknown_tags = unknown
+    return o
+
+
+cdef int _e_CreateAclsRequest_1(WBuf* w, object obj) except -1:
+    cdef CreateAclsRequest o = <CreateAclsRequest>obj
+    cdef object items, x
+    items = o.creations
+    if items is None:
+        null_error("CreateAclsRequest", "creations")
+    else:
+        items = as_seq(items)
+        w_len(w, len(items), 0)
+        for x in items:
+            gil_tick()
+            _e_CreateAclsRequestAclCreation_1(w, <CreateAclsRequestAclCreation?>x)
+    if o.unknown_tags:
+        w_tagged(w, sorted(o.unknown_tags))
+    else:
+        w_uvarint(w, 0)
+    return 0
+
+
+cdef object _d_CreateAclsResponseAclCreationResult_0(Cursor* c):
+    cdef CreateAclsResponseAclCreationResult o = CreateAclsResponseAclCreationResult.__new__(CreateAclsResponseAclCreationResult)
+    o.error_code = rd_int16(c)
+    o.error_message = rd_nstring(c)
+    return o
+
+
+cdef int _e_CreateAclsResponseAclCreationResult_0(WBuf* w, object obj) except -1:
+    cdef CreateAclsResponseAclCreationResult o = <CreateAclsResponseAclCreationResult>obj
+    w_int16(w, o.error_code)
+    w_str(w, o.error_message, 2)
+    return 0
+
+
+cdef object _d_CreateAclsResponse_0(Cursor* c):
+    cdef CreateAclsResponse o = CreateAclsResponse.__new__(CreateAclsResponse)
+    cdef Py_ssize_t n, i
+    cdef list lst
+    o.throttle_time_ms = rd_int32(c)
+    n = cap_count(c, not_null(c, rd_len32(c)), 4)
+    if n < 0:
+        o.results = None
+    else:
+        lst = [None] * n
+        for i in range(n):
+            lst[i] = _d_CreateAclsResponseAclCreationResult_0(c)
+            gil_tick()
+            if c.bad:
+                break
+        o.results = lst
+    return o
+
+
+cdef int _e_CreateAclsResponse_0(WBuf* w, object obj) except -1:
+    cdef CreateAclsResponse o = <CreateAclsResponse>obj
+    cdef object items, x
+    w_int32(w, o.throttle_time_ms)
+    items = o.results
+    if items is None:
+        null_error("CreateAclsResponse", "results")
+    else:
+        items = as_seq(items)
+        w_len(w, len(items), 4)
+        for x in items:
+            gil_tick()
+            _e_CreateAclsResponseAclCreationResult_0(w, <CreateAclsResponseAclCreationResult?>x)
+    return 0
+
+
+cdef object _d_CreateAclsResponseAclCreationResult_1(Cursor* c):
+    cdef CreateAclsResponseAclCreationResult o = CreateAclsResponseAclCreationResult.__new__(CreateAclsResponseAclCreationResult)
+    cdef Py_ssize_t ntags, size
+    cdef uint32_t tag
+    cdef Cursor sub
+    cdef list unknown = None
+    cdef int64_t prev_tag = -1
+    o.error_code = rd_int16(c)
+    o.error_message = rd_cnstring(c)
+    ntags = cap_count(c, rd_uvarint(c), 2)
+    for _ in range(ntags):
+        tag = rd_uvarint(c)
+        size = cap_count(c, rd_uvarint(c), 1)
+        if c.bad:
+            break
+        if <int64_t>tag <= prev_tag:  # KIP-482: tags strictly increasing, each once
+            c.bad = 1
+            break
+        prev_tag = tag
+        if unknown is None:
+            unknown = []
+        unknown.append((tag, PyBytes_FromStringAndSize(<const char*>c.p, size)))
+        c.p += size
+    o.unknown_tags = unknown
+    return o
+
+
+cdef int _e_CreateAclsResponseAclCreationResult_1(WBuf* w, object obj) except -1:
+    cdef CreateAclsResponseAclCreationResult o = <CreateAclsResponseAclCreationResult>obj
+    w_int16(w, o.error_code)
+    w_str(w, o.error_message, 0)
+    if o.unknown_tags:
+        w_tagged(w, sorted(o.unknown_tags))
+    else:
+        w_uvarint(w, 0)
+    return 0
+
+
+cdef object _d_CreateAclsResponse_1(Cursor* c):
+    cdef CreateAclsResponse o = CreateAclsResponse.__new__(CreateAclsResponse)
+    cdef Py_ssize_t n, i
+    cdef list lst
+    cdef Py_ssize_t ntags, size
+    cdef uint32_t tag
+    cdef Cursor sub
+    cdef list unknown = None
+    cdef int64_t prev_tag = -1
+    o.throttle_time_ms = rd_int32(c)
+    n = cap_count(c, not_null(c, rd_ulen(c)), 4)
+    if n < 0:
+        o.results = None
+    else:
+        lst = [None] * n
+        for i in range(n):
+            lst[i] = _d_CreateAclsResponseAclCreationResult_1(c)
+            gil_tick()
+            if c.bad:
+                break
+        o.results = lst
+    ntags = cap_count(c, rd_uvarint(c), 2)
+    for _ in range(ntags):
+        tag = rd_uvarint(c)
+        size = cap_count(c, rd_uvarint(c), 1)
+        if c.bad:
+            break
+        if <int64_t>tag <= prev_tag:  # KIP-482: tags strictly increasing, each once
+            c.bad = 1
+            break
+        prev_tag = tag
+        if unknown is None:
+            unknown = []
+        unknown.append((tag, PyBytes_FromStringAndSize(<const char*>c.p, size)))
+        c.p += size
+    o.unknown_tags = unknown
+    return o
+
+
+cdef int _e_CreateAclsResponse_1(WBuf* w, object obj) except -1:
+    cdef CreateAclsResponse o = <CreateAclsResponse>obj
+    cdef object items, x
+    w_int32(w, o.throttle_time_ms)
+    items = o.results
+    if items is None:
+        null_error("CreateAclsResponse", "results")
+    else:
+        items = as_seq(items)
+        w_len(w, len(items), 0)
+        for x in items:
+            gil_tick()
+            _e_CreateAclsResponseAclCreationResult_1(w, <CreateAclsResponseAclCreationResult?>x)
+    if o.unknown_tags:
+        w_tagged(w, sorted(o.unknown_tags))
+    else:
+        w_uvarint(w, 0)
+    return 0
+
+
+cdef object _d_DeleteAclsRequestDeleteAclsFilter_0(Cursor* c):
+    cdef DeleteAclsRequestDeleteAclsFilter o = DeleteAclsRequestDeleteAclsFilter.__new__(DeleteAclsRequestDeleteAclsFilter)
+    o.resource_type_filter = rd_int8(c)
+    o.resource_name_filter = rd_nstring(c)
+    o.pattern_type_filter = rd_int8(c)
+    o.principal_filter = rd_nstring(c)
+    o.host_filter = rd_nstring(c)
+    o.operation = rd_int8(c)
+    o.permission_type = rd_int8(c)
+    return o
+
+
+cdef int _e_DeleteAclsRequestDeleteAclsFilter_0(WBuf* w, object obj) except -1:
+    cdef DeleteAclsRequestDeleteAclsFilter o = <DeleteAclsRequestDeleteAclsFilter>obj
+    w_int8(w, o.resource_type_filter)
+    w_str(w, o.resource_name_filter, 2)
+    w_int8(w, o.pattern_type_filter)
+    w_str(w, o.principal_filter, 2)
+    w_str(w, o.host_filter, 2)
+    w_int8(w, o.operation)
+    w_int8(w, o.permission_type)
+    return 0
+
+
+cdef object _d_DeleteAclsRequest_0(Cursor* c):
+    cdef DeleteAclsRequest o = DeleteAclsRequest.__new__(DeleteAclsRequest)
+    cdef Py_ssize_t n, i
+    cdef list lst
+    n = cap_count(c, not_null(c, rd_len32(c)), 10)
+    if n < 0:
+        o.filters = None
+    else:
+        lst = [None] * n
+        for i in range(n):
+            lst[i] = _d_DeleteAclsRequestDeleteAclsFilter_0(c)
+            gil_tick()
+            if c.bad:
+                break
+        o.filters = lst
+    return o
+
+
+cdef int _e_DeleteAclsRequest_0(WBuf* w, object obj) except -1:
+    cdef DeleteAclsRequest o = <DeleteAclsRequest>obj
+    cdef object items, x
+    items = o.filters
+    if items is None:
+        null_error("DeleteAclsRequest", "filters")
+    else:
+        items = as_seq(items)
+        w_len(w, len(items), 4)
+        for x in items:
+            gil_tick()
+            _e_DeleteAclsRequestDeleteAclsFilter_0(w, <DeleteAclsRequestDeleteAclsFilter?>x)
+    return 0
+
+
+cdef object _d_DeleteAclsRequestDeleteAclsFilter_1(Cursor* c):
+    cdef DeleteAclsRequestDeleteAclsFilter o = DeleteAclsRequestDeleteAclsFilter.__new__(DeleteAclsRequestDeleteAclsFilter)
+    cdef Py_ssize_t ntags, size
+    cdef uint32_t tag
+    cdef Cursor sub
+    cdef list unknown = None
+    cdef int64_t prev_tag = -1
+    o.resource_type_filter = rd_int8(c)
+    o.resource_name_filter = rd_cnstring(c)
+    o.pattern_type_filter = rd_int8(c)
+    o.principal_filter = rd_cnstring(c)
+    o.host_filter = rd_cnstring(c)
+    o.operation = rd_int8(c)
+    o.permission_type = rd_int8(c)
+    ntags = cap_count(c, rd_uvarint(c), 2)
+    for _ in range(ntags):
+        tag = rd_uvarint(c)
+        size = cap_count(c, rd_uvarint(c), 1)
+        if c.bad:
+            break
+        if <int64_t>tag <= prev_tag:  # KIP-482: tags strictly increasing, each once
+            c.bad = 1
+            break
+        prev_tag = tag
+        if unknown is None:
+            unknown = []
+        unknown.append((tag, PyBytes_FromStringAndSize(<const char*>c.p, size)))
+        c.p += size
+    o.unknown_tags = unknown
+    return o
+
+
+cdef int _e_DeleteAclsRequestDeleteAclsFilter_1(WBuf* w, object obj) except -1:
+    cdef DeleteAclsRequestDeleteAclsFilter o = <DeleteAclsRequestDeleteAclsFilter>obj
+    w_int8(w, o.resource_type_filter)
+    w_str(w, o.resource_name_filter, 0)
+    w_int8(w, o.pattern_type_filter)
+    w_str(w, o.principal_filter, 0)
+    w_str(w, o.host_filter, 0)
+    w_int8(w, o.operation)
+    w_int8(w, o.permission_type)
+    if o.unknown_tags:
+        w_tagged(w, sorted(o.unknown_tags))
+    else:
+        w_uvarint(w, 0)
+    return 0
+
+
+cdef object _d_DeleteAclsRequest_1(Cursor* c):
+    cdef DeleteAclsRequest o = DeleteAclsRequest.__new__(DeleteAclsRequest)
+    cdef Py_ssize_t n, i
+    cdef list lst
+    cdef Py_ssize_t ntags, size
+    cdef uint32_t tag
+    cdef Cursor sub
+    cdef list unknown = None
+    cdef int64_t prev_tag = -1
+    n = cap_count(c, not_null(c, rd_ulen(c)), 8)
+    if n < 0:
+        o.filters = None
+    else:
+        lst = [None] * n
+        for i in range(n):
+            lst[i] = _d_DeleteAclsRequestDeleteAclsFilter_1(c)
+            gil_tick()
+            if c.bad:
+                break
+        o.filters = lst
+    ntags = cap_count(c, rd_uvarint(c), 2)
+    for _ in range(ntags):
+        tag = rd_uvarint(c)
+        size = cap_count(c, rd_uvarint(c), 1)
+        if c.bad:
+            break
+        if <int64_t>tag <= prev_tag:  # KIP-482: tags strictly increasing, each once
+            c.bad = 1
+            break
+        prev_tag = tag
+        if unknown is None:
+            unknown = []
+        unknown.append((tag, PyBytes_FromStringAndSize(<const char*>c.p, size)))
+        c.p += size
+    o.unknown_tags = unknown
+    return o
+
+
+cdef int _e_DeleteAclsRequest_1(WBuf* w, object obj) except -1:
+    cdef DeleteAclsRequest o = <DeleteAclsRequest>obj
+    cdef object items, x
+    items = o.filters
+    if items is None:
+        null_error("DeleteAclsRequest", "filters")
+    else:
+        items = as_seq(items)
+        w_len(w, len(items), 0)
+        for x in items:
+            gil_tick()
+            _e_DeleteAclsRequestDeleteAclsFilter_1(w, <DeleteAclsRequestDeleteAclsFilter?>x)
+    if o.unknown_tags:
+        w_tagged(w, sorted(o.unknown_tags))
+    else:
+        w_uvarint(w, 0)
+    return 0
+
+
+cdef object _d_DeleteAclsResponseDeleteAclsMatchingAcl_0(Cursor* c):
+    cdef DeleteAclsResponseDeleteAclsMatchingAcl o = DeleteAclsResponseDeleteAclsMatchingAcl.__new__(DeleteAclsResponseDeleteAclsMatchingAcl)
+    o.error_code = rd_int16(c)
+    o.error_message = rd_nstring(c)
+    o.resource_type = rd_int8(c)
+    o.resource_name = rd_string(c)
+    o.pattern_type = rd_int8(c)
+    o.principal = rd_string(c)
+    o.host = rd_string(c)
+    o.operation = rd_int8(c)
+    o.permission_type = rd_int8(c)
+    return o
+
+
+cdef int _e_DeleteAclsResponseDeleteAclsMatchingAcl_0(WBuf* w, object obj) except -1:
+    cdef DeleteAclsResponseDeleteAclsMatchingAcl o = <DeleteAclsResponseDeleteAclsMatchingAcl>obj
+    w_int16(w, o.error_code)
+    w_str(w, o.error_message, 2)
+    w_int8(w, o.resource_type)
+    if o.resource_name is None:
+        null_error("DeleteAclsResponseDeleteAclsMatchingAcl", "resource_name")
+    w_str(w, o.resource_name, 2)
+    w_int8(w, o.pattern_type)
+    if o.principal is None:
+        null_error("DeleteAclsResponseDeleteAclsMatchingAcl", "principal")
+    w_str(w, o.principal, 2)
+    if o.host is None:
+        null_error("DeleteAclsResponseDeleteAclsMatchingAcl", "host")
+    w_str(w, o.host, 2)
+    w_int8(w, o.operation)
+    w_int8(w, o.permission_type)
+    return 0
+
+
+cdef object _d_DeleteAclsResponseDeleteAclsFilterResult_0(Cursor* c):
+    cdef DeleteAclsResponseDeleteAclsFilterResult o = DeleteAclsResponseDeleteAclsFilterResult.__new__(DeleteAclsResponseDeleteAclsFilterResult)
+    cdef Py_ssize_t n, i
+    cdef list lst
+    o.error_code = rd_int16(c)
+    o.error_message = rd_nstring(c)
+    n = cap_count(c, not_null(c, rd_len32(c)), 14)
+    if n < 0:
+        o.matching_acls = None
+    else:
+        lst = [None] * n
+        for i in range(n):
+            lst[i] = _d_DeleteAclsResponseDeleteAclsMatchingAcl_0(c)
+            gil_tick()
+            if c.bad:
+                break
+        o.matching_acls = lst
+    return o
+
+
+cdef int _e_DeleteAclsResponseDeleteAclsFilterResult_0(WBuf* w, object obj) except -1:
+    cdef DeleteAclsResponseDeleteAclsFilterResult o = <DeleteAclsResponseDeleteAclsFilterResult>obj
+    cdef object items, x
+    w_int16(w, o.error_code)
+    w_str(w, o.error_message, 2)
+    items = o.matching_acls
+    if items is None:
+        null_error("DeleteAclsResponseDeleteAclsFilterResult", "matching_acls")
+    else:
+        items = as_seq(items)
+        w_len(w, len(items), 4)
+        for x in items:
+            gil_tick()
+            _e_DeleteAclsResponseDeleteAclsMatchingAcl_0(w, <DeleteAclsResponseDeleteAclsMatchingAcl?>x)
+    return 0
+
+
+cdef object _d_DeleteAclsResponse_0(Cursor* c):
+    cdef DeleteAclsResponse o = DeleteAclsResponse.__new__(DeleteAclsResponse)
+    cdef Py_ssize_t n, i
+    cdef list lst
+    o.throttle_time_ms = rd_int32(c)
+    n = cap_count(c, not_null(c, rd_len32(c)), 8)
+    if n < 0:
+        o.filter_results = None
+    else:
+        lst = [None] * n
+        for i in range(n):
+            lst[i] = _d_DeleteAclsResponseDeleteAclsFilterResult_0(c)
+            gil_tick()
+            if c.bad:
+                break
+        o.filter_results = lst
+    return o
+
+
+cdef int _e_DeleteAclsResponse_0(WBuf* w, object obj) except -1:
+    cdef DeleteAclsResponse o = <DeleteAclsResponse>obj
+    cdef object items, x
+    w_int32(w, o.throttle_time_ms)
+    items = o.filter_results
+    if items is None:
+        null_error("DeleteAclsResponse", "filter_results")
+    else:
+        items = as_seq(items)
+        w_len(w, len(items), 4)
+        for x in items:
+            gil_tick()
+            _e_DeleteAclsResponseDeleteAclsFilterResult_0(w, <DeleteAclsResponseDeleteAclsFilterResult?>x)
+    return 0
+
+
+cdef object _d_DeleteAclsResponseDeleteAclsMatchingAcl_1(Cursor* c):
+    cdef DeleteAclsResponseDeleteAclsMatchingAcl o = DeleteAclsResponseDeleteAclsMatchingAcl.__new__(DeleteAclsResponseDeleteAclsMatchingAcl)
+    cdef Py_ssize_t ntags, size
+    cdef uint32_t tag
+    cdef Cursor sub
+    cdef list unknown = None
+    cdef int64_t prev_tag = -1
+    o.error_code = rd_int16(c)
+    o.error_message = rd_cnstring(c)
+    o.resource_type = rd_int8(c)
+    o.resource_name = rd_cstring(c)
+    o.pattern_type = rd_int8(c)
+    o.principal = rd_cstring(c)
+    o.host = rd_cstring(c)
+    o.operation = rd_int8(c)
+    o.permission_type = rd_int8(c)
+    ntags = cap_count(c, rd_uvarint(c), 2)
+    for _ in range(ntags):
+        tag = rd_uvarint(c)
+        size = cap_count(c, rd_uvarint(c), 1)
+        if c.bad:
+            break
+        if <int64_t>tag <= prev_tag:  # KIP-482: tags strictly increasing, each once
+            c.bad = 1
+            break
+        prev_tag = tag
+        if unknown is None:
+            unknown = []
+        unknown.append((tag, PyBytes_FromStringAndSize(<const char*>c.p, size)))
+        c.p += size
+    o.unknown_tags = unknown
+    return o
+
+
+cdef int _e_DeleteAclsResponseDeleteAclsMatchingAcl_1(WBuf* w, object obj) except -1:
+    cdef DeleteAclsResponseDeleteAclsMatchingAcl o = <DeleteAclsResponseDeleteAclsMatchingAcl>obj
+    w_int16(w, o.error_code)
+    w_str(w, o.error_message, 0)
+    w_int8(w, o.resource_type)
+    if o.resource_name is None:
+        null_error("DeleteAclsResponseDeleteAclsMatchingAcl", "resource_name")
+    w_str(w, o.resource_name, 0)
+    w_int8(w, o.pattern_type)
+    if o.principal is None:
+        null_error("DeleteAclsResponseDeleteAclsMatchingAcl", "principal")
+    w_str(w, o.principal, 0)
+    if o.host is None:
+        null_error("DeleteAclsResponseDeleteAclsMatchingAcl", "host")
+    w_str(w, o.host, 0)
+    w_int8(w, o.operation)
+    w_int8(w, o.permission_type)
+    if o.unknown_tags:
+        w_tagged(w, sorted(o.unknown_tags))
+    else:
+        w_uvarint(w, 0)
+    return 0
+
+
+cdef object _d_DeleteAclsResponseDeleteAclsFilterResult_1(Cursor* c):
+    cdef DeleteAclsResponseDeleteAclsFilterResult o = DeleteAclsResponseDeleteAclsFilterResult.__new__(DeleteAclsResponseDeleteAclsFilterResult)
+    cdef Py_ssize_t n, i
+    cdef list lst
+    cdef Py_ssize_t ntags, size
+    cdef uint32_t tag
+    cdef Cursor sub
+    cdef list unknown = None
+    cdef int64_t prev_tag = -1
+    o.error_code = rd_int16(c)
+    o.error_message = rd_cnstring(c)
+    n = cap_count(c, not_null(c, rd_ulen(c)), 11)
+    if n < 0:
+        o.matching_acls = None
+    else:
+        lst = [None] * n
+        for i in range(n):
+            lst[i] = _d_DeleteAclsResponseDeleteAclsMatchingAcl_1(c)
+            gil_tick()
+            if c.bad:
+                break
+        o.matching_acls = lst
+    ntags = cap_count(c, rd_uvarint(c), 2)
+    for _ in range(ntags):
+        tag = rd_uvarint(c)
+        size = cap_count(c, rd_uvarint(c), 1)
+        if c.bad:
+            break
+        if <int64_t>tag <= prev_tag:  # KIP-482: tags strictly increasing, each once
+            c.bad = 1
+            break
+        prev_tag = tag
+        if unknown is None:
+            unknown = []
+        unknown.append((tag, PyBytes_FromStringAndSize(<const char*>c.p, size)))
+        c.p += size
+    o.unknown_tags = unknown
+    return o
+
+
+cdef int _e_DeleteAclsResponseDeleteAclsFilterResult_1(WBuf* w, object obj) except -1:
+    cdef DeleteAclsResponseDeleteAclsFilterResult o = <DeleteAclsResponseDeleteAclsFilterResult>obj
+    cdef object items, x
+    w_int16(w, o.error_code)
+    w_str(w, o.error_message, 0)
+    items = o.matching_acls
+    if items is None:
+        null_error("DeleteAclsResponseDeleteAclsFilterResult", "matching_acls")
+    else:
+        items = as_seq(items)
+        w_len(w, len(items), 0)
+        for x in items:
+            gil_tick()
+            _e_DeleteAclsResponseDeleteAclsMatchingAcl_1(w, <DeleteAclsResponseDeleteAclsMatchingAcl?>x)
+    if o.unknown_tags:
+        w_tagged(w, sorted(o.unknown_tags))
+    else:
+        w_uvarint(w, 0)
+    return 0
+
+
+cdef object _d_DeleteAclsResponse_1(Cursor* c):
+    cdef DeleteAclsResponse o = DeleteAclsResponse.__new__(DeleteAclsResponse)
+    cdef Py_ssize_t n, i
+    cdef list lst
+    cdef Py_ssize_t ntags, size
+    cdef uint32_t tag
+    cdef Cursor sub
+    cdef list unknown = None
+    cdef int64_t prev_tag = -1
+    o.throttle_time_ms = rd_int32(c)
+    n = cap_count(c, not_null(c, rd_ulen(c)), 5)
+    if n < 0:
+        o.filter_results = None
+    else:
+        lst = [None] * n
+        for i in range(n):
+            lst[i] = _d_DeleteAclsResponseDeleteAclsFilterResult_1(c)
+            gil_tick()
+            if c.bad:
+                break
+        o.filter_results = lst
+    ntags = cap_count(c, rd_uvarint(c), 2)
+    for _ in range(ntags):
+        tag = rd_uvarint(c)
+        size = cap_count(c, rd_uvarint(c), 1)
+        if c.bad:
+            break
+        if <int64_t>tag <= prev_tag:  # KIP-482: tags strictly increasing, each once
+            c.bad = 1
+            break
+        prev_tag = tag
+        if unknown is None:
+            unknown = []
+        unknown.append((tag, PyBytes_FromStringAndSize(<const char*>c.p, size)))
+        c.p += size
+    o.unknown_tags = unknown
+    return o
+
+
+cdef int _e_DeleteAclsResponse_1(WBuf* w, object obj) except -1:
+    cdef DeleteAclsResponse o = <DeleteAclsResponse>obj
+    cdef object items, x
+    w_int32(w, o.throttle_time_ms)
+    items = o.filter_results
+    if items is None:
+        null_error("DeleteAclsResponse", "filter_results")
+    else:
+        items = as_seq(items)
+        w_len(w, len(items), 0)
+        for x in items:
+            gil_tick()
+            _e_DeleteAclsResponseDeleteAclsFilterResult_1(w, <DeleteAclsResponseDeleteAclsFilterResult?>x)
+    if o.unknown_tags:
+        w_tagged(w, sorted(o.unknown_tags))
+    else:
+        w_uvarint(w, 0)
+    return 0
+
+
 cdef dec_fn _DEC_RequestHeader[3]
 cdef enc_fn _ENC_RequestHeader[3]
 _DEC_RequestHeader[0] = _d_RequestHeader_0
@@ -32110,6 +33755,126 @@ cdef inline enc_fn _enc_AlterUserScramCredentialsResponse(int v) except NULL:
     return _ENC_AlterUserScramCredentialsResponse[v]
 
 
+cdef dec_fn _DEC_DescribeAclsRequest[4]
+cdef enc_fn _ENC_DescribeAclsRequest[4]
+_DEC_DescribeAclsRequest[1] = _d_DescribeAclsRequest_0
+_ENC_DescribeAclsRequest[1] = _e_DescribeAclsRequest_0
+_DEC_DescribeAclsRequest[2] = _d_DescribeAclsRequest_1
+_ENC_DescribeAclsRequest[2] = _e_DescribeAclsRequest_1
+_DEC_DescribeAclsRequest[3] = _d_DescribeAclsRequest_1
+_ENC_DescribeAclsRequest[3] = _e_DescribeAclsRequest_1
+
+cdef inline dec_fn _dec_DescribeAclsRequest(int v) except NULL:
+    if v < 1 or v > 3:
+        unsupported("DescribeAclsRequest", v, 1, 3)
+    return _DEC_DescribeAclsRequest[v]
+
+cdef inline enc_fn _enc_DescribeAclsRequest(int v) except NULL:
+    if v < 1 or v > 3:
+        unsupported("DescribeAclsRequest", v, 1, 3)
+    return _ENC_DescribeAclsRequest[v]
+
+
+cdef dec_fn _DEC_DescribeAclsResponse[4]
+cdef enc_fn _ENC_DescribeAclsResponse[4]
+_DEC_DescribeAclsResponse[1] = _d_DescribeAclsResponse_0
+_ENC_DescribeAclsResponse[1] = _e_DescribeAclsResponse_0
+_DEC_DescribeAclsResponse[2] = _d_DescribeAclsResponse_1
+_ENC_DescribeAclsResponse[2] = _e_DescribeAclsResponse_1
+_DEC_DescribeAclsResponse[3] = _d_DescribeAclsResponse_1
+_ENC_DescribeAclsResponse[3] = _e_DescribeAclsResponse_1
+
+cdef inline dec_fn _dec_DescribeAclsResponse(int v) except NULL:
+    if v < 1 or v > 3:
+        unsupported("DescribeAclsResponse", v, 1, 3)
+    return _DEC_DescribeAclsResponse[v]
+
+cdef inline enc_fn _enc_DescribeAclsResponse(int v) except NULL:
+    if v < 1 or v > 3:
+        unsupported("DescribeAclsResponse", v, 1, 3)
+    return _ENC_DescribeAclsResponse[v]
+
+
+cdef dec_fn _DEC_CreateAclsRequest[4]
+cdef enc_fn _ENC_CreateAclsRequest[4]
+_DEC_CreateAclsRequest[1] = _d_CreateAclsRequest_0
+_ENC_CreateAclsRequest[1] = _e_CreateAclsRequest_0
+_DEC_CreateAclsRequest[2] = _d_CreateAclsRequest_1
+_ENC_CreateAclsRequest[2] = _e_CreateAclsRequest_1
+_DEC_CreateAclsRequest[3] = _d_CreateAclsRequest_1
+_ENC_CreateAclsRequest[3] = _e_CreateAclsRequest_1
+
+cdef inline dec_fn _dec_CreateAclsRequest(int v) except NULL:
+    if v < 1 or v > 3:
+        unsupported("CreateAclsRequest", v, 1, 3)
+    return _DEC_CreateAclsRequest[v]
+
+cdef inline enc_fn _enc_CreateAclsRequest(int v) except NULL:
+    if v < 1 or v > 3:
+        unsupported("CreateAclsRequest", v, 1, 3)
+    return _ENC_CreateAclsRequest[v]
+
+
+cdef dec_fn _DEC_CreateAclsResponse[4]
+cdef enc_fn _ENC_CreateAclsResponse[4]
+_DEC_CreateAclsResponse[1] = _d_CreateAclsResponse_0
+_ENC_CreateAclsResponse[1] = _e_CreateAclsResponse_0
+_DEC_CreateAclsResponse[2] = _d_CreateAclsResponse_1
+_ENC_CreateAclsResponse[2] = _e_CreateAclsResponse_1
+_DEC_CreateAclsResponse[3] = _d_CreateAclsResponse_1
+_ENC_CreateAclsResponse[3] = _e_CreateAclsResponse_1
+
+cdef inline dec_fn _dec_CreateAclsResponse(int v) except NULL:
+    if v < 1 or v > 3:
+        unsupported("CreateAclsResponse", v, 1, 3)
+    return _DEC_CreateAclsResponse[v]
+
+cdef inline enc_fn _enc_CreateAclsResponse(int v) except NULL:
+    if v < 1 or v > 3:
+        unsupported("CreateAclsResponse", v, 1, 3)
+    return _ENC_CreateAclsResponse[v]
+
+
+cdef dec_fn _DEC_DeleteAclsRequest[4]
+cdef enc_fn _ENC_DeleteAclsRequest[4]
+_DEC_DeleteAclsRequest[1] = _d_DeleteAclsRequest_0
+_ENC_DeleteAclsRequest[1] = _e_DeleteAclsRequest_0
+_DEC_DeleteAclsRequest[2] = _d_DeleteAclsRequest_1
+_ENC_DeleteAclsRequest[2] = _e_DeleteAclsRequest_1
+_DEC_DeleteAclsRequest[3] = _d_DeleteAclsRequest_1
+_ENC_DeleteAclsRequest[3] = _e_DeleteAclsRequest_1
+
+cdef inline dec_fn _dec_DeleteAclsRequest(int v) except NULL:
+    if v < 1 or v > 3:
+        unsupported("DeleteAclsRequest", v, 1, 3)
+    return _DEC_DeleteAclsRequest[v]
+
+cdef inline enc_fn _enc_DeleteAclsRequest(int v) except NULL:
+    if v < 1 or v > 3:
+        unsupported("DeleteAclsRequest", v, 1, 3)
+    return _ENC_DeleteAclsRequest[v]
+
+
+cdef dec_fn _DEC_DeleteAclsResponse[4]
+cdef enc_fn _ENC_DeleteAclsResponse[4]
+_DEC_DeleteAclsResponse[1] = _d_DeleteAclsResponse_0
+_ENC_DeleteAclsResponse[1] = _e_DeleteAclsResponse_0
+_DEC_DeleteAclsResponse[2] = _d_DeleteAclsResponse_1
+_ENC_DeleteAclsResponse[2] = _e_DeleteAclsResponse_1
+_DEC_DeleteAclsResponse[3] = _d_DeleteAclsResponse_1
+_ENC_DeleteAclsResponse[3] = _e_DeleteAclsResponse_1
+
+cdef inline dec_fn _dec_DeleteAclsResponse(int v) except NULL:
+    if v < 1 or v > 3:
+        unsupported("DeleteAclsResponse", v, 1, 3)
+    return _DEC_DeleteAclsResponse[v]
+
+cdef inline enc_fn _enc_DeleteAclsResponse(int v) except NULL:
+    if v < 1 or v > 3:
+        unsupported("DeleteAclsResponse", v, 1, 3)
+    return _ENC_DeleteAclsResponse[v]
+
+
 cdef dec_fn _DEC_BY_KEY_REQ(int api_key, int v) except NULL:
     if api_key == 18:
         return _dec_ApiVersionsRequest(v)
@@ -32169,6 +33934,12 @@ cdef dec_fn _DEC_BY_KEY_REQ(int api_key, int v) except NULL:
         return _dec_DescribeUserScramCredentialsRequest(v)
     if api_key == 51:
         return _dec_AlterUserScramCredentialsRequest(v)
+    if api_key == 29:
+        return _dec_DescribeAclsRequest(v)
+    if api_key == 30:
+        return _dec_CreateAclsRequest(v)
+    if api_key == 31:
+        return _dec_DeleteAclsRequest(v)
     raise UnsupportedVersionError(f"no request for API {api_key}", api_key, v)
 
 cdef enc_fn _ENC_BY_KEY_REQ(int api_key, int v) except NULL:
@@ -32230,6 +34001,12 @@ cdef enc_fn _ENC_BY_KEY_REQ(int api_key, int v) except NULL:
         return _enc_DescribeUserScramCredentialsRequest(v)
     if api_key == 51:
         return _enc_AlterUserScramCredentialsRequest(v)
+    if api_key == 29:
+        return _enc_DescribeAclsRequest(v)
+    if api_key == 30:
+        return _enc_CreateAclsRequest(v)
+    if api_key == 31:
+        return _enc_DeleteAclsRequest(v)
     raise UnsupportedVersionError(f"no request for API {api_key}", api_key, v)
 
 cdef enc_fn _ENC_BY_KEY_RESP(int api_key, int v) except NULL:
@@ -32291,6 +34068,12 @@ cdef enc_fn _ENC_BY_KEY_RESP(int api_key, int v) except NULL:
         return _enc_DescribeUserScramCredentialsResponse(v)
     if api_key == 51:
         return _enc_AlterUserScramCredentialsResponse(v)
+    if api_key == 29:
+        return _enc_DescribeAclsResponse(v)
+    if api_key == 30:
+        return _enc_CreateAclsResponse(v)
+    if api_key == 31:
+        return _enc_DeleteAclsResponse(v)
     raise UnsupportedVersionError(f"no response for API {api_key}", api_key, v)
 
 
@@ -32324,6 +34107,9 @@ REQUEST_TYPES = {
     36: SaslAuthenticateRequest,
     50: DescribeUserScramCredentialsRequest,
     51: AlterUserScramCredentialsRequest,
+    29: DescribeAclsRequest,
+    30: CreateAclsRequest,
+    31: DeleteAclsRequest,
 }
 RESPONSE_TYPES = {
     18: ApiVersionsResponse,
@@ -32355,6 +34141,9 @@ RESPONSE_TYPES = {
     36: SaslAuthenticateResponse,
     50: DescribeUserScramCredentialsResponse,
     51: AlterUserScramCredentialsResponse,
+    29: DescribeAclsResponse,
+    30: CreateAclsResponse,
+    31: DeleteAclsResponse,
 }
 MESSAGE_TYPES = {
     "RequestHeader": RequestHeader,
@@ -32447,5 +34236,11 @@ MESSAGE_TYPES = {
     "DescribeUserScramCredentialsResponse": DescribeUserScramCredentialsResponse,
     "AlterUserScramCredentialsRequest": AlterUserScramCredentialsRequest,
     "AlterUserScramCredentialsResponse": AlterUserScramCredentialsResponse,
+    "DescribeAclsRequest": DescribeAclsRequest,
+    "DescribeAclsResponse": DescribeAclsResponse,
+    "CreateAclsRequest": CreateAclsRequest,
+    "CreateAclsResponse": CreateAclsResponse,
+    "DeleteAclsRequest": DeleteAclsRequest,
+    "DeleteAclsResponse": DeleteAclsResponse,
 }
-STRUCT_TYPES = (RequestHeader, ResponseHeader, ApiVersionsRequest, ApiVersionsResponseApiVersion, ApiVersionsResponseSupportedFeatureKey, ApiVersionsResponseFinalizedFeatureKey, ApiVersionsResponse, MetadataRequestTopic, MetadataRequest, MetadataResponseBroker, MetadataResponsePartition, MetadataResponseTopic, MetadataResponse, FindCoordinatorRequest, FindCoordinatorResponseCoordinator, FindCoordinatorResponse, ListOffsetsRequestListOffsetsPartition, ListOffsetsRequestListOffsetsTopic, ListOffsetsRequest, ListOffsetsResponseListOffsetsPartitionResponse, ListOffsetsResponseListOffsetsTopicResponse, ListOffsetsResponse, FetchRequestReplicaState, FetchRequestFetchPartition, FetchRequestFetchTopic, FetchRequestForgottenTopic, FetchRequest, FetchResponseEpochEndOffset, FetchResponseLeaderIdAndEpoch, FetchResponseSnapshotId, FetchResponseAbortedTransaction, FetchResponsePartitionData, FetchResponseFetchableTopicResponse, FetchResponseNodeEndpoint, FetchResponse, ProduceRequestPartitionProduceData, ProduceRequestTopicProduceData, ProduceRequest, ProduceResponseBatchIndexAndErrorMessage, ProduceResponseLeaderIdAndEpoch, ProduceResponsePartitionProduceResponse, ProduceResponseTopicProduceResponse, ProduceResponseNodeEndpoint, ProduceResponse, CreateTopicsRequestCreatableReplicaAssignment, CreateTopicsRequestCreatableTopicConfig, CreateTopicsRequestCreatableTopic, CreateTopicsRequest, CreateTopicsResponseCreatableTopicConfigs, CreateTopicsResponseCreatableTopicResult, CreateTopicsResponse, DeleteTopicsRequestDeleteTopicState, DeleteTopicsRequest, DeleteTopicsResponseDeletableTopicResult, DeleteTopicsResponse, CreatePartitionsRequestCreatePartitionsAssignment, CreatePartitionsRequestCreatePartitionsTopic, CreatePartitionsRequest, CreatePartitionsResponseCreatePartitionsTopicResult, CreatePartitionsResponse, JoinGroupRequestProtocol, JoinGroupRequest, JoinGroupResponseMember, JoinGroupResponse, SyncGroupRequestAssignment, SyncGroupRequest, SyncGroupResponse, HeartbeatRequest, HeartbeatResponse, LeaveGroupRequestMemberIdentity, LeaveGroupRequest, LeaveGroupResponseMemberResponse, LeaveGroupResponse, DescribeGroupsRequest, DescribeGroupsResponseDescribedGroupMember, DescribeGroupsResponseDescribedGroup, DescribeGroupsResponse, ListGroupsRequest, ListGroupsResponseListedGroup, ListGroupsResponse, DeleteGroupsRequest, DeleteGroupsResponseDeletableGroupResult, DeleteGroupsResponse, OffsetCommitRequestPartition, OffsetCommitRequestTopic, OffsetCommitRequest, OffsetCommitResponsePartition, OffsetCommitResponseTopic, OffsetCommitResponse, OffsetFetchRequestTopic, OffsetFetchRequestTopics, OffsetFetchRequestGroup, OffsetFetchRequest, OffsetFetchResponsePartition, OffsetFetchResponseTopic, OffsetFetchResponsePartitions, OffsetFetchResponseTopics, OffsetFetchResponseGroup, OffsetFetchResponse, OffsetDeleteRequestPartition, OffsetDeleteRequestTopic, OffsetDeleteRequest, OffsetDeleteResponsePartition, OffsetDeleteResponseTopic, OffsetDeleteResponse, ConsumerGroupHeartbeatRequestTopicPartitions, ConsumerGroupHeartbeatRequest, ConsumerGroupHeartbeatResponseTopicPartitions, ConsumerGroupHeartbeatResponseAssignment, ConsumerGroupHeartbeatResponse, ConsumerGroupDescribeRequest, ConsumerGroupDescribeResponseTopicPartitions, ConsumerGroupDescribeResponseAssignment, ConsumerGroupDescribeResponseMember, ConsumerGroupDescribeResponseDescribedGroup, ConsumerGroupDescribeResponse, ConsumerProtocolSubscriptionTopicPartition, ConsumerProtocolSubscription, ConsumerProtocolAssignmentTopicPartition, ConsumerProtocolAssignment, GroupMetadataKey, GroupMetadataValueMemberMetadata, GroupMetadataValue, OffsetCommitKey, OffsetCommitValue, ConsumerGroupMetadataKey, ConsumerGroupMetadataValue, ConsumerGroupPartitionMetadataKey, ConsumerGroupPartitionMetadataValuePartitionMetadata, ConsumerGroupPartitionMetadataValueTopicMetadata, ConsumerGroupPartitionMetadataValue, ConsumerGroupMemberMetadataKey, ConsumerGroupMemberMetadataValueClassicProtocol, ConsumerGroupMemberMetadataValueClassicMemberMetadata, ConsumerGroupMemberMetadataValue, ConsumerGroupTargetAssignmentMetadataKey, ConsumerGroupTargetAssignmentMetadataValue, ConsumerGroupTargetAssignmentMemberKey, ConsumerGroupTargetAssignmentMemberValueTopicPartition, ConsumerGroupTargetAssignmentMemberValue, ConsumerGroupCurrentMemberAssignmentKey, ConsumerGroupCurrentMemberAssignmentValueTopicPartitions, ConsumerGroupCurrentMemberAssignmentValue, ConnectGroupHeartbeatRequestAssignor, ConnectGroupHeartbeatRequestConnectorTasks, ConnectGroupHeartbeatRequestConnectorsAndTasks, ConnectGroupHeartbeatRequest, ConnectGroupHeartbeatResponseConnectorTasks, ConnectGroupHeartbeatResponseConnectorsAndTasks, ConnectGroupHeartbeatResponseAssignment, ConnectGroupHeartbeatResponse, ConnectGroupPrepareAssignmentRequest, ConnectGroupPrepareAssignmentResponseConnectorTasks, ConnectGroupPrepareAssignmentResponseConnectorsAndTasks, ConnectGroupPrepareAssignmentResponseMember, ConnectGroupPrepareAssignmentResponseDepartedMember, ConnectGroupPrepareAssignmentResponse, ConnectGroupInstallAssignmentRequestConnectorTasks, ConnectGroupInstallAssignmentRequestConnectorsAndTasks, ConnectGroupInstallAssignmentRequestMember, ConnectGroupInstallAssignmentRequest, ConnectGroupInstallAssignmentResponse, ConnectGroupDescribeRequest, ConnectGroupDescribeResponseConnectorTasks, ConnectGroupDescribeResponseConnectorsAndTasks, ConnectGroupDescribeResponseMember, ConnectGroupDescribeResponseRebalance, ConnectGroupDescribeResponseDescribedGroup, ConnectGroupDescribeResponse, ConnectGroupMetadataKey, ConnectGroupMetadataValueDepartedMember, ConnectGroupMetadataValue, ConnectGroupUnitsKey, ConnectGroupUnitsValue, ConnectGroupMemberMetadataKey, ConnectGroupMemberMetadataValueAssignor, ConnectGroupMemberMetadataValue, ConnectGroupTargetAssignmentMetadataKey, ConnectGroupTargetAssignmentMetadataValue, ConnectGroupTargetAssignmentMemberKey, ConnectGroupTargetAssignmentMemberValue, ConnectGroupCurrentMemberAssignmentKey, ConnectGroupCurrentMemberAssignmentValue, SaslHandshakeRequest, SaslHandshakeResponse, SaslAuthenticateRequest, SaslAuthenticateResponse, DescribeUserScramCredentialsRequestUserName, DescribeUserScramCredentialsRequest, DescribeUserScramCredentialsResponseCredentialInfo, DescribeUserScramCredentialsResponseDescribeUserScramCredentialsResult, DescribeUserScramCredentialsResponse, AlterUserScramCredentialsRequestScramCredentialDeletion, AlterUserScramCredentialsRequestScramCredentialUpsertion, AlterUserScramCredentialsRequest, AlterUserScramCredentialsResponseAlterUserScramCredentialsResult, AlterUserScramCredentialsResponse,)
+STRUCT_TYPES = (RequestHeader, ResponseHeader, ApiVersionsRequest, ApiVersionsResponseApiVersion, ApiVersionsResponseSupportedFeatureKey, ApiVersionsResponseFinalizedFeatureKey, ApiVersionsResponse, MetadataRequestTopic, MetadataRequest, MetadataResponseBroker, MetadataResponsePartition, MetadataResponseTopic, MetadataResponse, FindCoordinatorRequest, FindCoordinatorResponseCoordinator, FindCoordinatorResponse, ListOffsetsRequestListOffsetsPartition, ListOffsetsRequestListOffsetsTopic, ListOffsetsRequest, ListOffsetsResponseListOffsetsPartitionResponse, ListOffsetsResponseListOffsetsTopicResponse, ListOffsetsResponse, FetchRequestReplicaState, FetchRequestFetchPartition, FetchRequestFetchTopic, FetchRequestForgottenTopic, FetchRequest, FetchResponseEpochEndOffset, FetchResponseLeaderIdAndEpoch, FetchResponseSnapshotId, FetchResponseAbortedTransaction, FetchResponsePartitionData, FetchResponseFetchableTopicResponse, FetchResponseNodeEndpoint, FetchResponse, ProduceRequestPartitionProduceData, ProduceRequestTopicProduceData, ProduceRequest, ProduceResponseBatchIndexAndErrorMessage, ProduceResponseLeaderIdAndEpoch, ProduceResponsePartitionProduceResponse, ProduceResponseTopicProduceResponse, ProduceResponseNodeEndpoint, ProduceResponse, CreateTopicsRequestCreatableReplicaAssignment, CreateTopicsRequestCreatableTopicConfig, CreateTopicsRequestCreatableTopic, CreateTopicsRequest, CreateTopicsResponseCreatableTopicConfigs, CreateTopicsResponseCreatableTopicResult, CreateTopicsResponse, DeleteTopicsRequestDeleteTopicState, DeleteTopicsRequest, DeleteTopicsResponseDeletableTopicResult, DeleteTopicsResponse, CreatePartitionsRequestCreatePartitionsAssignment, CreatePartitionsRequestCreatePartitionsTopic, CreatePartitionsRequest, CreatePartitionsResponseCreatePartitionsTopicResult, CreatePartitionsResponse, JoinGroupRequestProtocol, JoinGroupRequest, JoinGroupResponseMember, JoinGroupResponse, SyncGroupRequestAssignment, SyncGroupRequest, SyncGroupResponse, HeartbeatRequest, HeartbeatResponse, LeaveGroupRequestMemberIdentity, LeaveGroupRequest, LeaveGroupResponseMemberResponse, LeaveGroupResponse, DescribeGroupsRequest, DescribeGroupsResponseDescribedGroupMember, DescribeGroupsResponseDescribedGroup, DescribeGroupsResponse, ListGroupsRequest, ListGroupsResponseListedGroup, ListGroupsResponse, DeleteGroupsRequest, DeleteGroupsResponseDeletableGroupResult, DeleteGroupsResponse, OffsetCommitRequestPartition, OffsetCommitRequestTopic, OffsetCommitRequest, OffsetCommitResponsePartition, OffsetCommitResponseTopic, OffsetCommitResponse, OffsetFetchRequestTopic, OffsetFetchRequestTopics, OffsetFetchRequestGroup, OffsetFetchRequest, OffsetFetchResponsePartition, OffsetFetchResponseTopic, OffsetFetchResponsePartitions, OffsetFetchResponseTopics, OffsetFetchResponseGroup, OffsetFetchResponse, OffsetDeleteRequestPartition, OffsetDeleteRequestTopic, OffsetDeleteRequest, OffsetDeleteResponsePartition, OffsetDeleteResponseTopic, OffsetDeleteResponse, ConsumerGroupHeartbeatRequestTopicPartitions, ConsumerGroupHeartbeatRequest, ConsumerGroupHeartbeatResponseTopicPartitions, ConsumerGroupHeartbeatResponseAssignment, ConsumerGroupHeartbeatResponse, ConsumerGroupDescribeRequest, ConsumerGroupDescribeResponseTopicPartitions, ConsumerGroupDescribeResponseAssignment, ConsumerGroupDescribeResponseMember, ConsumerGroupDescribeResponseDescribedGroup, ConsumerGroupDescribeResponse, ConsumerProtocolSubscriptionTopicPartition, ConsumerProtocolSubscription, ConsumerProtocolAssignmentTopicPartition, ConsumerProtocolAssignment, GroupMetadataKey, GroupMetadataValueMemberMetadata, GroupMetadataValue, OffsetCommitKey, OffsetCommitValue, ConsumerGroupMetadataKey, ConsumerGroupMetadataValue, ConsumerGroupPartitionMetadataKey, ConsumerGroupPartitionMetadataValuePartitionMetadata, ConsumerGroupPartitionMetadataValueTopicMetadata, ConsumerGroupPartitionMetadataValue, ConsumerGroupMemberMetadataKey, ConsumerGroupMemberMetadataValueClassicProtocol, ConsumerGroupMemberMetadataValueClassicMemberMetadata, ConsumerGroupMemberMetadataValue, ConsumerGroupTargetAssignmentMetadataKey, ConsumerGroupTargetAssignmentMetadataValue, ConsumerGroupTargetAssignmentMemberKey, ConsumerGroupTargetAssignmentMemberValueTopicPartition, ConsumerGroupTargetAssignmentMemberValue, ConsumerGroupCurrentMemberAssignmentKey, ConsumerGroupCurrentMemberAssignmentValueTopicPartitions, ConsumerGroupCurrentMemberAssignmentValue, ConnectGroupHeartbeatRequestAssignor, ConnectGroupHeartbeatRequestConnectorTasks, ConnectGroupHeartbeatRequestConnectorsAndTasks, ConnectGroupHeartbeatRequest, ConnectGroupHeartbeatResponseConnectorTasks, ConnectGroupHeartbeatResponseConnectorsAndTasks, ConnectGroupHeartbeatResponseAssignment, ConnectGroupHeartbeatResponse, ConnectGroupPrepareAssignmentRequest, ConnectGroupPrepareAssignmentResponseConnectorTasks, ConnectGroupPrepareAssignmentResponseConnectorsAndTasks, ConnectGroupPrepareAssignmentResponseMember, ConnectGroupPrepareAssignmentResponseDepartedMember, ConnectGroupPrepareAssignmentResponse, ConnectGroupInstallAssignmentRequestConnectorTasks, ConnectGroupInstallAssignmentRequestConnectorsAndTasks, ConnectGroupInstallAssignmentRequestMember, ConnectGroupInstallAssignmentRequest, ConnectGroupInstallAssignmentResponse, ConnectGroupDescribeRequest, ConnectGroupDescribeResponseConnectorTasks, ConnectGroupDescribeResponseConnectorsAndTasks, ConnectGroupDescribeResponseMember, ConnectGroupDescribeResponseRebalance, ConnectGroupDescribeResponseDescribedGroup, ConnectGroupDescribeResponse, ConnectGroupMetadataKey, ConnectGroupMetadataValueDepartedMember, ConnectGroupMetadataValue, ConnectGroupUnitsKey, ConnectGroupUnitsValue, ConnectGroupMemberMetadataKey, ConnectGroupMemberMetadataValueAssignor, ConnectGroupMemberMetadataValue, ConnectGroupTargetAssignmentMetadataKey, ConnectGroupTargetAssignmentMetadataValue, ConnectGroupTargetAssignmentMemberKey, ConnectGroupTargetAssignmentMemberValue, ConnectGroupCurrentMemberAssignmentKey, ConnectGroupCurrentMemberAssignmentValue, SaslHandshakeRequest, SaslHandshakeResponse, SaslAuthenticateRequest, SaslAuthenticateResponse, DescribeUserScramCredentialsRequestUserName, DescribeUserScramCredentialsRequest, DescribeUserScramCredentialsResponseCredentialInfo, DescribeUserScramCredentialsResponseDescribeUserScramCredentialsResult, DescribeUserScramCredentialsResponse, AlterUserScramCredentialsRequestScramCredentialDeletion, AlterUserScramCredentialsRequestScramCredentialUpsertion, AlterUserScramCredentialsRequest, AlterUserScramCredentialsResponseAlterUserScramCredentialsResult, AlterUserScramCredentialsResponse, DescribeAclsRequest, DescribeAclsResponseAclDescription, DescribeAclsResponseDescribeAclsResource, DescribeAclsResponse, CreateAclsRequestAclCreation, CreateAclsRequest, CreateAclsResponseAclCreationResult, CreateAclsResponse, DeleteAclsRequestDeleteAclsFilter, DeleteAclsRequest, DeleteAclsResponseDeleteAclsMatchingAcl, DeleteAclsResponseDeleteAclsFilterResult, DeleteAclsResponse,)
