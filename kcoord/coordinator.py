@@ -110,6 +110,7 @@ class LoadStats:
     members: int = 0
     offsets: int = 0
     topics: int = 0
+    acls: int = 0
     seconds: float = 0.0
 
 
@@ -360,6 +361,7 @@ class Coordinator:
                     self.credentials.replay(rec)
                 elif rtype == R.KCOORD_ACL:
                     self.acls.replay(rec)
+                    stats.acls += 1
         except R.RecordError as e:
             raise StoreError(str(e)) from None
         finally:

@@ -65,6 +65,8 @@ class ServerStats:
     connections_accepted: int
     connections_refused: Mapping[str, int]
     authentications: Mapping[tuple[str, str, str], int]  # (listener, mechanism, result) -> count
+    # (API, operation, resource type) -> requests refused by the authorizer; None: no authorizer configured
+    authorization_denials: Mapping[tuple[str, str, str], int] | None
     queued_request_bytes: int
     queued_request_bytes_peak: int
     muted_connections: int
@@ -191,6 +193,14 @@ class ServerCollector:
         for (listener, mechanism, result), n in sorted(srv.authentications.items()):
             auth.add_metric([listener, mechanism, result], n)
         yield auth
+        if srv.authorization_denials is not None:
+            denied = CounterMetricFamily("kcoord_authorization_denials", "Requests (or parts of them) the authorizer "
+                                         "refused, by API, operation and resource type",
+                                         labels=["api", "operation", "resource_type"])
+            for (api, op, rtype), n in sorted(srv.authorization_denials.items()):
+                denied.add_metric([api, op, rtype], n)
+            yield denied
+            yield GaugeMetricFamily("kcoord_acls", "ACLs the authorizer holds", value=len(srv.coordinator.acls.authorizer))
         yield GaugeMetricFamily("kcoord_queued_request_bytes", "Bytes held by requests not yet whole, on all "
                                 "connections (bounded by queued.max.request.bytes)", value=srv.queued_request_bytes)
         yield GaugeMetricFamily("kcoord_queued_request_bytes_peak", "The most bytes requests not yet whole held at "

@@ -1404,7 +1404,9 @@ class Server:
             store_commit_seconds=self.store_commit_seconds, store_fsyncs=getattr(store, "fsyncs", 0),
             store_full=bool(getattr(store, "full", False)), connections=len(self.connections),
             connections_accepted=self.connections_accepted, connections_refused=self.limits.refused,
-            authentications=self.auth_results, queued_request_bytes=self.frame_bytes,
+            authentications=self.auth_results,
+            authorization_denials=None if self.gates is None else dict(self.gates.denials),
+            queued_request_bytes=self.frame_bytes,
             queued_request_bytes_peak=self.frame_bytes_peak, muted_connections=len(self.muted),
             received_bytes=self.bytes_in, sent_bytes=self.bytes_out, parked_requests=parked, ready=self.ready,
             cluster=None if c is None else ClusterStats(partitions_held=len(c.epochs), nodes=len(c.view.nodes),
@@ -1593,11 +1595,11 @@ class Server:
         cfg = self.config
         if self.loaded is not None:  # before listening: whoever can connect can read what was loaded
             ld = self.loaded
-            log.info("kcoord loaded %d groups, %d members, %d offsets and %d topics from %s in %.2f s", ld.groups,
-                     ld.members, ld.offsets, ld.topics, self.store_name, ld.seconds,
+            log.info("kcoord loaded %d groups, %d members, %d offsets, %d topics and %d ACLs from %s in %.2f s",
+                     ld.groups, ld.members, ld.offsets, ld.topics, ld.acls, self.store_name, ld.seconds,
                      extra={"kcoord": {"event": "loaded", "groups": ld.groups, "members": ld.members,
-                                       "offsets": ld.offsets, "topics": ld.topics, "data_dir": cfg.data_dir,
-                                       "seconds": round(ld.seconds, 3)}})
+                                       "offsets": ld.offsets, "topics": ld.topics, "acls": ld.acls,
+                                       "data_dir": cfg.data_dir, "seconds": round(ld.seconds, 3)}})
         await self.start()
         stop = self._stop = asyncio.Event()
         for sig in (signal.SIGINT, signal.SIGTERM):

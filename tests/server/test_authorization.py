@@ -503,6 +503,56 @@ def test_every_refusal_is_a_json_log_event_and_counted(srv, caplog) -> None:
     assert grew == {("JoinGroup", "READ", "GROUP"): 1, ("OffsetCommit", "READ", "GROUP"): 1}
 
 
+# ---- durable, and seen by the metrics ----------------------------------------------------------------------------
+
+def test_acls_survive_a_restart_and_a_deleted_one_stays_deleted(tmp_path) -> None:
+    from kcoord.store import SqliteRecords
+
+    data = str(tmp_path / "data")
+    s = AuthorizedServer(users=("alice",), records=SqliteRecords(data), group=_quick_groups())
+    try:
+        s.grant("GROUP", "kept", "READ", "alice")
+        s.grant("GROUP", "team-", "READ", "alice", pattern="PREFIXED")
+        s.deny("TOPIC", "*", "WRITE", "User:*")
+        with s.admin() as c:
+            r = c.call(31, 3, wire.DeleteAclsRequest(filters=[wire.DeleteAclsRequestDeleteAclsFilter(
+                resource_type_filter=3, resource_name_filter="team-", pattern_type_filter=4,
+                principal_filter=None, host_filter=None, operation=1, permission_type=1)]))
+            assert len(r.filter_results[0].matching_acls) == 1
+        before = s.acls()
+    finally:
+        s.close()
+    s = AuthorizedServer(users=(), records=SqliteRecords(data), group=_quick_groups())
+    try:
+        assert s.acls() == before == [("GROUP", "kept", "LITERAL", "User:alice", "*", "READ", "ALLOW"),
+                                      ("TOPIC", "*", "LITERAL", "User:*", "*", "WRITE", "DENY")]
+        assert s.server.loaded.acls == 2
+        with s.user("alice") as c:  # alice's credential was kept too, and her ACL applies at once
+            assert joined(c, "kept")[0]
+            assert join(c, "team-x").error_code == E.GROUP_AUTHORIZATION_FAILED
+    finally:
+        s.close()
+
+
+def test_the_metrics_count_refusals_and_acls() -> None:
+    from ..support.metrics import scrape, value
+    from ..support.servers import free_port
+
+    port = free_port()
+    s = AuthorizedServer(users=("eve",), metrics_port=port)
+    try:
+        s.grant("GROUP", "x", "READ", "alice")
+        with s.user("eve") as c:
+            for _ in range(3):
+                assert join(c, "x").error_code == E.GROUP_AUTHORIZATION_FAILED
+        samples = scrape(port)
+        assert value(samples, "kcoord_authorization_denials_total", api="JoinGroup", operation="READ",
+                     resource_type="GROUP") == 3
+        assert value(samples, "kcoord_acls") == 1
+    finally:
+        s.close()
+
+
 def _any_filter():
     return wire.DeleteAclsRequestDeleteAclsFilter(resource_type_filter=1, resource_name_filter=None,
                                                   pattern_type_filter=1, principal_filter=None, host_filter=None,
