@@ -46,6 +46,7 @@ class ClusterStats:
 
     partitions_held: int
     nodes: int
+    lease_rounds: int
     lease_rounds_failed: int
     step_downs: int
 
@@ -223,6 +224,9 @@ class ServerCollector:
                                     "serves (of offsets.topic.num.partitions)", value=cluster.partitions_held)
             yield GaugeMetricFamily("kcoord_cluster_nodes", "Live nodes, by this node's last lease round",
                                     value=cluster.nodes)
+            yield CounterMetricFamily("kcoord_cluster_lease_rounds", "Lease rounds this node completed (each one "
+                                      "also adopts what other nodes changed of the topics, users and ACLs)",
+                                      value=cluster.lease_rounds)
             yield CounterMetricFamily("kcoord_cluster_lease_rounds_failed", "Lease rounds that could not reach the "
                                       "database", value=cluster.lease_rounds_failed)
             yield CounterMetricFamily("kcoord_cluster_step_downs", "Coordinator partitions this node stopped "

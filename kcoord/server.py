@@ -1410,7 +1410,7 @@ class Server:
             queued_request_bytes_peak=self.frame_bytes_peak, muted_connections=len(self.muted),
             received_bytes=self.bytes_in, sent_bytes=self.bytes_out, parked_requests=parked, ready=self.ready,
             cluster=None if c is None else ClusterStats(partitions_held=len(c.epochs), nodes=len(c.view.nodes),
-                                                        lease_rounds_failed=c.failed_rounds,
+                                                        lease_rounds=c.rounds, lease_rounds_failed=c.failed_rounds,
                                                         step_downs=c.step_downs))
 
     # ---- what a cluster node asks of its server (kcoord.cluster.ClusterHost) ---------------------------------

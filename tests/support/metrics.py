@@ -11,9 +11,9 @@ from prometheus_client.parser import text_string_to_metric_families
 from .waits import wait_for
 
 
-def scrape(port: int) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+def scrape(port: int, host: str = "127.0.0.1") -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
     """Every sample of /metrics, keyed by (sample name, sorted labels)."""
-    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as r:
+    with urllib.request.urlopen(f"http://{host}:{port}/metrics", timeout=10) as r:
         assert r.status == 200
         text = r.read().decode()
     out = {}
