@@ -57,6 +57,11 @@ log = logging.getLogger("kcoord.server")
 API_VERSIONS_KEY = wire.ApiVersionsRequest.API_KEY
 # The requests by which a member makes itself known to its group (group_id, member_id): JoinGroup, SyncGroup,
 # ConsumerGroupHeartbeat, ConnectGroupHeartbeat. Not the classic Heartbeat: a classic member has joined and synced.
+# With an authorizer, the APIs whose one check is READ on the request's group, trusted per connection once passed
+# (Heartbeat, ConsumerGroupHeartbeat, ConnectGroupHeartbeat: a member's steady calls) (KafkaConnection._trusted)
+CONSUMER_HEARTBEAT_KEY = wire.ConsumerGroupHeartbeatRequest.API_KEY
+TRUSTABLE = frozenset((12, CONSUMER_HEARTBEAT_KEY, wire.ConnectGroupHeartbeatRequest.API_KEY))
+MAX_TRUSTED = 1024  # (API key, group) pairs one connection keeps trusted before it starts again
 MEMBER_KEYS = frozenset((11, 14, wire.ConsumerGroupHeartbeatRequest.API_KEY, wire.ConnectGroupHeartbeatRequest.API_KEY))
 FETCH_KEY = wire.FetchRequest.API_KEY
 # While the store cannot write for want of space, what would write is refused with this code. Kafka's group
@@ -87,6 +92,9 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self.listener = listener  # the listener it came in on (None: an in-process caller's)
         self.principal = ANONYMOUS  # who it authenticated as (a certificate's subject, a SASL user); `is`-compared
         self.noted_group = self.noted_member = ""  # the member whose principal was last noted (Coordinator.note_principal)
+        # With an authorizer: the (API key, group id) pairs of TRUSTABLE APIs this connection's principal may use,
+        # handed straight to their handlers (kcoord.security.gates checks the rest); emptied on any ACL change
+        self.trusted: set[tuple[int, str]] | None = set() if server.gates is not None else None
         self.sasl: SaslSession | None = None  # on a SASL listener: the exchange, then the session
         if listener is not None and listener.sasl:
             cfg = server.config
@@ -385,6 +393,13 @@ class KafkaConnection(asyncio.BufferedProtocol):
             return False
         version = header.request_api_version
         try:
+            trusted = self.trusted
+            if trusted is not None and key in TRUSTABLE:  # a group member's steady calls: checked once
+                if (key, body.group_id) in trusted and (key != CONSUMER_HEARTBEAT_KEY or
+                                                        not body.subscribed_topic_names):
+                    handler = srv.trusted_handlers[key]
+                else:
+                    handler = self._trusted(key, body, handler)
             response = handler(body, version, header.client_id or "", self.host)
             if key in MEMBER_KEYS and self.principal is not ANONYMOUS:
                 self._note_member(body)
@@ -397,6 +412,22 @@ class KafkaConnection(asyncio.BufferedProtocol):
             log.exception("closing %s: API %d v%d failed", self.host, key, version)
             return False
         return True
+
+    def _trusted(self, key: int, body, gated):
+        """The handler for a TRUSTABLE request: its own, unchecked, when this connection's principal may READ the
+        group (decided once per group and connection until the ACLs change); else the gated one, which refuses and
+        audits. A KIP-848 heartbeat naming topics is always checked (their DESCRIBE too)."""
+        if key == CONSUMER_HEARTBEAT_KEY and body.subscribed_topic_names:
+            return gated
+        trusted = self.trusted
+        pair = (key, body.group_id)
+        gates = self.server.gates
+        if not gates.may_read(self.principal, self.host, body.group_id):  # type: ignore[union-attr]
+            return gated
+        if len(trusted) >= MAX_TRUSTED:  # type: ignore[arg-type]
+            trusted.clear()  # type: ignore[union-attr]
+        trusted.add(pair)  # type: ignore[union-attr]
+        return self.server.trusted_handlers[key]
 
     # ---- authentication (SASL listeners) --------------------------------------------------------------
 
@@ -503,6 +534,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
                 exc = SaslFailure(refused, True)
             else:
                 self.principal = s.principal  # type: ignore[assignment]  # (finished: it is set)
+                if self.trusted is not None:
+                    self.trusted.clear()  # what was trusted was another principal's (a re-authentication)
                 self.reader.max_frame_size = srv.config.max_frame_size
                 srv.auth_results[(s.listener, s.mechanism_name, "success")] += 1
                 log.info("%s authenticated as %s on listener %s with %s", self.host, s.principal, s.listener,
@@ -1077,6 +1110,7 @@ class Server:
         self.broker: Broker = None  # type: ignore[assignment]  # made by start(), as the worker
         self.handlers: dict = {}
         self.gates: Gates | None = None  # when an authorizer is configured: every API's check
+        self.trusted_handlers: dict = {}  # the unchecked handlers of TRUSTABLE's APIs (KafkaConnection._trusted)
         self.connections: set[KafkaConnection] = set()
         self.loop: asyncio.AbstractEventLoop = None  # type: ignore[assignment]  # start()'s, as the worker
         self._server: asyncio.AbstractServer | None = None  # the first listener's
@@ -1159,7 +1193,9 @@ class Server:
         if cfg.authorizing:  # authorization first, as KafkaApis checks before the coordinator answers
             from .security.gates import Gates
             self.gates = Gates(self.coordinator.acls.authorizer, self.topics)
+            self.trusted_handlers = {k: self.handlers[k] for k in TRUSTABLE if k in self.handlers}
             self.handlers = self.gates.wrap(self.handlers)
+            self.coordinator.acls.authorizer.listeners.append(self._acls_changed)
         self._reaper = self.loop.create_task(self._reap_idle())
         if cfg.metrics_port is not None:
             from .metrics import MetricsEndpoint  # prometheus_client is imported only when the endpoint is asked for
@@ -1420,6 +1456,12 @@ class Server:
 
     def unload_groups(self, belongs: Callable[[str], bool]) -> int:
         return self.coordinator.unload_groups(belongs)
+
+    def _acls_changed(self) -> None:
+        """Any change to the ACLs: what each connection trusted is decided again."""
+        for conn in self.connections:
+            if conn.trusted:
+                conn.trusted.clear()
 
     def refresh_credentials(self, rows: Iterable[tuple[bytes, bytes]]) -> None:
         rows = list(rows)

@@ -16,7 +16,7 @@ Filters (Kafka's AclBindingFilter, for DescribeAcls and DeleteAcls) are here too
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 # ---- the enums on the wire (org.apache.kafka.common.resource / acl) ----------------------------------------------
@@ -176,6 +176,7 @@ class Authorizer:
         self._prefix_lengths: dict[int, list[int]] = {}  # the distinct lengths of each type's prefixes, ascending
         self._cache: dict[tuple[str, str, int, int, str], bool] = {}
         self.version = 0  # bumped on every change (what callers key their own caches on)
+        self.listeners: list[Callable[[], None]] = []  # called on every change: callers' own caches go
 
     def __len__(self) -> int:
         return len(self.acls)
@@ -234,6 +235,8 @@ class Authorizer:
     def _changed(self) -> None:
         self._cache = {}
         self.version += 1
+        for listener in self.listeners:
+            listener()
 
     def matching(self, flt: AclFilter) -> list[Acl]:
         """The ACLs `flt` matches, in a stable order."""

@@ -98,6 +98,10 @@ class Gates:
             self.deny(api, who, host, op, rtype, name)
         return False
 
+    def may_read(self, who: str, client_host: str, group_id: str) -> bool:
+        """Whether `who` may READ the group (unaudited: a refusal is then made, and audited, by the gate)."""
+        return self.authorizer.authorize(who, peer_address(client_host), READ, GROUP, group_id)
+
     def deny(self, api: str, who: str, host: str, op: int, rtype: int, name: str) -> None:
         key = (api, OPERATION_NAMES[op], RESOURCE_NAMES[rtype])
         self.denials[key] = self.denials.get(key, 0) + 1
