@@ -395,8 +395,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
         try:
             trusted = self.trusted
             if trusted is not None and key in TRUSTABLE:  # a group member's steady calls: checked once
-                if (key, body.group_id) in trusted and (key != CONSUMER_HEARTBEAT_KEY or
-                                                        not body.subscribed_topic_names):
+                if (key, body.group_id) in trusted and (  # type: ignore[attr-defined]  # (TRUSTABLE's have)
+                        key != CONSUMER_HEARTBEAT_KEY or not body.subscribed_topic_names):  # type: ignore[attr-defined]
                     handler = srv.trusted_handlers[key]
                 else:
                     handler = self._trusted(key, body, handler)
