@@ -5,6 +5,7 @@ ACL APIs by a super user (the INTERNAL listener's User:ANONYMOUS)."""
 
 from __future__ import annotations
 
+import logging
 import struct
 
 import pytest
@@ -229,12 +230,21 @@ def test_metadata_by_topic_id_unknown_is_100_and_refused_is_29_with_the_id_and_n
                                              (E.TOPIC_AUTHORIZATION_FAILED, None, orders_id, False, 0)]
 
 
-def test_a_refused_named_metadata_is_logged_and_counted(srv):
-    key = ("Metadata", "DESCRIBE", "TOPIC")
-    before = denials(srv).get(key, 0)
+def test_refusals_that_make_an_error_are_logged_and_counted_and_kafkas_silent_checks_are_not(srv, caplog):
+    caplog.set_level(logging.INFO, logger="kcoord.authorizer")
+    before = denials(srv)
+    srv.grant("TOPIC", "cnt-", "CREATE", "alice", pattern="PREFIXED")
     with srv.user("alice") as c:
-        metadata(c, [ORDERS, PAYMENTS])
-    assert denials(srv).get(key, 0) == before + 2
+        metadata(c, [ORDERS, PAYMENTS])  # two refusals
+        metadata(c)  # every topic: filtered silently
+        create_topics(c, ["cnt-a"])  # CLUSTER CREATE, then TOPIC CREATE; DESCRIBE_CONFIGS: only the last is checked
+    after = denials(srv)
+    changed = {k: after[k] - before.get(k, 0) for k in after if after[k] != before.get(k, 0)}
+    assert changed == {("Metadata", "DESCRIBE", "TOPIC"): 2}
+    events = [r.kcoord for r in caplog.records if getattr(r, "kcoord", {}).get("event") == "authorization-denied"]
+    assert [(e["api"], e["operation"], e["resource_type"], e["resource_name"], e["principal"]) for e in events] == [
+        ("Metadata", "DESCRIBE", "TOPIC", ORDERS, "User:alice"), ("Metadata", "DESCRIBE", "TOPIC", PAYMENTS,
+                                                                   "User:alice")]
 
 
 # ---- ListOffsets ---------------------------------------------------------------------------------------------------
