@@ -382,8 +382,12 @@ def test_create_topics_with_cluster_create_creates_any_and_validate_only_is_chec
         r = create_topics(c, ["ct-v"], validate_only=True)
         assert [(x.error_code, x.error_message) for x in r] == [(E.TOPIC_AUTHORIZATION_FAILED,
                                                                  "Authorization failed.")]
+        internal = [("__cluster_metadata", E.INVALID_REQUEST,
+                     "Creation of internal topic __cluster_metadata is prohibited.")]  # refused before any check
+        assert [(x.name, x.error_code, x.error_message) for x in create_topics(c, ["__cluster_metadata"])] == internal
         srv.grant("CLUSTER", "kafka-cluster", "CREATE", "alice")
         r = create_topics(c, ["ct-x", "ct-y"], partitions=3)
+        assert [(x.name, x.error_code, x.error_message) for x in create_topics(c, ["__cluster_metadata"])] == internal
     assert [(x.name, x.error_code) for x in r] == [("ct-x", E.NONE), ("ct-y", E.NONE)]
     assert topic_state(srv, "ct-y")[:2] == (E.NONE, 3)
 
@@ -440,6 +444,10 @@ def test_delete_topics_with_cluster_delete_and_kafkas_checks_before_authorizatio
             name=ORDERS, topic_id=topic_state(srv, ORDERS)[2])], timeout_ms=5000)).responses
         assert [(x.error_code, x.error_message) for x in r] == [
             (E.INVALID_REQUEST, "You may not specify both topic name and topic id.")]
+        r = c.call(20, 6, wire.DeleteTopicsRequest(topics=[wire.DeleteTopicsRequestDeleteTopicState(
+            name=None, topic_id=ZERO_ID)], timeout_ms=5000)).responses
+        assert [(x.name, x.error_code, x.error_message) for x in r] == [
+            (None, E.INVALID_REQUEST, "Neither topic name nor id were specified.")]
         srv.grant("CLUSTER", "kafka-cluster", "DELETE", "alice")
         r = delete_topics(c, ["dt-cl-a"])
     assert [(x.name, x.error_code) for x in r] == [("dt-cl-a", E.NONE)]
