@@ -28,6 +28,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("kcoord.client.worker",),  # the connect worker client: a client of the server, above the codec and its assignor
     ("kcoord.server",),
     ("kcoord.security.gates",),  # every served API's authorization, in front of its handler
+    ("kcoord.security.topic_gates",),  # the topic APIs' authorization (Gates.table takes it)
     ("kcoord.metrics",),  # the Prometheus endpoint: reads the server, the coordinator and the store
     ("kcoord.cluster",),  # a node of a cluster on PostgreSQL: leases, and which node serves which group
     ("kcoord.broker",),

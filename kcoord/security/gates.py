@@ -26,7 +26,7 @@ from typing import Any
 from .. import errors as E
 from .. import wire
 from ..events import REQUEST_PRINCIPAL
-from ..reply import Deferred, Reply
+from ..reply import then
 from .authorizer import (
     ALTER,
     CLUSTER,
@@ -43,6 +43,7 @@ from .authorizer import (
     WRITE,
     Authorizer,
 )
+from .topic_gates import topic_table
 
 log = logging.getLogger("kcoord.authorizer")
 
@@ -57,20 +58,6 @@ TRANSACTIONAL_ID_AUTHORIZATION_FAILED = 53
 DESCRIBE_TOPICS_DENIED = "The group has described topic(s) that the client is not authorized to describe."
 
 Handler = Callable[..., Any]
-
-
-def then(response, fn: Callable[[Any], Any]):
-    """`fn` applied to the response a handler gave, now or when it is ready (a parked Reply, a Deferred)."""
-    if type(response) is Reply:
-        if response.done:
-            return Reply(then(response.response, fn), response.version)
-        out = Reply(None, response.version)
-        response.on_done(lambda r: out.resolve(then(r, fn)))
-        return out
-    if isinstance(response, Deferred):
-        finish = response.finish
-        return Deferred(lambda: fn(finish()), response.dispose)
-    return fn(response)
 
 
 def principal() -> str:
@@ -138,7 +125,7 @@ class Gates:
     def table(self) -> dict[int, Callable]:
         w = wire
         group_read = self._group_op(READ)
-        return {
+        return {**topic_table(self),  # the broker's topic APIs: kcoord.security.topic_gates
             w.FindCoordinatorRequest.API_KEY: self.find_coordinator,
             w.JoinGroupRequest.API_KEY: group_read("JoinGroup", _join_denied),
             w.SyncGroupRequest.API_KEY: self.sync_group,
