@@ -12,6 +12,9 @@ import json
 
 import pytest
 
+from kcoord import errors as E
+from kcoord import wire
+
 from ..support.authorized import MECHANISM, PASSWORD, AuthorizedServer
 from ..support.cli import ok, refused, run, the_line
 from ..support.servers import free_port
@@ -338,3 +341,53 @@ def test_a_wrong_password_is_one_line(capsys, srv, tmp_path) -> None:
     code, out, err = run(capsys, "acls", "--bootstrap", srv.sasl, "--command-config", str(path), "--list")
     assert (code, out) == (1, "")
     the_line(err, "acls", srv.sasl)
+
+
+# ---- a server that refuses part of a request (Kafka refuses what kcoord's checks keep from it) -------------------
+
+class PartlyRefusing:
+    """A stand-in for the connection: DescribeAcls finds nothing; CreateAcls refuses its second creation and
+    DeleteAcls its second filter, as a Kafka broker may (INVALID_REQUEST, the 10,000 removals limit)."""
+
+    def __init__(self, address: str) -> None:
+        self.address = address
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> None:
+        pass
+
+    def request(self, req, version: int):
+        if isinstance(req, wire.DescribeAclsRequest):
+            return wire.DescribeAclsResponse(error_code=E.NONE, error_message=None, resources=[])
+        if isinstance(req, wire.CreateAclsRequest):
+            return wire.CreateAclsResponse(results=[wire.CreateAclsResponseAclCreationResult(
+                error_code=E.INVALID_REQUEST if i == 1 else E.NONE,
+                error_message="Invalid host" if i == 1 else None) for i, _ in enumerate(req.creations)])
+        assert isinstance(req, wire.DeleteAclsRequest)
+        first = req.filters[0]
+        return wire.DeleteAclsResponse(filter_results=[
+            wire.DeleteAclsResponseDeleteAclsFilterResult(error_code=E.NONE, error_message=None, matching_acls=[
+                wire.DeleteAclsResponseDeleteAclsMatchingAcl(
+                    error_code=E.NONE, error_message=None, resource_type=first.resource_type_filter,
+                    resource_name=first.resource_name_filter, pattern_type=3, principal="User:alice", host="*",
+                    operation=3, permission_type=3)]),
+            wire.DeleteAclsResponseDeleteAclsFilterResult(
+                error_code=E.UNKNOWN_SERVER_ERROR, error_message="Cannot remove more than 10000 acls in a single "
+                "delete operation.", matching_acls=[])])
+
+
+def test_a_partial_refusal_prints_what_was_done_and_names_the_rest_on_one_line(capsys, monkeypatch) -> None:
+    import kcoord.cli
+
+    monkeypatch.setattr(kcoord.cli, "connect", PartlyRefusing)
+    code, out, err = run(capsys, "acls", "--add", "--topic", "t", "--allow-principal", "User:alice",
+                         "--allow-principal", "User:bob", "--operation", "Read")
+    assert code == 1
+    assert out.startswith("added 1 ACL:\n") and "User:alice" in out and "User:bob" not in out
+    the_line(err, "acls", "not added", "User:bob", "INVALID_REQUEST", "Invalid host")
+    code, out, err = run(capsys, "acls", "--remove", "--topic", "t", "--topic", "u", "--json")
+    assert code == 1
+    assert [a["resource_name"] for a in json.loads(out)["removed"]] == ["t"]
+    the_line(err, "acls", "DeleteAcls", "UNKNOWN_SERVER_ERROR", "10000")
