@@ -327,7 +327,9 @@ class AclsCommands:
                 print(f"added {len(added)} ACL{'s' if len(added) != 1 else ''}:")
                 print(table(HEADERS, rows(added)))
             if existing:
-                print(f"{'' if not added else chr(10)}already present, left as they are ({len(existing)}):")
+                if added:
+                    print()
+                print(f"already present, left as they are ({len(existing)}):")
                 print(table(HEADERS, rows(existing)))
         if refused:
             raise self.error(f"not added: {'; '.join(refused)}")
