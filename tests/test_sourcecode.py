@@ -24,7 +24,8 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("kcoord",),  # the package face: re-exports, loaded on first use
     ("kcoord.cli.__main__",),  # python -m kcoord.cli
     ("kcoord.cli",),
-    ("kcoord.cli.plan", "kcoord.cli.admin", "kcoord.cli.users"),  # `kcoord plan`; `offsets`, `delete`; `users`
+    ("kcoord.cli.plan", "kcoord.cli.admin", "kcoord.cli.users",
+     "kcoord.cli.acls"),  # `kcoord plan`; `offsets`, `delete`; `users`; `acls`
     ("kcoord.client.worker",),  # the connect worker client: a client of the server, above the codec and its assignor
     ("kcoord.server",),
     ("kcoord.security.gates",),  # every served API's authorization, in front of its handler

@@ -1,5 +1,5 @@
 """`kcoord` command line: this module is the `kcoord` command and its group, topic, store and cluster commands;
-`plan`, `offsets`/`delete` and `users` are its modules plan.py, admin.py and users.py.
+`plan`, `offsets`/`delete`, `users` and `acls` are its modules plan.py, admin.py, users.py and acls.py.
 
     kcoord serve [--port 9092] [--data-dir DIR] [--topic orders:12] [--set group.initial.rebalance.delay.ms=0]
                  [--config FILE]
@@ -17,6 +17,9 @@
     kcoord users add NAME [--mechanism M] [--iterations N] [--password-file F] [--data-dir DIR] [--json]
     kcoord users list [--json]
     kcoord users delete NAME [--mechanism M] [--json]
+    kcoord acls (--add | --list | --remove) [--allow-principal P] [--deny-principal P] [--allow-host H]
+                [--deny-host H] [--operation OP] [--topic T] [--group G] [--cluster]
+                [--resource-pattern-type literal|prefixed|match|any] [--principal P] [--force] [--json]
     kcoord --version
 
 The group commands talk to a running server over the Kafka protocol (--bootstrap, default 127.0.0.1:9092).
@@ -66,6 +69,7 @@ from ..server import run
 from ..store import STORE_FILE, StoreError, accept_store, check_store, compact_store
 from ..tables import printable, ranges, table
 from ..topics import TopicError, parse_topic_spec, validate_name
+from .acls import add_acls_parser  # `kcoord acls`
 from .admin import add_admin_parsers, kcoord_version, warn  # `kcoord offsets`, `kcoord delete`, --version
 from .users import add_users_parser  # `kcoord users`
 
@@ -752,6 +756,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_admin_parsers(sub, group_cmd, error=CliError, connect=connect, describe_group=describe_group)
     add_users_parser(sub, error=CliError, connect=connect, bootstrap_type=bootstrap_address,
                      command_config_help=COMMAND_CONFIG_HELP)
+    add_acls_parser(sub, group_cmd, error=CliError, connect=connect)
     sa = sub.add_parser("apis", help="list the APIs and versions the codec implements")
     sa.add_argument("--json", action="store_true")
     sa.set_defaults(func=_apis)
