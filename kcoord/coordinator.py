@@ -131,6 +131,7 @@ class Coordinator:
                                self.config.offset_metadata_max_bytes, self.config.message_max_bytes)
         self.credentials = Credentials(self._store)  # SCRAM credentials and their admin APIs (KIP-554)
         self.acls = Acls(self._store)  # the ACLs, their authorizer and their admin APIs
+        self.acls.long_request = self._long_request  # (many ACLs are listed, made or removed in slices)
         self.handlers: dict[int, Callable[..., Reply | Deferred | wire.Message]] = {
             wire.JoinGroupRequest.API_KEY: self.join_group,
             wire.SyncGroupRequest.API_KEY: self.sync_group,
@@ -164,7 +165,7 @@ class Coordinator:
         # Long requests in slices (the server turns it on; in-process, each is answered at once): queued in arrival
         # order, each a generator yielding the units of work it just did, its answer resolved when it is exhausted.
         self.slice_long_requests = False
-        self._long: deque[tuple[Iterator[int], Callable[[], None]]] = deque()
+        self._long: deque[tuple[Iterator[float], Callable[[], None]]] = deque()
         self.long_timer = self.timers.new(self._on_long_timer)
         # Served but not advertised: with the consumer protocol off, Kafka answers its APIs UNSUPPORTED_VERSION.
         self.consumer_protocol = "consumer" in self.config.rebalance_protocols()
@@ -810,7 +811,7 @@ class Coordinator:
 
     # ---- long requests in slices -------------------------------------------------------------------
 
-    def _long_request(self, work: Iterator[int], answer: Callable[[], wire.Message], version: int):
+    def _long_request(self, work: Iterator[float], answer: Callable[[], wire.Message], version: int):
         """Do `work` and return `answer()`: at once in-process, or (the server) a first slice now and the rest on the
         timers, after the long requests already under way, the answer parked until the last slice (one that fits in
         its first slice is answered at once)."""
@@ -818,7 +819,7 @@ class Coordinator:
             for _ in work:
                 pass
             return answer()
-        budget = LONG_SLICE
+        budget: float = LONG_SLICE
         for used in work:
             budget -= used
             if budget <= 0:
@@ -834,7 +835,7 @@ class Coordinator:
     def _on_long_timer(self, key: int) -> None:
         clock = time.perf_counter
         deadline = clock() + LONG_SLICE_MS / 1000
-        budget = LONG_SLICE
+        budget: float = LONG_SLICE
         while self._long and budget > 0 and clock() < deadline:
             work, finish = self._long[0]
             for used in work:

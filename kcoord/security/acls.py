@@ -10,7 +10,8 @@ change) is checked before they run, by kcoord.security.gates, as KafkaApis check
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any
 
 from .. import errors as E
 from .. import records as R
@@ -18,6 +19,7 @@ from .. import wire
 from ..events import REQUEST_PRINCIPAL
 from .authorizer import (
     ANY,
+    DENY,
     LITERAL,
     OPERATION_NAMES,
     PATTERN_NAMES,
@@ -34,8 +36,19 @@ log = logging.getLogger("kcoord.security")
 DESCRIBE_ACLS, CREATE_ACLS, DELETE_ACLS = 29, 30, 31
 NO_AUTHORIZER_DESCRIBE = "No Authorizer is configured on the broker"  # AclApis' words
 NO_AUTHORIZER = "No Authorizer is configured."
-MAX_REMOVALS = 10_000  # AclControlManager's MAX_RECORDS_PER_USER_OP
-TOO_MANY_REMOVALS = f"Cannot remove more than {MAX_REMOVALS} acls in a single delete operation."
+MAX_RECORDS = 10_000  # AclControlManager's MAX_RECORDS_PER_USER_OP: the ACLs one request may create or remove
+TOO_MANY_REMOVALS = f"Cannot remove more than {MAX_RECORDS} acls in a single delete operation."
+TOO_MANY_CREATIONS = f"Cannot create more than {MAX_RECORDS} acls in a single create operation."
+# The request's fields holding each enum, as CreateAcls names them (checked before anything, as Kafka's parse)
+RESOURCE_CODES, PATTERN_CODES, OPERATION_CODES, PERMISSION_CODES = (
+    "resource_type", "resource_pattern_type", "operation", "permission_type")
+VALID = {field: set(names) - {0} for field, names in ((RESOURCE_CODES, RESOURCE_NAMES), (PATTERN_CODES, PATTERN_NAMES),
+                                                    (OPERATION_CODES, OPERATION_NAMES),
+                                                    (PERMISSION_CODES, PERMISSION_NAMES))}
+# Work in slices (the coordinator's long requests: LONG_SLICE units, about 2 ms, a slice): the units an ACL costs
+SCAN_COST = 0.25  # looked at and passed over
+APPLY_COST = 4  # added or removed, staged and logged
+APPLY_SLICE = 100  # ACLs applied together (one change to the authorizer, its cached decisions dropped once)
 
 
 class InvalidAclRequest(wire.DecodeError):
@@ -57,6 +70,12 @@ def request_filter(f) -> AclFilter:
                      _known(f.permission_type, PERMISSION_NAMES, "permission type"))
 
 
+def _at_once(work: Iterator[float], answer: Callable[[], Any], version: int) -> Any:
+    for _ in work:
+        pass
+    return answer()
+
+
 def _who() -> str:
     return REQUEST_PRINCIPAL[0] or "User:ANONYMOUS"
 
@@ -70,6 +89,9 @@ class Acls:
         self.authorizer = Authorizer()
         self.enabled = False
         self.handlers = {DESCRIBE_ACLS: self.describe, CREATE_ACLS: self.create, DELETE_ACLS: self.delete}
+        # (work, answer, version) -> the answer, or a Reply resolved once the work is done in slices: the
+        # coordinator's long requests (Coordinator._long_request); in-process, at once
+        self.long_request: Callable[[Iterator[float], Callable[[], Any], int], Any] = _at_once
         self._loaded: list[Acl] = []  # the records read on load, applied together by `loaded()`
 
     def configure(self, enabled: bool, super_users: Iterable[str] = (), allow_if_no_acl: bool = False) -> None:
@@ -110,35 +132,81 @@ class Acls:
         if not self.enabled:
             return wire.DescribeAclsResponse(error_code=E.SECURITY_DISABLED, error_message=NO_AUTHORIZER_DESCRIBE,
                                              resources=[])
-        return wire.DescribeAclsResponse(error_code=E.NONE, error_message=None,
-                                         resources=describe_resources(self.authorizer.matching(flt)))
+        resources: dict[tuple[int, str, int], list] = {}
+        out: list = []
+        desc = wire.DescribeAclsResponseAclDescription
+
+        def listing() -> Iterator[float]:
+            for a in self.authorizer.candidates(flt):
+                if not flt.matches(a):
+                    yield SCAN_COST
+                    continue
+                acls = resources.get((a.resource_type, a.name, a.pattern))
+                if acls is None:
+                    acls = resources[a.resource_type, a.name, a.pattern] = []
+                    out.append(wire.DescribeAclsResponseDescribeAclsResource(
+                        resource_type=a.resource_type, resource_name=a.name, pattern_type=a.pattern, acls=acls))
+                acls.append(desc(principal=a.principal, host=a.host, operation=a.operation,
+                                 permission_type=a.permission))
+                yield 1
+
+        return self.long_request(listing(), lambda: wire.DescribeAclsResponse(
+            error_code=E.NONE, error_message=None, resources=out), version)
 
     # ---- CreateAcls (AclControlManager.createAcls) ---------------------------------------------------------
 
     def create(self, req, version: int, client_id: str = "", client_host: str = ""):
-        acls = [Acl(_known(c.resource_type, RESOURCE_NAMES, "resource type"), c.resource_name,
-                    _known(c.resource_pattern_type, PATTERN_NAMES, "pattern type"), c.principal, c.host,
-                    _known(c.operation, OPERATION_NAMES, "operation"),
-                    _known(c.permission_type, PERMISSION_NAMES, "permission type")) for c in req.creations]
+        creations = req.creations
+        for values, names, what in ((RESOURCE_CODES, RESOURCE_NAMES, "resource type"),
+                                    (PATTERN_CODES, PATTERN_NAMES, "pattern type"),
+                                    (OPERATION_CODES, OPERATION_NAMES, "operation"),
+                                    (PERMISSION_CODES, PERMISSION_NAMES, "permission type")):
+            bad = {getattr(c, values) for c in creations} - VALID[values]
+            if bad:
+                _known(min(bad), names, what)  # closes the connection, as Kafka's parse refuses it
         result = wire.CreateAclsResponseAclCreationResult
         if not self.enabled:
             return wire.CreateAclsResponse(results=[result(error_code=E.SECURITY_DISABLED,
-                                                           error_message=NO_AUTHORIZER) for _ in acls])
-        results = []
-        for acl in acls:
-            issue = acl_problem(acl)
-            if issue is not None:
-                results.append(result(error_code=E.INVALID_REQUEST, error_message=issue))
-                continue
-            if self.authorizer.add(acl):  # an ACL that exists already: a silent success, as Kafka's
-                self._stage(acl, True)
-                log.info("ACL created: %s", acl.describe(), extra={"kcoord": {
-                    "event": "acl-created", **acl_fields(acl), "by": _who(), "client_id": client_id,
-                    "client_host": client_host}})
-            results.append(result(error_code=E.NONE, error_message=None))
-        return wire.CreateAclsResponse(results=results)
+                                                           error_message=NO_AUTHORIZER) for _ in creations])
+        if len(creations) > MAX_RECORDS:
+            # Kafka's controller makes at most MAX_RECORDS_PER_USER_OP records of one request (BoundedList): the
+            # whole request fails. kcoord counts the creations asked for, not the new ACLs among them.
+            return wire.CreateAclsResponse(results=[result(error_code=E.UNKNOWN_SERVER_ERROR,
+                                                           error_message=TOO_MANY_CREATIONS) for _ in creations])
+        results: list = []
+        new: dict[Acl, None] = {}
+        who = _who()
 
-    # ---- DeleteAcls (AclControlManager.deleteAcls): atomic, each ACL removed once ----------------------------
+        def creating() -> Iterator[float]:
+            held = self.authorizer.acls
+            for c in creations:
+                acl = Acl(c.resource_type, c.resource_name, c.resource_pattern_type, c.principal, c.host,
+                          c.operation, c.permission_type)
+                issue = acl_problem(acl)
+                if issue is not None:
+                    results.append(result(error_code=E.INVALID_REQUEST, error_message=issue))
+                elif acl not in held and acl not in new:  # one that exists already: a silent success, as Kafka's
+                    new[acl] = None
+                    results.append(OK_CREATED)
+                else:
+                    results.append(OK_CREATED)
+                yield 1
+            # Applied in slices of the DENYs first, then the ALLOWs: a decision made between two slices is never
+            # more permissive than both the ACLs before and those after the request.
+            ordered = sorted(new, key=lambda a: a.permission != DENY)
+            for at in range(0, len(ordered), APPLY_SLICE):
+                part = ordered[at:at + APPLY_SLICE]
+                self.authorizer.update(add=part)
+                for acl in part:
+                    self._stage(acl, True)
+                    log.info("ACL created: %s", acl.describe(), extra={"kcoord": {
+                        "event": "acl-created", **acl_fields(acl), "by": who, "client_id": client_id,
+                        "client_host": client_host}})
+                yield len(part) * APPLY_COST
+
+        return self.long_request(creating(), lambda: wire.CreateAclsResponse(results=results), version)
+
+    # ---- DeleteAcls (AclControlManager.deleteAcls): each ACL removed once ----------------------------------
 
     def delete(self, req, version: int, client_id: str = "", client_host: str = ""):
         filters = [request_filter(f) for f in req.filters]
@@ -147,24 +215,43 @@ class Acls:
             return wire.DeleteAclsResponse(filter_results=[fresult(
                 error_code=E.SECURITY_DISABLED, error_message=NO_AUTHORIZER, matching_acls=[]) for _ in filters])
         doomed: dict[Acl, None] = {}
-        results = []
-        for flt in filters:
-            matched = self.authorizer.matching(flt)
-            new = [a for a in matched if a not in doomed]
-            if len(doomed) + len(new) > MAX_REMOVALS:
-                results.append(fresult(error_code=E.UNKNOWN_SERVER_ERROR, error_message=TOO_MANY_REMOVALS,
-                                       matching_acls=[]))
-                continue
-            doomed.update(dict.fromkeys(new))
-            results.append(fresult(error_code=E.NONE, error_message=None, matching_acls=[matching_acl(a)
-                                                                                          for a in matched]))
-        for acl in doomed:
-            self.authorizer.remove(acl)
-            self._stage(acl, False)
-            log.info("ACL deleted: %s", acl.describe(), extra={"kcoord": {
-                "event": "acl-deleted", **acl_fields(acl), "by": _who(), "client_id": client_id,
-                "client_host": client_host}})
-        return wire.DeleteAclsResponse(filter_results=results)
+        results: list = []
+        who = _who()
+
+        def deleting() -> Iterator[float]:
+            for flt in filters:
+                matched = []
+                for a in self.authorizer.candidates(flt):
+                    if flt.matches(a):
+                        matched.append(a)
+                        yield 1
+                    else:
+                        yield SCAN_COST
+                new = [a for a in matched if a not in doomed]
+                if len(doomed) + len(new) > MAX_RECORDS:
+                    results.append(fresult(error_code=E.UNKNOWN_SERVER_ERROR, error_message=TOO_MANY_REMOVALS,
+                                           matching_acls=[]))
+                    continue
+                doomed.update(dict.fromkeys(new))
+                items: list = []
+                results.append(fresult(error_code=E.NONE, error_message=None, matching_acls=items))
+                for a in matched:
+                    items.append(matching_acl(a))
+                    yield 1
+            # The ALLOWs go first, then the DENYs: between two slices no decision is more permissive than both
+            # before and after the request (a removed DENY never uncovers an ALLOW the request removes too).
+            ordered = sorted(doomed, key=lambda a: a.permission == DENY)
+            for at in range(0, len(ordered), APPLY_SLICE):
+                part = ordered[at:at + APPLY_SLICE]
+                self.authorizer.update(remove=part)
+                for acl in part:
+                    self._stage(acl, False)
+                    log.info("ACL deleted: %s", acl.describe(), extra={"kcoord": {
+                        "event": "acl-deleted", **acl_fields(acl), "by": who, "client_id": client_id,
+                        "client_host": client_host}})
+                yield len(part) * APPLY_COST
+
+        return self.long_request(deleting(), lambda: wire.DeleteAclsResponse(filter_results=results), version)
 
     def refuse(self, req, key: int, error: int, message: str | None):
         """An ACL change answered `error` throughout, changing nothing: while the store cannot write."""
@@ -182,23 +269,13 @@ def acl_fields(acl: Acl) -> dict[str, str]:
             "operation": OPERATION_NAMES[acl.operation], "permission": PERMISSION_NAMES[acl.permission]}
 
 
-def describe_resources(acls: list[Acl]) -> list:
-    """DescribeAcls' answer: the ACLs grouped by resource pattern."""
-    by_pattern: dict[tuple[int, str, int], list[Acl]] = {}
-    for a in acls:
-        by_pattern.setdefault((a.resource_type, a.name, a.pattern), []).append(a)
-    desc = wire.DescribeAclsResponseAclDescription
-    return [wire.DescribeAclsResponseDescribeAclsResource(
-        resource_type=rtype, resource_name=name, pattern_type=pattern, acls=[
-            desc(principal=a.principal, host=a.host, operation=a.operation, permission_type=a.permission)
-            for a in group]) for (rtype, name, pattern), group in by_pattern.items()]
-
-
 def matching_acl(a: Acl):
     return wire.DeleteAclsResponseDeleteAclsMatchingAcl(
         error_code=E.NONE, error_message=None, resource_type=a.resource_type, resource_name=a.name,
         pattern_type=a.pattern, principal=a.principal, host=a.host, operation=a.operation,
         permission_type=a.permission)
 
+
+OK_CREATED = wire.CreateAclsResponseAclCreationResult(error_code=E.NONE, error_message=None)
 
 __all__ = ["ANY", "LITERAL", "Acls", "InvalidAclRequest", "request_filter"]

@@ -16,6 +16,7 @@ Filters (Kafka's AclBindingFilter, for DescribeAcls and DeleteAcls) are here too
 
 from __future__ import annotations
 
+from bisect import insort
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
@@ -174,6 +175,7 @@ class Authorizer:
         self._literal: dict[tuple[int, str], list[Acl]] = {}
         self._prefixed: dict[int, dict[str, list[Acl]]] = {}
         self._prefix_lengths: dict[int, list[int]] = {}  # the distinct lengths of each type's prefixes, ascending
+        self._length_counts: dict[int, dict[int, int]] = {}  # resource type -> prefix length -> prefixes of it
         self._cache: dict[tuple[str, str, int, int, str], bool] = {}
         self.version = 0  # bumped on every change (what callers key their own caches on)
         self.listeners: list[Callable[[], None]] = []  # called on every change: callers' own caches go
@@ -185,21 +187,53 @@ class Authorizer:
 
     def add(self, acl: Acl) -> bool:
         """Add one ACL; False when it was there already (Kafka: a silent success)."""
-        if acl in self.acls:
-            return False
+        return bool(self.update(add=(acl,)))
+
+    def remove(self, acl: Acl) -> bool:
+        return bool(self.update(remove=(acl,)))
+
+    def update(self, add: Iterable[Acl] = (), remove: Iterable[Acl] = ()) -> int:
+        """Remove then add ACLs, as one change (the cached decisions go once); how many were added or removed.
+        Each ACL costs about the same whatever the number held."""
+        done = 0
+        for acl in remove:
+            if acl in self.acls:
+                self._take(acl)
+                done += 1
+        for acl in add:
+            if acl not in self.acls:
+                self._put(acl)
+                done += 1
+        if done:
+            self._changed()
+        return done
+
+    def replace(self, acls: Iterable[Acl]) -> None:
+        """Become exactly `acls` (a restart's load, a cluster node adopting what another node wrote)."""
+        self.acls = set()
+        self._literal, self._prefixed, self._prefix_lengths, self._length_counts = {}, {}, {}, {}
+        for acl in acls:
+            if acl not in self.acls:
+                self._put(acl)
+        self._changed()
+
+    def _put(self, acl: Acl) -> None:
         self.acls.add(acl)
         if acl.pattern == PREFIXED:
             by_prefix = self._prefixed.setdefault(acl.resource_type, {})
-            by_prefix.setdefault(acl.name, []).append(acl)
-            self._prefix_lengths[acl.resource_type] = sorted({len(p) for p in by_prefix})
+            entries = by_prefix.get(acl.name)
+            if entries is None:
+                entries = by_prefix[acl.name] = []
+                counts = self._length_counts.setdefault(acl.resource_type, {})
+                n = len(acl.name)
+                counts[n] = counts.get(n, 0) + 1
+                if counts[n] == 1:
+                    insort(self._prefix_lengths.setdefault(acl.resource_type, []), n)
+            entries.append(acl)
         else:
             self._literal.setdefault((acl.resource_type, acl.name), []).append(acl)
-        self._changed()
-        return True
 
-    def remove(self, acl: Acl) -> bool:
-        if acl not in self.acls:
-            return False
+    def _take(self, acl: Acl) -> None:
         self.acls.discard(acl)
         if acl.pattern == PREFIXED:
             by_prefix = self._prefixed[acl.resource_type]
@@ -207,30 +241,18 @@ class Authorizer:
             entries.remove(acl)
             if not entries:
                 del by_prefix[acl.name]
-                self._prefix_lengths[acl.resource_type] = sorted({len(p) for p in by_prefix})
+                counts = self._length_counts[acl.resource_type]
+                n = len(acl.name)
+                counts[n] -= 1
+                if not counts[n]:
+                    del counts[n]
+                    self._prefix_lengths[acl.resource_type].remove(n)
         else:
             key = (acl.resource_type, acl.name)
             entries = self._literal[key]
             entries.remove(acl)
             if not entries:
                 del self._literal[key]
-        self._changed()
-        return True
-
-    def replace(self, acls: Iterable[Acl]) -> None:
-        """Become exactly `acls` (a restart's load, a cluster node adopting what another node wrote)."""
-        self.acls = set()
-        self._literal, self._prefixed, self._prefix_lengths = {}, {}, {}
-        for acl in acls:
-            if acl in self.acls:
-                continue
-            self.acls.add(acl)
-            if acl.pattern == PREFIXED:
-                self._prefixed.setdefault(acl.resource_type, {}).setdefault(acl.name, []).append(acl)
-            else:
-                self._literal.setdefault((acl.resource_type, acl.name), []).append(acl)
-        self._prefix_lengths = {t: sorted({len(p) for p in by}) for t, by in self._prefixed.items()}
-        self._changed()
 
     def _changed(self) -> None:
         self._cache = {}
@@ -238,12 +260,27 @@ class Authorizer:
         for listener in self.listeners:
             listener()
 
+    def candidates(self, flt: AclFilter) -> Iterable[Acl]:
+        """The ACLs `flt` may match, from the indexes when the filter names a resource (a superset of the
+        matches: each is still `flt.matches`-checked); every ACL otherwise (a snapshot, so it may be walked in
+        slices while ACLs change)."""
+        if flt.name is None or (flt.resource_type == ANY and flt.pattern not in (LITERAL, PREFIXED, ANY, MATCH)):
+            return list(self.acls)
+        types = RESOURCE_NAMES if flt.resource_type == ANY else (flt.resource_type,)
+        out: list[Acl] = []
+        for t in types:
+            if flt.pattern == MATCH:
+                out.extend(self._covering(t, flt.name))
+                continue
+            if flt.pattern in (LITERAL, ANY):
+                out.extend(self._literal.get((t, flt.name), ()))
+            if flt.pattern in (PREFIXED, ANY):
+                out.extend(self._prefixed.get(t, {}).get(flt.name, ()))
+        return out
+
     def matching(self, flt: AclFilter) -> list[Acl]:
         """The ACLs `flt` matches, in a stable order."""
-        if flt.resource_type != ANY and flt.name is not None and flt.pattern == LITERAL:  # the common lookup
-            found = [a for a in self._literal.get((flt.resource_type, flt.name), ()) if flt.matches(a)]
-        else:
-            found = [a for a in self.acls if flt.matches(a)]
+        found = [a for a in self.candidates(flt) if flt.matches(a)]
         found.sort(key=_order)
         return found
 

@@ -478,8 +478,8 @@ def test_delete_acls_is_atomic_and_removes_each_match_once(srv) -> None:
                                                      host_filter=None, operation=1, permission_type=1)
     with srv.admin() as c:
         r = c.call(31, 3, wire.DeleteAclsRequest(filters=[_any_filter(), exact, match, nothing]))
-    got = [[(m.resource_name, m.principal) for m in f.matching_acls] for f in r.filter_results]
-    assert got == [[("x", "User:alice"), ("pre-", "User:bob")], [("x", "User:alice")], [("pre-", "User:bob")], []]
+    got = [sorted((m.resource_name, m.principal) for m in f.matching_acls) for f in r.filter_results]
+    assert got == [[("pre-", "User:bob"), ("x", "User:alice")], [("x", "User:alice")], [("pre-", "User:bob")], []]
     assert all(f.error_code == 0 for f in r.filter_results)
     assert srv.acls() == []
 

@@ -5,6 +5,8 @@ cache must forget."""
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from kcoord.security.authorizer import (
     ALL,
@@ -31,6 +33,8 @@ from kcoord.security.authorizer import (
     acl_problem,
     parse_super_users,
 )
+
+from ..support.quick import examples
 
 HOST = "127.0.0.1"
 
@@ -291,3 +295,62 @@ def test_what_cannot_be_stored_is_named_in_kafkas_words(bad: Acl, message: str) 
 def test_a_valid_acl_has_no_problem() -> None:
     assert acl_problem(Acl(CLUSTER, "kafka-cluster", LITERAL, "User:a", "*", ALTER, ALLOW)) is None
     assert acl_problem(Acl(GROUP, "team-a-", PREFIXED, "User:*", "10.0.0.1", READ, DENY)) is None
+
+
+# ---- the indexes against the rule itself -------------------------------------------------------------------------
+
+def brute_force(acls: set[Acl], super_users: frozenset[str], allow_if_no_acl: bool, principal: str, host: str,
+                op: int, rtype: int, name: str) -> bool:
+    """StandardAuthorizerData.authorize written as §5 states it, over every ACL: no index, no cache."""
+    if principal in super_users:
+        return True
+    covering = [a for a in acls if a.resource_type == rtype and (
+        (a.pattern == LITERAL and a.name in (name, "*")) or (a.pattern == PREFIXED and name.startswith(a.name)))]
+    matching = [a for a in covering if a.principal in (principal, "User:*") and a.host in (host, "*") and (
+        a.operation in (op, ALL) or (a.permission == ALLOW and (
+            (op == DESCRIBE and a.operation in (READ, WRITE, DELETE, ALTER)) or
+            (op == DESCRIBE_CONFIGS and a.operation == ALTER_CONFIGS))))]
+    if any(a.permission == DENY for a in matching):
+        return False
+    if matching:
+        return True
+    return not covering and allow_if_no_acl
+
+
+NAMES = st.text(alphabet="ab*", min_size=1, max_size=4)
+ACLS = st.builds(Acl, st.sampled_from([TOPIC, GROUP]), NAMES, st.sampled_from([LITERAL, PREFIXED]),
+                 st.sampled_from(["User:a", "User:b", "User:*"]), st.sampled_from(["*", "10.0.0.1"]),
+                 st.sampled_from([ALL, READ, WRITE, DESCRIBE, ALTER_CONFIGS, DESCRIBE_CONFIGS, CREATE]),
+                 st.sampled_from([ALLOW, DENY]))
+
+
+FILTERS = st.builds(AclFilter, st.sampled_from([ANY, TOPIC, GROUP]), st.none() | NAMES,
+                    st.sampled_from([ANY, MATCH, LITERAL, PREFIXED]), st.none() | st.sampled_from(["User:a", "User:*"]),
+                    st.none() | st.just("*"), st.sampled_from([ANY, READ, ALL]), st.sampled_from([ANY, ALLOW, DENY]))
+
+
+@settings(max_examples=examples(300), deadline=None)
+@given(steps=st.lists(st.tuples(st.booleans(), st.lists(ACLS, max_size=6)), min_size=1, max_size=8),
+       allow_if_no_acl=st.booleans(), filters=st.lists(FILTERS, max_size=4))
+def test_decisions_and_filters_match_the_rule_over_every_acl_through_adds_and_removes(
+        steps, allow_if_no_acl: bool, filters) -> None:
+    a = Authorizer({"User:root"}, allow_if_no_acl)
+    held: set[Acl] = set()
+    for adding, batch in steps:
+        if adding:
+            a.update(add=batch)
+            held |= set(batch)
+        else:
+            a.update(remove=batch + sorted(held, key=repr)[:2])
+            held -= set(batch) | set(sorted(held, key=repr)[:2])
+        assert a.acls == held
+        for flt in filters:  # the indexed lookups find what a walk over every ACL finds
+            assert set(a.matching(flt)) == {x for x in held if flt.matches(x)}, flt
+        for who in ("User:a", "User:b", "User:root"):
+            for host in ("10.0.0.1", "10.0.0.2"):
+                for op in (READ, WRITE, DESCRIBE, DESCRIBE_CONFIGS, CREATE):
+                    for rtype in (TOPIC, GROUP):
+                        for name in ("a", "ab", "abb", "b", "*", "ba"):
+                            assert a.authorize(who, host, op, rtype, name) == brute_force(
+                                held, a.super_users, allow_if_no_acl, who, host, op, rtype, name), (who, host, op,
+                                                                                                   rtype, name)
