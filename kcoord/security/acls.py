@@ -39,12 +39,14 @@ NO_AUTHORIZER = "No Authorizer is configured."
 MAX_RECORDS = 10_000  # AclControlManager's MAX_RECORDS_PER_USER_OP: the ACLs one request may create or remove
 TOO_MANY_REMOVALS = f"Cannot remove more than {MAX_RECORDS} acls in a single delete operation."
 TOO_MANY_CREATIONS = f"Cannot create more than {MAX_RECORDS} acls in a single create operation."
+TOO_MANY_FILTERS = f"kcoord takes at most {MAX_RECORDS} filters in one DeleteAcls request"
 # The request's fields holding each enum, as CreateAcls names them (checked before anything, as Kafka's parse)
 RESOURCE_CODES, PATTERN_CODES, OPERATION_CODES, PERMISSION_CODES = (
     "resource_type", "resource_pattern_type", "operation", "permission_type")
-VALID = {field: set(names) - {0} for field, names in ((RESOURCE_CODES, RESOURCE_NAMES), (PATTERN_CODES, PATTERN_NAMES),
-                                                    (OPERATION_CODES, OPERATION_NAMES),
-                                                    (PERMISSION_CODES, PERMISSION_NAMES))}
+VALID_CODES = {what: set(names) - {0} for what, names in (("resource type", RESOURCE_NAMES),
+                                                          ("pattern type", PATTERN_NAMES),
+                                                          ("operation", OPERATION_NAMES),
+                                                          ("permission type", PERMISSION_NAMES))}
 # Work in slices (the coordinator's long requests: LONG_SLICE units, about 2 ms, a slice): the units an ACL costs
 SCAN_COST = 0.25  # looked at and passed over
 APPLY_COST = 4  # added or removed, staged and logged
@@ -157,22 +159,23 @@ class Acls:
 
     def create(self, req, version: int, client_id: str = "", client_host: str = ""):
         creations = req.creations
+        result = wire.CreateAclsResponseAclCreationResult
+        if len(creations) > MAX_RECORDS:
+            # Kafka's controller makes at most MAX_RECORDS_PER_USER_OP records of one request (BoundedList): the
+            # whole request fails. kcoord counts the creations asked for, not the new ACLs among them, and looks at
+            # nothing more of them (one answer object, repeated).
+            return wire.CreateAclsResponse(results=[result(error_code=E.UNKNOWN_SERVER_ERROR,
+                                                           error_message=TOO_MANY_CREATIONS)] * len(creations))
         for values, names, what in ((RESOURCE_CODES, RESOURCE_NAMES, "resource type"),
                                     (PATTERN_CODES, PATTERN_NAMES, "pattern type"),
                                     (OPERATION_CODES, OPERATION_NAMES, "operation"),
                                     (PERMISSION_CODES, PERMISSION_NAMES, "permission type")):
-            bad = {getattr(c, values) for c in creations} - VALID[values]
+            bad = {getattr(c, values) for c in creations} - VALID_CODES[what]
             if bad:
                 _known(min(bad), names, what)  # closes the connection, as Kafka's parse refuses it
-        result = wire.CreateAclsResponseAclCreationResult
         if not self.enabled:
             return wire.CreateAclsResponse(results=[result(error_code=E.SECURITY_DISABLED,
-                                                           error_message=NO_AUTHORIZER) for _ in creations])
-        if len(creations) > MAX_RECORDS:
-            # Kafka's controller makes at most MAX_RECORDS_PER_USER_OP records of one request (BoundedList): the
-            # whole request fails. kcoord counts the creations asked for, not the new ACLs among them.
-            return wire.CreateAclsResponse(results=[result(error_code=E.UNKNOWN_SERVER_ERROR,
-                                                           error_message=TOO_MANY_CREATIONS) for _ in creations])
+                                                           error_message=NO_AUTHORIZER)] * len(creations))
         results: list = []
         new: dict[Acl, None] = {}
         who = _who()
@@ -209,17 +212,28 @@ class Acls:
     # ---- DeleteAcls (AclControlManager.deleteAcls): each ACL removed once ----------------------------------
 
     def delete(self, req, version: int, client_id: str = "", client_host: str = ""):
-        filters = [request_filter(f) for f in req.filters]
+        given = req.filters
         fresult = wire.DeleteAclsResponseDeleteAclsFilterResult
+        if len(given) > MAX_RECORDS:  # kcoord's bound (a filter that removes nothing is no use in such numbers)
+            return wire.DeleteAclsResponse(filter_results=[fresult(
+                error_code=E.UNKNOWN_SERVER_ERROR, error_message=TOO_MANY_FILTERS, matching_acls=[])] * len(given))
+        for values, names, what in (("resource_type_filter", RESOURCE_NAMES, "resource type"),
+                                    ("pattern_type_filter", PATTERN_NAMES, "pattern type"),
+                                    ("operation", OPERATION_NAMES, "operation"),
+                                    ("permission_type", PERMISSION_NAMES, "permission type")):
+            bad = {getattr(f, values) for f in given} - VALID_CODES[what]
+            if bad:
+                _known(min(bad), names, what)  # closes the connection, as Kafka's parse refuses it
         if not self.enabled:
             return wire.DeleteAclsResponse(filter_results=[fresult(
-                error_code=E.SECURITY_DISABLED, error_message=NO_AUTHORIZER, matching_acls=[]) for _ in filters])
+                error_code=E.SECURITY_DISABLED, error_message=NO_AUTHORIZER, matching_acls=[])] * len(given))
         doomed: dict[Acl, None] = {}
         results: list = []
         who = _who()
 
         def deleting() -> Iterator[float]:
-            for flt in filters:
+            for f in given:
+                flt = request_filter(f)
                 matched = []
                 for a in self.authorizer.candidates(flt):
                     if flt.matches(a):

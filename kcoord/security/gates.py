@@ -158,14 +158,14 @@ class Gates:
                                                             w.DescribeAclsResponse(
                                                                 error_code=E.CLUSTER_AUTHORIZATION_FAILED,
                                                                 error_message=CLUSTER_DENIED, resources=[])),
+            # (one answer object repeated: a request of a million creations costs the loop nothing more)
             w.CreateAclsRequest.API_KEY: self._cluster_op("CreateAcls", ALTER, lambda req, v: w.CreateAclsResponse(
                 results=[w.CreateAclsResponseAclCreationResult(error_code=E.CLUSTER_AUTHORIZATION_FAILED,
-                                                               error_message=CLUSTER_DENIED)
-                         for _ in req.creations])),
+                                                               error_message=CLUSTER_DENIED)] * len(req.creations))),
             w.DeleteAclsRequest.API_KEY: self._cluster_op("DeleteAcls", ALTER, lambda req, v: w.DeleteAclsResponse(
                 filter_results=[w.DeleteAclsResponseDeleteAclsFilterResult(
-                    error_code=E.CLUSTER_AUTHORIZATION_FAILED, error_message=CLUSTER_DENIED, matching_acls=[])
-                    for _ in req.filters])),
+                    error_code=E.CLUSTER_AUTHORIZATION_FAILED, error_message=CLUSTER_DENIED,
+                    matching_acls=[])] * len(req.filters))),
             w.DescribeUserScramCredentialsRequest.API_KEY: self._cluster_op(
                 "DescribeUserScramCredentials", DESCRIBE, _describe_users_denied),
             w.AlterUserScramCredentialsRequest.API_KEY: self._cluster_op(

@@ -125,3 +125,13 @@ def test_acl_records_load_back_into_another_coordinator() -> None:
     again = Coordinator(store=store)
     stats = again.load()
     assert stats.acls == 1 and again.acls.authorizer.acls == c.acls.authorizer.acls
+
+
+def test_more_than_10000_filters_in_one_delete_are_refused_whole() -> None:
+    h = sliced()
+    run_slices(h, h.c.handle(wire.CreateAclsRequest(creations=[creation("g")]), 3))
+    f = wire.DeleteAclsRequestDeleteAclsFilter(**every_filter())
+    r = answer(h.c.handle(wire.DeleteAclsRequest(filters=[f] * (MAX_RECORDS + 1)), 3))
+    assert {(x.error_code, x.error_message, len(x.matching_acls)) for x in r.filter_results} == {
+        (E.UNKNOWN_SERVER_ERROR, "kcoord takes at most 10000 filters in one DeleteAcls request", 0)}
+    assert len(r.filter_results) == MAX_RECORDS + 1 and len(h.c.acls.authorizer) == 1
