@@ -10,8 +10,9 @@ Nothing is revealed of what the caller may not describe (no members, no offsets,
 The principal is the connection's (`events.REQUEST_PRINCIPAL`, set by the server around each request;
 `User:ANONYMOUS` on a PLAINTEXT or SSL listener without a client certificate) and the host its peer's address.
 Decisions are cached by the Authorizer. Every refusal that makes an error is logged as one JSON event
-(`authorization-denied`: principal, host, operation, resource, API) and counted (`denials`, by API, operation and
-resource type, for the metrics); what Kafka filters silently (ListGroups and Metadata listing only what the caller
+(`authorization-denied`: principal, host, operation, resource, API), up to LOGGED_PER_SECOND a second and then in
+one summary line a second (`authorization-denied-summary`, each kind with its count), and counted (`denials`, by
+API, operation and resource type, for the metrics); what Kafka filters silently (ListGroups and Metadata listing only what the caller
 may describe) is neither logged nor counted, as Kafka's `logIfDenied = false` checks are not.
 
 With no authorizer configured the server does not wrap its handlers: nothing here runs.
@@ -20,6 +21,7 @@ With no authorizer configured the server does not wrap its handlers: nothing her
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -48,6 +50,8 @@ from .topic_gates import topic_table
 log = logging.getLogger("kcoord.authorizer")
 
 ANONYMOUS = "User:ANONYMOUS"
+LOGGED_PER_SECOND = 100  # refusals logged one by one in a second; the rest in one summary line
+SUMMARY_KINDS = 20  # kinds of refusal a summary names (its count covers them all)
 TRANSACTIONAL_ID = 5
 INT32_MIN = -(2**31)
 NULL_ID = bytes(16)
@@ -74,6 +78,13 @@ class Gates:
         self.authorizer = authorizer
         self.topics = topics  # the catalogue: a topic's name by id (v10 commits, v12 Metadata, v13 Fetch)
         self.denials: dict[tuple[str, str, str], int] = {}  # (API, operation, resource type) -> refusals
+        # The log: each refusal as one event, up to LOGGED_PER_SECOND a second; past that, counted by kind and
+        # summarized in one line when the next second's first refusal comes (a client refused in a loop cannot
+        # fill the log)
+        self.clock: Callable[[], float] = time.monotonic
+        self.window_ends = 0.0
+        self.logged = 0
+        self.unlogged: dict[tuple[str, str, str, str, str, str], int] = {}
 
     # ---- decisions ----------------------------------------------------------------------------------
 
@@ -92,9 +103,33 @@ class Gates:
     def deny(self, api: str, who: str, host: str, op: int, rtype: int, name: str) -> None:
         key = (api, OPERATION_NAMES[op], RESOURCE_NAMES[rtype])
         self.denials[key] = self.denials.get(key, 0) + 1
+        now = self.clock()
+        if now >= self.window_ends:  # a new second: what the last one did not log line by line, in one line
+            self._summarize()
+            self.window_ends, self.logged = now + 1.0, 0
+        if self.logged >= LOGGED_PER_SECOND:
+            held = (who, host, key[1], key[2], name, api)
+            self.unlogged[held] = self.unlogged.get(held, 0) + 1
+            return
+        self.logged += 1
         log.info("denied %s %s on %s %r to %s from %s", api, key[1], key[2], name, who, host, extra={"kcoord": {
             "event": "authorization-denied", "principal": who, "host": host, "operation": key[1],
             "resource_type": key[2], "resource_name": name, "api": api}})
+
+    def _summarize(self) -> None:
+        """One line for the refusals past LOGGED_PER_SECOND in the last second, each kind with its count (the
+        most frequent first, at most SUMMARY_KINDS of them named)."""
+        if not self.unlogged:
+            return
+        kinds = sorted(self.unlogged.items(), key=lambda kv: -kv[1])
+        total = sum(n for _, n in kinds)
+        log.info("denied %d more requests in a second than are logged one by one: %s", total, "; ".join(
+            f"{n} x {api} {op} on {rt} {name!r} to {who} from {host}"
+            for (who, host, op, rt, name, api), n in kinds[:SUMMARY_KINDS]), extra={"kcoord": {
+                "event": "authorization-denied-summary", "count": total, "kinds": len(kinds), "denials": [
+                    {"principal": who, "host": host, "operation": op, "resource_type": rt, "resource_name": name,
+                     "api": api, "count": n} for (who, host, op, rt, name, api), n in kinds[:SUMMARY_KINDS]]}})
+        self.unlogged = {}
 
     def topic_names(self, api: str, op: int, names, host: str, audit: bool = True) -> set[str]:
         """The distinct names of `names` the principal may not `op` (checked once each)."""

@@ -13,6 +13,7 @@ from kcoord import errors as E
 from kcoord import wire
 from kcoord.client import Client
 from kcoord.config import ServerConfig
+from kcoord.security.authorizer import GROUP, READ, Authorizer
 
 from ..support.authorized import STANDARD_AUTHORIZER, AuthorizedServer
 
@@ -501,6 +502,29 @@ def test_every_refusal_is_a_json_log_event_and_counted(srv, caplog) -> None:
     assert all(e["host"] == "127.0.0.1" for e in events)
     grew = {k: v - before.get(k, 0) for k, v in gates.denials.items() if v != before.get(k, 0)}
     assert grew == {("JoinGroup", "READ", "GROUP"): 1, ("OffsetCommit", "READ", "GROUP"): 1}
+
+
+def test_a_client_refused_in_a_loop_is_logged_in_full_up_to_the_limit_then_counted_in_one_line(caplog) -> None:
+    from kcoord.security import gates as G
+
+    gates = G.Gates(Authorizer(), topics=None)
+    now = [100.0]
+    gates.clock = lambda: now[0]
+    caplog.set_level(logging.INFO, logger="kcoord.authorizer")
+    for i in range(G.LOGGED_PER_SECOND + 250):
+        gates.deny("JoinGroup", "User:eve", "10.0.0.9", READ, GROUP, f"g{i % 2}")
+    assert sum(getattr(r, "kcoord", {}).get("event") == "authorization-denied" for r in caplog.records) == \
+        G.LOGGED_PER_SECOND
+    assert not any(getattr(r, "kcoord", {}).get("event") == "authorization-denied-summary" for r in caplog.records)
+    now[0] += 1.0  # the next second's first refusal brings the summary of the last, and is logged itself
+    gates.deny("Heartbeat", "User:eve", "10.0.0.9", READ, GROUP, "g0")
+    summary = [r.kcoord for r in caplog.records if getattr(r, "kcoord", {}).get("event") ==
+               "authorization-denied-summary"]
+    assert len(summary) == 1 and summary[0]["count"] == 250
+    assert sorted((d["resource_name"], d["count"]) for d in summary[0]["denials"]) == [("g0", 125), ("g1", 125)]
+    assert caplog.records[-1].kcoord["api"] == "Heartbeat"
+    assert gates.denials == {("JoinGroup", "READ", "GROUP"): G.LOGGED_PER_SECOND + 250,
+                             ("Heartbeat", "READ", "GROUP"): 1}
 
 
 # ---- durable, and seen by the metrics ----------------------------------------------------------------------------
