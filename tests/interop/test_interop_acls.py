@@ -457,7 +457,8 @@ def test_confluent_admin_lists_and_describes_only_what_the_caller_may_describe(s
                          "sasl.mechanism": MECHANISM["confluent"], "sasl.username": user, "sasl.password": PASSWORD})
     try:
         listed = admin.list_consumer_groups(request_timeout=10).result()
-        futures = admin.describe_consumer_groups([mine, *others], request_timeout=10)
+        futures = admin.describe_consumer_groups([mine, *others], request_timeout=10,
+                                                 include_authorized_operations=True)
         described = futures[mine].result()
         refusals = []
         for g in others:
@@ -468,6 +469,7 @@ def test_confluent_admin_lists_and_describes_only_what_the_caller_may_describe(s
         del admin  # (it has no close: its threads end when it is freed, not after the module's server)
     assert ([g.group_id for g in listed.valid], listed.errors) == ([mine], [])
     assert [m.group_instance_id for m in described.members] == [f"{mine}-i"]
+    assert [op.name for op in described.authorized_operations] == ["DESCRIBE"]  # what the caller may do
     assert refusals == [E.GROUP_AUTHORIZATION_FAILED] * 2
     # librdkafka finds each group's coordinator first: that is what is refused
     assert [denials(server, "GROUP", g, f"User:{user}") for g in others] == [[("FindCoordinator", "DESCRIBE")]] * 2
@@ -492,11 +494,11 @@ def test_kafka_python_admin_lists_and_describes_only_what_the_caller_may_describ
             admin.describe_groups([other])
         # with the coordinator named, DescribeGroups itself answers: the refused group first, with no members
         node = admin.describe_cluster()["brokers"][0]["broker_id"]
-        described = admin.describe_groups([mine, other], group_coordinator_id=node)
+        described = admin.describe_groups([mine, other], group_coordinator_id=node, include_authorized_operations=True)
     finally:
         admin.close()
     assert [m["group_instance_id"] for m in described[mine]["members"]] == [f"{mine}-i"]
-    assert described[mine]["error"] is None
+    assert (described[mine]["error"], described[mine]["authorized_operations"]) == (None, ["DESCRIBE"])
     refused = described[other]
     assert (refused["members"], refused["group_state"], refused["protocol_type"]) == ([], "", "")
     assert refused["error"].startswith("[Error 30] GroupAuthorizationFailedError"), refused
