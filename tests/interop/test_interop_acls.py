@@ -9,6 +9,8 @@ What each library does with a refusal was read on the wire, against this server:
   KafkaError code 30 ("FindCoordinator response error: Group authorization failed." when FindCoordinator is refused
   (no DESCRIBE on the group), "JoinGroup failed: Broker: Group authorization failed" when only JoinGroup is (DESCRIBE
   but no READ)); kafka-python's poll() raises GroupAuthorizationFailedError(group) in both cases.
+- kafka-python's KafkaAdminClient.remove_group_members (LeaveGroup by instance id) raises
+  GroupAuthorizationFailedError, LeaveGroup's top-level error.
 - TOPIC_AUTHORIZATION_FAILED on a commit: confluent-kafka's synchronous commit() raises KafkaException(KafkaError
   29); kafka-python's commit() raises TopicAuthorizationFailedError({topic}).
 - A KIP-848 consumer (confluent-kafka, group.protocol=consumer): a refused FindCoordinator is code 30 from poll() as
@@ -370,9 +372,20 @@ def test_a_consumer_without_read_on_its_group_is_refused_and_never_assigned(serv
         acls.allow("GROUP", group, "DESCRIBE", user)
     m = consumers(kind, server, user, group)
     refused_and_never_assigned(server, m)
+    expected = {("FindCoordinator", "DESCRIBE")} if grant == "nothing" else {("JoinGroup", "READ")}
+    # nor can it commit to the group: librdkafka, which knows the coordinator, sends the OffsetCommit (refused with
+    # 30: KafkaException 30; without a coordinator it waits for one, then raises _WAIT_COORD itself: not tried);
+    # kafka-python raises GroupAuthorizationFailedError again (FindCoordinator) or, while it is still joining,
+    # RebalanceInProgressError
+    if (kind, grant) != ("confluent", "nothing"):
+        attempt = m.commit({0: 1})
+        if kind == "confluent":
+            assert m.is_refusal(attempt, E.GROUP_AUTHORIZATION_FAILED), attempt
+            expected.add(("OffsetCommit", "READ"))
+        assert attempt is not None and committed(server, group) == {}
     refused = set(denials(server, "GROUP", group, f"User:{user}"))
-    assert refused == ({("FindCoordinator", "DESCRIBE")} if grant == "nothing" else {("JoinGroup", "READ")}), refused
-    assert server.describe(group)["state"] == "Dead"  # the refused join made no group
+    assert refused == expected, refused
+    assert server.describe(group)["state"] == "Dead"  # neither the refused join nor the commit made a group
 
 
 # ---- 2. READ on the group, not on the topic: the commit is refused with TOPIC_AUTHORIZATION_FAILED -----------
