@@ -8,7 +8,8 @@ What each library does with a refusal was read on the wire, against this server:
 - GROUP_AUTHORIZATION_FAILED to a classic consumer: confluent-kafka's poll() returns a message whose error() is
   KafkaError code 30 ("FindCoordinator response error: Group authorization failed." when FindCoordinator is refused
   (no DESCRIBE on the group), "JoinGroup failed: Broker: Group authorization failed" when only JoinGroup is (DESCRIBE
-  but no READ)); kafka-python's poll() raises GroupAuthorizationFailedError(group) in both cases.
+  but no READ)), and, once it knows the coordinator, its synchronous commit() raises KafkaException(KafkaError 30)
+  (the OffsetCommit refused); kafka-python's poll() raises GroupAuthorizationFailedError(group) in both cases.
 - kafka-python's KafkaAdminClient.remove_group_members (LeaveGroup by instance id) raises
   GroupAuthorizationFailedError, LeaveGroup's top-level error.
 - TOPIC_AUTHORIZATION_FAILED on a commit: confluent-kafka's synchronous commit() raises KafkaException(KafkaError
