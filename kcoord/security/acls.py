@@ -40,13 +40,11 @@ MAX_RECORDS = 10_000  # AclControlManager's MAX_RECORDS_PER_USER_OP: the ACLs on
 TOO_MANY_REMOVALS = f"Cannot remove more than {MAX_RECORDS} acls in a single delete operation."
 TOO_MANY_CREATIONS = f"Cannot create more than {MAX_RECORDS} acls in a single create operation."
 TOO_MANY_FILTERS = f"kcoord takes at most {MAX_RECORDS} filters in one DeleteAcls request"
-# The request's fields holding each enum, as CreateAcls names them (checked before anything, as Kafka's parse)
-RESOURCE_CODES, PATTERN_CODES, OPERATION_CODES, PERMISSION_CODES = (
-    "resource_type", "resource_pattern_type", "operation", "permission_type")
-VALID_CODES = {what: set(names) - {0} for what, names in (("resource type", RESOURCE_NAMES),
-                                                          ("pattern type", PATTERN_NAMES),
-                                                          ("operation", OPERATION_NAMES),
-                                                          ("permission type", PERMISSION_NAMES))}
+# The fields holding each enum of a creation and of a filter (checked before anything, as Kafka's parse checks them)
+ENUMS = (("resource type", RESOURCE_NAMES), ("pattern type", PATTERN_NAMES), ("operation", OPERATION_NAMES),
+         ("permission type", PERMISSION_NAMES))
+CREATION_FIELDS = ("resource_type", "resource_pattern_type", "operation", "permission_type")
+FILTER_FIELDS = ("resource_type_filter", "pattern_type_filter", "operation", "permission_type")
 # Work in slices (the coordinator's long requests: LONG_SLICE units, about 2 ms, a slice): the units an ACL costs
 SCAN_COST = 0.25  # looked at and passed over
 APPLY_COST = 4  # added or removed, staged and logged
@@ -70,6 +68,16 @@ def request_filter(f) -> AclFilter:
                      _known(f.pattern_type_filter, PATTERN_NAMES, "pattern type"), f.principal_filter, f.host_filter,
                      _known(f.operation, OPERATION_NAMES, "operation"),
                      _known(f.permission_type, PERMISSION_NAMES, "permission type"))
+
+
+def _check_enums(items, fields: tuple[str, ...]) -> None:
+    """InvalidAclRequest (the connection closes) when any of `items` holds an UNKNOWN or unknown enum: one set of the
+    values of each field, so a request of many items costs little."""
+    for field, (what, names) in zip(fields, ENUMS):
+        values = {getattr(x, field) for x in items}
+        bad = (values - names.keys()) | (values & {0})
+        if bad:
+            _known(min(bad), names, what)
 
 
 def _at_once(work: Iterator[float], answer: Callable[[], Any], version: int) -> Any:
@@ -166,13 +174,7 @@ class Acls:
             # nothing more of them (one answer object, repeated).
             return wire.CreateAclsResponse(results=[result(error_code=E.UNKNOWN_SERVER_ERROR,
                                                            error_message=TOO_MANY_CREATIONS)] * len(creations))
-        for values, names, what in ((RESOURCE_CODES, RESOURCE_NAMES, "resource type"),
-                                    (PATTERN_CODES, PATTERN_NAMES, "pattern type"),
-                                    (OPERATION_CODES, OPERATION_NAMES, "operation"),
-                                    (PERMISSION_CODES, PERMISSION_NAMES, "permission type")):
-            bad = {getattr(c, values) for c in creations} - VALID_CODES[what]
-            if bad:
-                _known(min(bad), names, what)  # closes the connection, as Kafka's parse refuses it
+        _check_enums(creations, CREATION_FIELDS)
         if not self.enabled:
             return wire.CreateAclsResponse(results=[result(error_code=E.SECURITY_DISABLED,
                                                            error_message=NO_AUTHORIZER)] * len(creations))
@@ -194,18 +196,7 @@ class Acls:
                 else:
                     results.append(OK_CREATED)
                 yield 1
-            # Applied in slices of the DENYs first, then the ALLOWs: a decision made between two slices is never
-            # more permissive than both the ACLs before and those after the request.
-            ordered = sorted(new, key=lambda a: a.permission != DENY)
-            for at in range(0, len(ordered), APPLY_SLICE):
-                part = ordered[at:at + APPLY_SLICE]
-                self.authorizer.update(add=part)
-                for acl in part:
-                    self._stage(acl, True)
-                    log.info("ACL created: %s", acl.describe(), extra={"kcoord": {
-                        "event": "acl-created", **acl_fields(acl), "by": who, "client_id": client_id,
-                        "client_host": client_host}})
-                yield len(part) * APPLY_COST
+            yield from self._apply(list(new), True, who, client_id, client_host)
 
         return self.long_request(creating(), lambda: wire.CreateAclsResponse(results=results), version)
 
@@ -217,13 +208,7 @@ class Acls:
         if len(given) > MAX_RECORDS:  # kcoord's bound (a filter that removes nothing is no use in such numbers)
             return wire.DeleteAclsResponse(filter_results=[fresult(
                 error_code=E.UNKNOWN_SERVER_ERROR, error_message=TOO_MANY_FILTERS, matching_acls=[])] * len(given))
-        for values, names, what in (("resource_type_filter", RESOURCE_NAMES, "resource type"),
-                                    ("pattern_type_filter", PATTERN_NAMES, "pattern type"),
-                                    ("operation", OPERATION_NAMES, "operation"),
-                                    ("permission_type", PERMISSION_NAMES, "permission type")):
-            bad = {getattr(f, values) for f in given} - VALID_CODES[what]
-            if bad:
-                _known(min(bad), names, what)  # closes the connection, as Kafka's parse refuses it
+        _check_enums(given, FILTER_FIELDS)
         if not self.enabled:
             return wire.DeleteAclsResponse(filter_results=[fresult(
                 error_code=E.SECURITY_DISABLED, error_message=NO_AUTHORIZER, matching_acls=[])] * len(given))
@@ -252,20 +237,26 @@ class Acls:
                 for a in matched:
                     items.append(matching_acl(a))
                     yield 1
-            # The ALLOWs go first, then the DENYs: between two slices no decision is more permissive than both
-            # before and after the request (a removed DENY never uncovers an ALLOW the request removes too).
-            ordered = sorted(doomed, key=lambda a: a.permission == DENY)
-            for at in range(0, len(ordered), APPLY_SLICE):
-                part = ordered[at:at + APPLY_SLICE]
-                self.authorizer.update(remove=part)
-                for acl in part:
-                    self._stage(acl, False)
-                    log.info("ACL deleted: %s", acl.describe(), extra={"kcoord": {
-                        "event": "acl-deleted", **acl_fields(acl), "by": who, "client_id": client_id,
-                        "client_host": client_host}})
-                yield len(part) * APPLY_COST
+            yield from self._apply(list(doomed), False, who, client_id, client_host)
 
         return self.long_request(deleting(), lambda: wire.DeleteAclsResponse(filter_results=results), version)
+
+    def _apply(self, acls: list[Acl], adding: bool, who: str, client_id: str, client_host: str) -> Iterator[float]:
+        """Add (or remove) `acls` in slices, each staged and logged. The DENYs are added before the ALLOWs and the
+        ALLOWs removed before the DENYs: a decision made between two slices is never more permissive than both the
+        ACLs before the request and those after it (a removed DENY never uncovers an ALLOW the request removes too,
+        an added ALLOW never precedes the DENY beside it)."""
+        acls.sort(key=lambda a: (a.permission == DENY) is not adding)
+        event = "acl-created" if adding else "acl-deleted"
+        for at in range(0, len(acls), APPLY_SLICE):
+            part = acls[at:at + APPLY_SLICE]
+            self.authorizer.update(add=part if adding else (), remove=() if adding else part)
+            for acl in part:
+                self._stage(acl, adding)
+                log.info("ACL %s: %s", "created" if adding else "deleted", acl.describe(), extra={"kcoord": {
+                    "event": event, **acl_fields(acl), "by": who, "client_id": client_id,
+                    "client_host": client_host}})
+            yield len(part) * APPLY_COST
 
     def refuse(self, req, key: int, error: int, message: str | None):
         """An ACL change answered `error` throughout, changing nothing: while the store cannot write."""

@@ -175,7 +175,9 @@ class Gates:
             w.ListGroupsRequest.API_KEY: self.list_groups,
             w.DeleteGroupsRequest.API_KEY: self.delete_groups,
             w.ConsumerGroupHeartbeatRequest.API_KEY: self.consumer_group_heartbeat,
-            w.ConsumerGroupDescribeRequest.API_KEY: self.consumer_group_describe,
+            w.ConsumerGroupDescribeRequest.API_KEY: self._describe_gate(
+                "ConsumerGroupDescribe", w.ConsumerGroupDescribeResponse, w.ConsumerGroupDescribeResponseDescribedGroup,
+                _assigned_topics),
             # kcoord's connect groups (no Kafka counterpart): READ for a member's calls, DESCRIBE to read
             w.ConnectGroupHeartbeatRequest.API_KEY: group_read("ConnectGroupHeartbeat", lambda req, v:
                                                                w.ConnectGroupHeartbeatResponse(
@@ -187,7 +189,8 @@ class Gates:
             w.ConnectGroupInstallAssignmentRequest.API_KEY: group_read(
                 "ConnectGroupInstallAssignment", lambda req, v: w.ConnectGroupInstallAssignmentResponse(
                     error_code=E.GROUP_AUTHORIZATION_FAILED, error_message=GROUP_DENIED)),
-            w.ConnectGroupDescribeRequest.API_KEY: self.connect_group_describe,
+            w.ConnectGroupDescribeRequest.API_KEY: self._describe_gate(
+                "ConnectGroupDescribe", w.ConnectGroupDescribeResponse, w.ConnectGroupDescribeResponseDescribedGroup),
             # the ACL and SCRAM admin APIs: CLUSTER DESCRIBE to read, CLUSTER ALTER to change
             w.DescribeAclsRequest.API_KEY: self._cluster_op("DescribeAcls", DESCRIBE, lambda req, v:
                                                             w.DescribeAclsResponse(
@@ -450,55 +453,44 @@ class Gates:
                                                        error_message=TOPIC_DENIED, member_epoch=-1)
         return handler(req, version, client_id, client_host)
 
-    def consumer_group_describe(self, handler, req, version, client_id, client_host):
-        host = peer_address(client_host)
-        allowed, denied = self._split_groups("ConsumerGroupDescribe", DESCRIBE, req.group_ids, host)
-        refused = [wire.ConsumerGroupDescribeResponseDescribedGroup(
-            group_id=g, error_code=E.GROUP_AUTHORIZATION_FAILED, error_message=GROUP_DENIED, members=[],
-            authorized_operations=INT32_MIN) for g in denied]
-        if not allowed:
-            return wire.ConsumerGroupDescribeResponse(groups=refused)
-        req.group_ids = allowed
-        include = req.include_authorized_operations
-        who = principal()
+    def _describe_gate(self, api: str, response, described, topics_of=None):
+        """A describe of groups by id (ConsumerGroupDescribe, ConnectGroupDescribe): the refused groups first, each
+        without members; with `topics_of`, a group having topics the caller may not describe is refused whole
+        (TOPIC_AUTHORIZATION_FAILED, Kafka 4.x); the authorized-operations field when asked for."""
+        def gate(handler, req, version, client_id, client_host):
+            host = peer_address(client_host)
+            allowed, denied = self._split_groups(api, DESCRIBE, req.group_ids, host)
+            refused = [described(group_id=g, error_code=E.GROUP_AUTHORIZATION_FAILED, error_message=GROUP_DENIED,
+                                 members=[], authorized_operations=INT32_MIN) for g in denied]
+            if not allowed:
+                return response(groups=refused)
+            req.group_ids = allowed
+            include = req.include_authorized_operations
+            who = principal()
 
-        def merge(resp):
-            groups = []
-            for g in resp.groups:
-                if g.error_code == E.NONE:
-                    topics = {tp.topic_name for m in g.members for a in (m.assignment, m.target_assignment)
-                              if a is not None for tp in a.topic_partitions}
-                    if any(not self.allowed("ConsumerGroupDescribe", DESCRIBE, TOPIC, t, host) for t in topics):
-                        g = wire.ConsumerGroupDescribeResponseDescribedGroup(
-                            group_id=g.group_id, error_code=E.TOPIC_AUTHORIZATION_FAILED,
-                            error_message=DESCRIBE_TOPICS_DENIED, members=[], authorized_operations=INT32_MIN)
-                    elif include:
-                        g.authorized_operations = self.authorizer.operations_bitfield(who, host, GROUP, g.group_id)
-                groups.append(g)
-            resp.groups = [*refused, *groups]
-            return resp
-        return then(handler(req, version, client_id, client_host), merge)
-
-    def connect_group_describe(self, handler, req, version, client_id, client_host):
-        host = peer_address(client_host)
-        allowed, denied = self._split_groups("ConnectGroupDescribe", DESCRIBE, req.group_ids, host)
-        refused = [wire.ConnectGroupDescribeResponseDescribedGroup(
-            group_id=g, error_code=E.GROUP_AUTHORIZATION_FAILED, error_message=GROUP_DENIED, members=[],
-            authorized_operations=INT32_MIN) for g in denied]
-        if not allowed:
-            return wire.ConnectGroupDescribeResponse(groups=refused)
-        req.group_ids = allowed
-        include = req.include_authorized_operations
-        who = principal()
-
-        def merge(resp):
-            if include:
+            def merge(resp):
+                groups = []
                 for g in resp.groups:
                     if g.error_code == E.NONE:
-                        g.authorized_operations = self.authorizer.operations_bitfield(who, host, GROUP, g.group_id)
-            resp.groups = [*refused, *resp.groups]
-            return resp
-        return then(handler(req, version, client_id, client_host), merge)
+                        if topics_of is not None and any(not self.allowed(api, DESCRIBE, TOPIC, t, host)
+                                                         for t in topics_of(g)):
+                            g = described(group_id=g.group_id, error_code=E.TOPIC_AUTHORIZATION_FAILED,
+                                          error_message=DESCRIBE_TOPICS_DENIED, members=[],
+                                          authorized_operations=INT32_MIN)
+                        elif include:
+                            g.authorized_operations = self.authorizer.operations_bitfield(who, host, GROUP,
+                                                                                          g.group_id)
+                    groups.append(g)
+                resp.groups = [*refused, *groups]
+                return resp
+            return then(handler(req, version, client_id, client_host), merge)
+        return gate
+
+
+def _assigned_topics(g) -> set[str]:
+    """The topics of a described consumer group's members' assignments and target assignments."""
+    return {tp.topic_name for m in g.members for a in (m.assignment, m.target_assignment) if a is not None
+            for tp in a.topic_partitions}
 
 
 # ---- error answers --------------------------------------------------------------------------------------------
