@@ -429,11 +429,12 @@ class Gates:
         allowed, denied = self._split_groups("DeleteGroups", DELETE, dict.fromkeys(req.groups_names), host)
         refused = [wire.DeleteGroupsResponseDeletableGroupResult(group_id=g, error_code=E.GROUP_AUTHORIZATION_FAILED)
                    for g in denied]
-        if not denied:
-            return handler(req, version, client_id, client_host)
         if not allowed:
             return wire.DeleteGroupsResponse(results=refused)
-        req.groups_names = allowed
+        if len(allowed) < len(req.groups_names):  # each name once, as Kafka's distinct names
+            req.groups_names = allowed
+        if not denied:
+            return handler(req, version, client_id, client_host)
 
         def merge(resp):
             resp.results = [*resp.results, *refused]

@@ -331,6 +331,9 @@ def test_delete_groups_needs_delete_and_lists_the_refused_after_the_rest(srv) ->
         assert [(x.group_id, x.error_code) for x in r.results] == [("del-mine", 0), ("del-theirs", 30)]
     with srv.admin() as c:
         assert "del-mine" not in listed(c) and "del-theirs" in listed(c)
+        commit(c, "del-twice", {TOPIC: [0]})
+        r = c.call(42, 2, wire.DeleteGroupsRequest(groups_names=["del-twice", "del-twice"]))
+        assert [(x.group_id, x.error_code) for x in r.results] == [("del-twice", 0)]  # each name once, as Kafka
 
 
 # ---- KIP-848 and connect groups -------------------------------------------------------------------------------------
