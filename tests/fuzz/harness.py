@@ -67,6 +67,7 @@ from kcoord.groups import classic as classic_module
 from kcoord.groups.classic import ClassicGroup, State
 from kcoord.groups.connect import ConnectGroup
 from kcoord.groups.consumer import ConsumerGroup
+from kcoord.security.authorizer import OPERATION_NAMES, PATTERN_NAMES, PERMISSION_NAMES, RESOURCE_NAMES
 from kcoord.server import KafkaConnection, Server
 from kcoord.store import MemoryRecords
 from kcoord.timers import ManualClock
@@ -275,6 +276,29 @@ class Transport:
 
 # ---- one client connection and what it must see ------------------------------------------------------------------
 
+ACL_ENUMS = (RESOURCE_NAMES, PATTERN_NAMES, OPERATION_NAMES, PERMISSION_NAMES)
+ACL_FILTER_FIELDS = ("resource_type_filter", "pattern_type_filter", "operation", "permission_type")
+ACL_CREATION_FIELDS = ("resource_type", "resource_pattern_type", "operation", "permission_type")
+MAX_ACL_ITEMS = 10_000  # more creations or filters are refused whole before anything looks at them
+
+
+def refused_acl_request(key: int, body) -> bool:
+    """An ACL request Kafka refuses to parse: one holding an UNKNOWN (0) or unknown resource type, pattern type,
+    operation or permission (CreateAclsRequest.validate, DescribeAclsRequest.normalizeAndValidate); the server
+    closes the connection without an answer."""
+    if key == wire.DescribeAclsRequest.API_KEY:
+        items, fields = [body], ACL_FILTER_FIELDS
+    elif key == wire.DeleteAclsRequest.API_KEY:
+        items, fields = body.filters, ACL_FILTER_FIELDS
+    elif key == wire.CreateAclsRequest.API_KEY:
+        items, fields = body.creations, ACL_CREATION_FIELDS
+    else:
+        return False
+    if len(items) > MAX_ACL_ITEMS:
+        return False
+    return any(getattr(x, f) == 0 or getattr(x, f) not in names for x in items for f, names in zip(fields, ACL_ENUMS))
+
+
 def split_frames(stream: bytes | bytearray, max_size: int) -> tuple[list[bytes], int | None]:
     """The frames of a stream, and the offset at which a bad size prefix becomes known (its 4th byte), if any."""
     frames, pos = [], 0
@@ -369,7 +393,7 @@ class Peer:
             check(canonical(body2) != canonical(body), f"API {key} v{version}: unknown tagged fields out of order: "
                                                        "decode keeps their order, encode sorts them")
             raise Finding(f"API {key} v{version}: decode(encode(request)) differs from the request")
-        if key not in srv.handlers:
+        if key not in srv.handlers or refused_acl_request(key, body):
             self.must_close = True
             return
         if key == wire.ProduceRequest.API_KEY and body.acks == 0:

@@ -290,10 +290,30 @@ def connect_describe(p: Params) -> dict:
     return {"group_ids": [p.group], "include_authorized_operations": False}
 
 
+def _acl_filter(p: Params) -> dict:
+    """A filter of every ACL on the group (ANY operation and permission; the flag: any pattern of any name)."""
+    return {"resource_type_filter": 3, "resource_name_filter": None if p.flag(0) else p.group,
+            "pattern_type_filter": 1 if p.flag(0) else 3, "principal_filter": None, "host_filter": None,
+            "operation": 1, "permission_type": 1}
+
+
+def describe_acls(p: Params) -> dict:
+    return _acl_filter(p)
+
+
+def create_acls(p: Params) -> dict:
+    return {"creations": [{"resource_type": 3, "resource_name": p.group, "resource_pattern_type": 4 if p.flag(0) else 3,
+                           "principal": "User:fuzz", "host": "*", "operation": 3, "permission_type": 3}]}
+
+
+def delete_acls(p: Params) -> dict:
+    return {"filters": [_acl_filter(p)]}
+
+
 SPECS = {  # by API key (DeleteTopics, 20, when the codec has it)
     18: api_versions, 3: metadata, 10: find_coordinator, 2: list_offsets, 1: fetch, 0: produce, 19: create_topics,
     20: delete_topics, 37: create_partitions, 11: join_group, 14: sync_group, 12: heartbeat, 13: leave_group,
     15: describe_groups, 16: list_groups, 42: delete_groups, 8: offset_commit, 9: offset_fetch, 47: offset_delete,
     68: consumer_group_heartbeat, 69: consumer_group_describe, 1000: connect_heartbeat, 1001: connect_prepare,
-    1002: connect_install, 1003: connect_describe,
+    1002: connect_install, 1003: connect_describe, 29: describe_acls, 30: create_acls, 31: delete_acls,
 }

@@ -19,8 +19,9 @@ from ..support.servers import api_versions, recv_frame, start, stop
 
 # Exactly what is implemented: the broker surface consumers need, and the classic group and offset APIs.
 # Nothing else is advertised (GetTelemetrySubscriptions, 71, among them).
-SERVED = {0, 1, 2, 3, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 36, 37, 42, 47, 50, 51, 68, 69}
-# 20: DeleteTopics; 68, 69: KIP-848; 17, 36: SASL (ILLEGAL_SASL_STATE outside a SASL listener); 50, 51: SCRAM users
+SERVED = {0, 1, 2, 3, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 29, 30, 31, 36, 37, 42, 47, 50, 51, 68, 69}
+# 20: DeleteTopics; 68, 69: KIP-848; 17, 36: SASL (ILLEGAL_SASL_STATE outside a SASL listener); 50, 51: SCRAM users;
+# 29-31: the ACL APIs (SECURITY_DISABLED without an authorizer)
 
 
 @pytest.fixture(scope="module")
