@@ -177,7 +177,6 @@ class Authorizer:
         self._prefix_lengths: dict[int, list[int]] = {}  # the distinct lengths of each type's prefixes, ascending
         self._length_counts: dict[int, dict[int, int]] = {}  # resource type -> prefix length -> prefixes of it
         self._cache: dict[tuple[str, str, int, int, str], bool] = {}
-        self.version = 0  # bumped on every change (what callers key their own caches on)
         self.listeners: list[Callable[[], None]] = []  # called on every change: callers' own caches go
 
     def __len__(self) -> int:
@@ -256,7 +255,6 @@ class Authorizer:
 
     def _changed(self) -> None:
         self._cache = {}
-        self.version += 1
         for listener in self.listeners:
             listener()
 
@@ -264,7 +262,7 @@ class Authorizer:
         """The ACLs `flt` may match, from the indexes when the filter names a resource (a superset of the
         matches: each is still `flt.matches`-checked); every ACL otherwise (a snapshot, so it may be walked in
         slices while ACLs change)."""
-        if flt.name is None or (flt.resource_type == ANY and flt.pattern not in (LITERAL, PREFIXED, ANY, MATCH)):
+        if flt.name is None:
             return list(self.acls)
         types = RESOURCE_NAMES if flt.resource_type == ANY else (flt.resource_type,)
         out: list[Acl] = []

@@ -27,29 +27,24 @@ from typing import Any
 
 from .. import errors as E
 from .. import wire
-from ..events import REQUEST_PRINCIPAL
 from ..reply import then
 from .authorizer import (
     ALTER,
     CLUSTER,
     CLUSTER_NAME,
-    CREATE,
     DELETE,
     DESCRIBE,
-    DESCRIBE_CONFIGS,
     GROUP,
     OPERATION_NAMES,
     READ,
     RESOURCE_NAMES,
     TOPIC,
-    WRITE,
     Authorizer,
 )
-from .topic_gates import topic_table
+from .topic_gates import peer_address, principal, topic_table
 
 log = logging.getLogger("kcoord.authorizer")
 
-ANONYMOUS = "User:ANONYMOUS"
 LOGGED_PER_SECOND = 100  # refusals logged one by one in a second; the rest in one summary line
 SUMMARY_KINDS = 20  # kinds of refusal a summary names (its count covers them all)
 TRANSACTIONAL_ID = 5
@@ -62,15 +57,6 @@ TRANSACTIONAL_ID_AUTHORIZATION_FAILED = 53
 DESCRIBE_TOPICS_DENIED = "The group has described topic(s) that the client is not authorized to describe."
 
 Handler = Callable[..., Any]
-
-
-def principal() -> str:
-    return REQUEST_PRINCIPAL[0] or ANONYMOUS
-
-
-def peer_address(client_host: str) -> str:
-    """The host an ACL names: the peer's address (the server's client_host is "/address", as Kafka logs it)."""
-    return client_host[1:] if client_host.startswith("/") else client_host
 
 
 class Gates:
@@ -526,4 +512,4 @@ def _alter_users_denied(req, version):
             user=n, error_code=E.CLUSTER_AUTHORIZATION_FAILED, error_message=None) for n in names])
 
 
-__all__ = ["Gates", "then", "CREATE", "WRITE", "DESCRIBE_CONFIGS"]
+__all__ = ["Gates", "peer_address", "principal"]

@@ -34,6 +34,7 @@ from .authorizer import (
     TOPIC,
     WRITE,
 )
+from .tls import ANONYMOUS
 
 TRANSACTIONAL_ID = 5
 TRANSACTIONAL_ID_AUTHORIZATION_FAILED = 53
@@ -45,12 +46,14 @@ TRANSACTIONAL_ID_DENIED = "Transactional Id authorization failed."
 TRANSACTIONAL_BIT = 0x10  # a record batch's attributes: the batch is part of a transaction
 
 
-def _principal() -> str:
-    return REQUEST_PRINCIPAL[0] or "User:ANONYMOUS"  # as kcoord.security.gates.principal (the layer above)
+def principal() -> str:
+    """The principal of the request being handled (the server sets it around each one)."""
+    return REQUEST_PRINCIPAL[0] or ANONYMOUS
 
 
-def _host(client_host: str) -> str:
-    return client_host[1:] if client_host.startswith("/") else client_host  # as gates.peer_address
+def peer_address(client_host: str) -> str:
+    """The host an ACL names: the peer's address (the server's client_host is "/address", as Kafka logs it)."""
+    return client_host[1:] if client_host.startswith("/") else client_host
 
 
 def topic_table(gates: Any) -> dict[int, Callable]:
@@ -77,8 +80,8 @@ class TopicGates:
 
     def metadata(self, handler, req, version, client_id, client_host):
         g = self.gates
-        host = _host(client_host)
-        who = _principal()
+        host = peer_address(client_host)
+        who = principal()
         bitfield = g.authorizer.operations_bitfield
         topic_ops = version >= 8 and req.include_topic_authorized_operations
         cluster_ops: int | None = None
@@ -136,7 +139,7 @@ class TopicGates:
     # ---- ListOffsets: TOPIC DESCRIBE ----------------------------------------------------------------------------
 
     def list_offsets(self, handler, req, version, client_id, client_host):
-        denied = self.gates.topic_names("ListOffsets", DESCRIBE, [t.name for t in req.topics], _host(client_host))
+        denied = self.gates.topic_names("ListOffsets", DESCRIBE, [t.name for t in req.topics], peer_address(client_host))
         if not denied:
             return handler(req, version, client_id, client_host)
         refused = [wire.ListOffsetsResponseListOffsetsTopicResponse(name=t.name, partitions=[
@@ -157,7 +160,7 @@ class TopicGates:
 
     def fetch(self, handler, req, version, client_id, client_host):
         g = self.gates
-        host = _host(client_host)
+        host = peer_address(client_host)
         by_id = version >= 13
         replica = req.replica_state.replica_id if version >= 15 else req.replica_id
         if replica >= 0:  # a follower's fetch
@@ -182,7 +185,7 @@ class TopicGates:
 
     def produce(self, handler, req, version, client_id, client_host):
         g = self.gates
-        host = _host(client_host)
+        host = peer_address(client_host)
         if _transactional(req) and (req.transactional_id is None or not g.allowed(
                 "Produce", WRITE, TRANSACTIONAL_ID, req.transactional_id, host)):
             if req.acks == 0:
@@ -209,7 +212,7 @@ class TopicGates:
 
     def create_topics(self, handler, req, version, client_id, client_host):
         g = self.gates
-        host = _host(client_host)
+        host = peer_address(client_host)
         counts = Counter(t.name for t in req.topics)
         names = list(counts)
         duplicates = [n for n in names if counts[n] > 1]
@@ -243,7 +246,7 @@ class TopicGates:
 
     def delete_topics(self, handler, req, version, client_id, client_host):
         g = self.gates
-        host = _host(client_host)
+        host = peer_address(client_host)
         entries = ([(t.name, t.topic_id, t) for t in req.topics] if version >= 6
                    else [(n, ZERO_UUID, n) for n in req.topic_names])
         answers = []
@@ -305,7 +308,7 @@ class TopicGates:
         counts = Counter(t.name for t in req.topics)
         duplicates = [n for n, c in counts.items() if c > 1]
         single = [n for n, c in counts.items() if c == 1]
-        refused = self.gates.topic_names("CreatePartitions", ALTER, single, _host(client_host))
+        refused = self.gates.topic_names("CreatePartitions", ALTER, single, peer_address(client_host))
         answers = [*(wire.CreatePartitionsResponseCreatePartitionsTopicResult(
             name=n, error_code=E.INVALID_REQUEST, error_message="Duplicate topic name.") for n in duplicates),
             *(wire.CreatePartitionsResponseCreatePartitionsTopicResult(
