@@ -65,6 +65,11 @@ class GroupConfig:
     group_consumer_max_heartbeat_interval_ms: int = 15_000
     group_consumer_max_size: int = 2**31 - 1
     group_consumer_assignors: str = "uniform,range"  # the first is the default
+    # Kafka 4.3's batching of the target computation (KIP-1263): a change to the group bumps its epoch at once,
+    # but its new target is computed at most once per this interval (0: at every change, as before 4.3); members
+    # reconcile towards the previous target meanwhile. Kafka's bounds for the group-level override
+    # (group.consumer.min/max.assignment.interval.ms) are not kcoord's: it has no group-level settings.
+    group_consumer_assignment_interval_ms: int = 1_000
     # Online migration of non-empty groups between the protocols (Kafka's ConsumerGroupMigrationPolicy); an empty
     # group is always replaced by the other type, whatever this says.
     group_consumer_migration_policy: str = "bidirectional"
@@ -79,6 +84,8 @@ class GroupConfig:
     group_connect_max_heartbeat_interval_ms: int = 15_000
     group_connect_max_size: int = 2**31 - 1
     group_connect_max_assignment_delay_ms: int = 600_000  # an Install's scheduled delay is clamped to this
+    # As group.consumer.assignment.interval.ms: a worker is asked to compute at most once per this interval.
+    group_connect_assignment_interval_ms: int = 1_000
     group_connect_api_key_base: int = 1000  # ConnectGroupHeartbeat's API key; Prepare, Install, Describe follow
 
     def __post_init__(self) -> None:
@@ -156,6 +163,9 @@ BOUNDS: dict[str, tuple[tuple[int, int], int | None, int | None]] = {
        for name in ("session.timeout.ms", "min.session.timeout.ms", "max.session.timeout.ms", "heartbeat.interval.ms",
                     "min.heartbeat.interval.ms", "max.heartbeat.interval.ms", "max.size")},
     "group.connect.max.assignment.delay.ms": (INT, 0, None),
+    # Kafka 4.3: atLeast(0), and the group override within 0..15000 by default; kcoord bounds the setting itself so
+    "group.consumer.assignment.interval.ms": (INT, 0, 15_000),
+    "group.connect.assignment.interval.ms": (INT, 0, 15_000),
     # kcoord's private block of API keys: above every Kafka API key, with room for its four APIs.
     "group.connect.api.key.base": (INT, 1000, 32764),
 }

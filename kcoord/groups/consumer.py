@@ -44,7 +44,7 @@ from ..assignors import (
 from ..events import ADMIN_REMOVAL_REASON, join_reason
 from ..reply import Reply
 from ..topics import TopicCatalogue
-from .base import Group, GroupContext
+from .base import Group, GroupContext, GroupTimers
 from .modern import (
     JOIN_EPOCH,
     LEAVE_EPOCH,
@@ -65,6 +65,8 @@ MEMBER_STATES = _assign.MEMBER_STATES
 CLASSIC_MEMBER_TYPE, CONSUMER_MEMBER_TYPE = 0, 1
 # member timer kinds besides SESSION and REBALANCE (groups.modern): a classic member's rejoin and sync deadlines
 JOIN, SYNC = "join", "sync"
+# the group's own timer (GroupTimers): the batched target computation (KIP-1263) is due
+ASSIGN = "assign"
 CONSUMER_PROTOCOL_TYPE = "consumer"  # the classic protocol type of consumers
 SERVER_ASSIGNORS = ("uniform", "range")
 
@@ -261,6 +263,7 @@ class ConsumerGroup(ModernGroup[ConsumerMember], ConsumerGroupCore):
         self.subscribers: Counter[str] = Counter()  # topic name -> members consuming it (names or regex)
         self.regexes: dict[str, tuple[Any, int, tuple[str, ...]]] = {}  # pattern -> (compiled, version, matches)
         self.regex_users: Counter[str] = Counter()  # pattern -> members using it (its cache entry goes with the last)
+        self.regex_members: dict[str, ConsumerMember] = {}  # the members with a regex, by id: what a bump resolves
         self.metadata: dict[str, tuple[bytes, int]] = {}  # subscribed topics as the last target saw them
         self.catalogue_version = -1
         self.assignors = config.consumer_assignors()
@@ -269,6 +272,10 @@ class ConsumerGroup(ModernGroup[ConsumerMember], ConsumerGroupCore):
         self.downgrade: Callable[[ConsumerGroup, bool], Group] | None = ctx.downgrade
         self.init_core(timers, config.group_consumer_session_timeout_ms,
                        config.group_consumer_heartbeat_interval_ms, wire.ConsumerGroupHeartbeatResponse)
+        # The batched target computation (KIP-1263): when the last one ran (the timers' clock, ms; None: not since
+        # the group was made or loaded), and the timer that runs the next one when a change came too soon after it.
+        self.computed_at: int | None = None
+        self.group_timers = GroupTimers(timers, self.on_group_timer)
 
     # ---- what the router, the offsets and the store ask of any group --------------------------------------------
 
@@ -438,7 +445,7 @@ class ConsumerGroup(ModernGroup[ConsumerMember], ConsumerGroupCore):
         if (req.protocol_type is not None and req.protocol_type != CONSUMER_PROTOCOL_TYPE) or \
                 (req.protocol_name is not None and req.protocol_name != name):
             return fail(E.INCONSISTENT_GROUP_PROTOCOL)
-        if self.group_epoch > m.member_epoch and m.state != UNREVOKED_PARTITIONS:
+        if self.assignment_epoch > m.member_epoch and m.state != UNREVOKED_PARTITIONS:
             return fail(E.REBALANCE_IN_PROGRESS)
         self.member_timers.cancel(m.member_id, SYNC)
         self.arm_session(m)
@@ -454,7 +461,7 @@ class ConsumerGroup(ModernGroup[ConsumerMember], ConsumerGroupCore):
         if generation != m.member_epoch:
             return E.ILLEGAL_GENERATION
         self.arm_session(m)
-        if self.group_epoch > m.member_epoch or m.state == UNREVOKED_PARTITIONS or \
+        if self.assignment_epoch > m.member_epoch or m.state == UNREVOKED_PARTITIONS or \
                 (m.state == UNRELEASED_PARTITIONS and self._released_for(m)):
             if not self.member_timers.is_armed(m.member_id, JOIN):
                 self.member_timers.arm(m.member_id, JOIN, max(m.rebalance_timeout_ms, 0))
@@ -673,13 +680,39 @@ class ConsumerGroup(ModernGroup[ConsumerMember], ConsumerGroupCore):
 
     def catch_up(self, bump: bool) -> None:
         """After a member's change: bump the group epoch if it (or a change in the topics) calls for it, and
-        compute the target the group then owes."""
+        see to the target the group then owes (owe_target)."""
         if bump or self.catalogue_version != self.catalogue.version:
             bump = self.refresh_metadata() or bump
         if bump:
             self.bump()
         if self.group_epoch > self.assignment_epoch:
-            self.compute_target()
+            self.owe_target()
+
+    def owe_target(self) -> None:
+        """The group epoch is past the assignment epoch: compute the target now if the last computation is at least
+        group.consumer.assignment.interval.ms old (or there was none since the group was made or loaded, or the
+        interval is 0); else once that interval is over, on the group's timer, so that every change in between
+        (a thousand joins) costs one computation (Kafka 4.3, KIP-1263). Meanwhile each member reconciles towards
+        the previous target: a member that joins gets the assignment epoch and nothing yet."""
+        interval, last = self.config.group_consumer_assignment_interval_ms, self.computed_at
+        if interval and last is not None and self.assignment_epoch:
+            wait = last + interval - self.timers.clock.now_ms()
+            if wait > 0:
+                if not self.group_timers.is_armed(ASSIGN):
+                    self.group_timers.arm(ASSIGN, wait)
+                return
+        self.group_timers.cancel(ASSIGN)
+        self.compute_target()
+
+    def on_group_timer(self, kind: str) -> None:
+        """The assignment interval is over: the target a change made owed is computed (the topics looked at again
+        first, as a heartbeat's catch_up does)."""
+        if kind == ASSIGN and not self.dead:
+            self.catch_up(False)
+
+    def unload(self) -> None:
+        super().unload()
+        self.group_timers.clear()
 
     def bump(self) -> None:
         self.group_epoch += 1
@@ -697,8 +730,8 @@ class ConsumerGroup(ModernGroup[ConsumerMember], ConsumerGroupCore):
         the catalogue is local here, so kcoord resolves at once.)"""
         self.catalogue_version = self.catalogue.version
         resolved = False
-        for m in self.members.values():
-            if m.regex is not None and self._consume(m, self._effective(m)):
+        for m in self.regex_members.values():  # not every member: a join into 10,000 would pass over them all
+            if self._consume(m, self._effective(m)):
                 resolved = True
         now: dict[str, tuple[bytes, int]] = {}
         for name in self.subscribers:
@@ -742,6 +775,9 @@ class ConsumerGroup(ModernGroup[ConsumerMember], ConsumerGroupCore):
         m.regex = regex
         if regex is not None:
             self.regex_users[regex] += 1
+            self.regex_members[m.member_id] = m
+        else:
+            self.regex_members.pop(m.member_id, None)
 
     def _effective(self, m: ConsumerMember) -> tuple[str, ...]:
         if m.regex is None:
@@ -805,6 +841,7 @@ class ConsumerGroup(ModernGroup[ConsumerMember], ConsumerGroupCore):
                 for i in np.flatnonzero(csr_changed(old_indptr, old, new_indptr, new)).tolist():
                     self.stage_target_member(ids[i], new[new_indptr[i]:new_indptr[i + 1]])
         self.assignment_epoch = self.group_epoch
+        self.computed_at = self.timers.clock.now_ms()
         if self.store.persistent:
             self.store.stage(R.consumer_target_metadata_key(self.group_id), R.consumer_target_metadata_value(
                 wire.ConsumerGroupTargetAssignmentMetadataValue(assignment_epoch=self.assignment_epoch)))
@@ -887,6 +924,7 @@ class ConsumerGroup(ModernGroup[ConsumerMember], ConsumerGroupCore):
                     m.regex = None  # accepted when it was written; a different RE2 may refuse it: names only
                 else:
                     self.regex_users[m.regex] += 1
+                    self.regex_members[m.member_id] = m
             self._consume(m, self._effective(m))
             names.update(m.topic_names)
             if m.instance_id is not None:

@@ -52,6 +52,7 @@ COVERED: dict[str, str] = {
     "group.consumer.max.heartbeat.interval.ms": f"{HERE}::test_modern_session_and_heartbeat_bounds",
     "group.consumer.max.size": "tests/unit/test_consumer.py::test_new_member_is_rejected_when_maximum_members_is_reached",
     "group.consumer.assignors": f"{HERE}::test_consumer_assignors_first_is_the_default_and_others_are_refused",
+    "group.consumer.assignment.interval.ms": f"{HERE}::test_consumer_assignment_interval_to_the_millisecond",
     "group.consumer.migration.policy": f"{HERE}::test_migration_policy_on_upgrade_and_downgrade_of_a_live_group",
     "group.connect.session.timeout.ms": f"{HERE}::test_connect_session_deadline_to_the_millisecond",
     "group.connect.min.session.timeout.ms": f"{HERE}::test_modern_session_and_heartbeat_bounds",
@@ -61,6 +62,7 @@ COVERED: dict[str, str] = {
     "group.connect.max.heartbeat.interval.ms": f"{HERE}::test_modern_session_and_heartbeat_bounds",
     "group.connect.max.size": "tests/unit/test_connect.py::test_connect_max_size",
     "group.connect.max.assignment.delay.ms": f"{HERE}::test_connect_max_assignment_delay_clamps_the_scheduled_delay",
+    "group.connect.assignment.interval.ms": f"{HERE}::test_connect_assignment_interval_to_the_millisecond",
     "group.connect.api.key.base": f"{HERE}::test_connect_api_key_base_at_its_maximum",
     "offsets.retention.minutes": "tests/unit/test_retention.py::test_offsets_retention_minutes_sets_how_long_offsets_are_kept",
     "offsets.retention.check.interval.ms":
@@ -406,6 +408,49 @@ def test_modern_session_and_heartbeat_bounds(kind: str) -> None:
 
 
 # ---- consumer assignors ------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("interval", [0, 1, 1_000, 15_000])
+def test_consumer_assignment_interval_to_the_millisecond(interval: int) -> None:
+    """group.consumer.assignment.interval.ms=L (KIP-1263): a join L-1 ms after the last target computation waits,
+    and the target comes at L exactly, from the group's timer; a join L ms or more after it is computed at once;
+    L=0 computes at every change. Out of 0..15000 it is refused."""
+    h = ConsumerHarness({"T": 4}, group_consumer_assignment_interval_ms=interval)
+    h.join("a")
+    g = h.group()
+    if interval:
+        h.advance(interval - 1)
+    h.join("b")
+    if interval:
+        assert (g.group_epoch, g.assignment_epoch) == (2, 1)
+        h.advance(1)
+    assert g.assignment_epoch == 2
+    h.advance(interval)
+    h.join("c")
+    assert g.assignment_epoch == g.group_epoch == 3
+    for bad in (-1, 15_001):
+        with pytest.raises(ValueError, match="group.consumer.assignment.interval.ms"):
+            GroupConfig(group_consumer_assignment_interval_ms=bad)
+
+
+@pytest.mark.parametrize("interval", [0, 1, 1_000, 15_000])
+def test_connect_assignment_interval_to_the_millisecond(interval: int) -> None:
+    """group.connect.assignment.interval.ms=L: a worker joining L-1 ms after the last ask, while the asked worker
+    computes, leaves nobody asked until L exactly; L=0 asks again at once. Out of 0..15000 it is refused."""
+    h = ConnectHarness(group_connect_assignment_interval_ms=interval)
+    h.join("w1")
+    g = h.group()
+    assert g.computing == "w1" and h.prepare("w1").error_code == E.NONE
+    if interval:
+        h.advance(interval - 1)
+    h.join("w2")
+    if interval:
+        assert g.computing is None
+        h.advance(1)
+    assert g.computing is not None and h.hb(g.computing).should_compute_assignment
+    for bad in (-1, 15_001):
+        with pytest.raises(ValueError, match="group.connect.assignment.interval.ms"):
+            GroupConfig(group_connect_assignment_interval_ms=bad)
+
 
 @pytest.mark.parametrize("assignors, default, refused", [
     ("uniform,range", "uniform", "sticky"),

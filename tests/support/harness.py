@@ -27,6 +27,11 @@ START_MS = 1_000_000  # every harness's clock starts here
 SESSION = 10_000  # the classic harness's session.timeout.ms, rebalance.timeout.ms and initial rebalance delay
 REBALANCE = 30_000
 DELAY = 3_000
+# The consumer, migration and connect harnesses pin the reconciliation step by step, each change computing its target
+# (or asking a worker for one) at once (group.consumer/connect.assignment.interval.ms=0, as Kafka's own
+# WithAssignmentBatchingDisabled tests do); the batched computation (KIP-1263) has its own tests, which give the
+# interval.
+UNBATCHED = 0
 # The topics a classic harness starts with (name -> partitions): offsets are committed only to partitions the
 # catalogue has (else UNKNOWN_TOPIC_OR_PARTITION, as Kafka answers), as real clients only commit what Metadata showed.
 TOPICS = {"t": 8, "u": 8}
@@ -195,6 +200,7 @@ class ConsumerHarness(GroupHarness):
     REBALANCE = 30_000  # a joining member's rebalance.timeout.ms
 
     def __init__(self, topics: dict[str, int] | None = None, *, records: Records | None = None, **config) -> None:
+        config.setdefault("group_consumer_assignment_interval_ms", UNBATCHED)
         super().__init__(GroupConfig(**config), topics or {"T": 4}, records=records, write_topics=True)
 
     def tid(self, name: str) -> bytes:
@@ -266,6 +272,7 @@ class ConnectHarness(GroupHarness):
     REBALANCE = 60_000  # a joining worker's rebalance.timeout.ms
 
     def __init__(self, *, records: Records | None = None, **config) -> None:
+        config.setdefault("group_connect_assignment_interval_ms", UNBATCHED)
         super().__init__(GroupConfig(group_coordinator_rebalance_protocols="classic,consumer,connect", **config),
                          {"t": 1}, records=records)  # t: what the tests commit offsets to
         self.epoch: dict[str, int] = {}
@@ -321,6 +328,7 @@ class MigrationHarness(ClassicHarness):
     TOPIC = "T"
 
     def __init__(self, partitions: int = 6, **config) -> None:
+        config.setdefault("group_consumer_assignment_interval_ms", UNBATCHED)
         super().__init__(**config)
         self.c.topics.on_change = self.c.store.write_topic
         self.c.topics.create(self.TOPIC, partitions)

@@ -24,6 +24,7 @@ from ..support.snapshots import check_rebuild
 
 SESSION = 45_000
 REBALANCE = 30_000
+INTERVAL = 1_000  # group.consumer.assignment.interval.ms: Kafka 4.3's default
 
 
 def settle(h: ConsumerHarness, members: dict[str, dict], rounds: int = 10) -> None:
@@ -593,15 +594,17 @@ def test_empty_groups_are_replaced_by_the_other_type_and_keep_their_offsets() ->
 REBUILD_EVERY = 30  # steps between two comparisons of the live group with one rebuilt from its records
 
 
-def random_group(seed: int, transcript: list | None = None,
-                 rebuild: bool = True) -> tuple[ConsumerHarness, dict[str, dict]]:
+def random_group(seed: int, transcript: list | None = None, rebuild: bool = True,
+                 interval: int = 0) -> tuple[ConsumerHarness, dict[str, dict]]:
     """150 random steps on one group: joins (some static), leaves and -2 bounces, everyone's session running out,
-    partition growth, heartbeats with or without the owned list, lost responses followed by full requests. After
+    partition growth, heartbeats with or without the owned list, lost responses followed by full requests; with an
+assignment `interval`, also the clock moving on by parts of it (targets computed late, by the group's timer). After
     every step no partition has two holders and the per-topic subscriber counts are right; every REBUILD_EVERY
     steps (unless `rebuild` is False) the group rebuilt from the records written so far is the live one. Each
     response goes to `transcript`."""
     rng = random.Random(seed)
-    h = ConsumerHarness({"T": rng.randint(1, 12), "U": rng.randint(1, 6)})
+    h = ConsumerHarness({"T": rng.randint(1, 12), "U": rng.randint(1, 6)},
+                        group_consumer_assignment_interval_ms=interval)
     if transcript is not None:
         hb = h.hb
 
@@ -633,6 +636,8 @@ def random_group(seed: int, transcript: list | None = None,
             clients.clear()
         elif op < 0.28:
             h.c.topics.grow("T", h.c.topics.get("T").partitions + 1)
+        elif interval and rng.random() < 0.15:  # (drawn only when batching: the unbatched seeds stay as they were)
+            h.advance(rng.choice((interval // 4, interval // 2, interval)))
         else:
             mid = rng.choice(list(clients))
             st = clients[mid]
@@ -662,9 +667,12 @@ def random_group(seed: int, transcript: list | None = None,
     return h, clients
 
 
+@pytest.mark.parametrize("interval", [0, INTERVAL])
 @pytest.mark.parametrize("seed", range(30))
-def test_random_groups_never_assign_a_partition_twice_and_converge(seed: int) -> None:
-    h, clients = random_group(seed)
+def test_random_groups_never_assign_a_partition_twice_and_converge(seed: int, interval: int) -> None:
+    """With the target computed at every change, and batched (KIP-1263): every invariant the step by step tests pin
+    holds at every step, and the group converges once its members settle."""
+    h, clients = random_group(seed, interval=interval)
     if clients:
         # Static members that left with -2 keep their partitions until their session runs out: let it run out,
         # with the others heartbeating meanwhile.
@@ -700,8 +708,9 @@ def test_the_rebuild_check_names_each_field_the_records_hold_otherwise() -> None
         check_rebuild(h.c, h.records, "the test")
 
 
+@pytest.mark.parametrize("interval", [0, INTERVAL])
 @pytest.mark.parametrize("seed", range(12))
-def test_the_hot_path_answers_as_the_full_path(seed: int, monkeypatch) -> None:
+def test_the_hot_path_answers_as_the_full_path(seed: int, interval: int, monkeypatch) -> None:
     """quick_heartbeat (the router's first try: the stable answer, or one compiled step) changes nothing but the
     speed: the same random group run without it gives byte-identical responses and the same records."""
     from kcoord.groups.consumer import ConsumerGroup
@@ -714,11 +723,11 @@ def test_the_hot_path_answers_as_the_full_path(seed: int, monkeypatch) -> None:
         return {named(k): named(v) for k, v in h.records.scan()}
 
     fast: list = []
-    h_fast, _ = random_group(seed, fast, rebuild=False)  # test_random_groups_... runs it with the rebuild check
+    h_fast, _ = random_group(seed, fast, rebuild=False, interval=interval)  # (random_groups_... checks rebuilds)
     with monkeypatch.context() as m:
         m.setattr(ConsumerGroup, "quick_heartbeat", lambda self, req, client_id, client_host: None)
         slow: list = []
-        h_slow, _ = random_group(seed, slow)
+        h_slow, _ = random_group(seed, slow, interval=interval)
     assert len(fast) > 100 and fast == slow
     assert records(h_fast) == records(h_slow)
 
@@ -987,3 +996,142 @@ def test_topic_space_split_agrees_with_a_plain_loop() -> None:
         assert got == want
 
     check()
+
+
+# ---- the batched target computation (KIP-1263, group.consumer.assignment.interval.ms) ---------------------------
+
+
+
+def counted_computations(h: ConsumerHarness, monkeypatch) -> list[int]:
+    """The group epochs each target computation was made for, in order (ConsumerGroup.compute_target wrapped)."""
+    from kcoord.groups.consumer import ConsumerGroup
+    seen: list[int] = []
+    real = ConsumerGroup.compute_target
+
+    def counting(self) -> None:
+        seen.append(self.group_epoch)
+        real(self)
+    monkeypatch.setattr(ConsumerGroup, "compute_target", counting)
+    return seen
+
+
+def test_a_thousand_joins_within_one_interval_cause_one_target_computation(monkeypatch) -> None:
+    h = ConsumerHarness({"T": 1_000}, group_consumer_assignment_interval_ms=INTERVAL)
+    seen = counted_computations(h, monkeypatch)
+    h.join("first")  # a quiet group: computed at once, as before 4.3
+    assert seen == [1]
+    answers = {f"m{i}": h.join(f"m{i}") for i in range(1_000)}
+    g = h.group()
+    assert seen == [1] and g.group_epoch == 1_001 and g.state_name == "Assigning"
+    # meanwhile each new member is at the last target's epoch, with nothing: that target does not name it
+    assert {(r.error_code, r.member_epoch, str(h.parts(r))) for r in answers.values()} == {(E.NONE, 1, "{}")}
+    h.advance(INTERVAL - 1)
+    assert seen == [1]
+    h.advance(1)  # the interval since the first join's computation is over: the timer computes, once
+    assert seen == [1, 1_001] and g.assignment_epoch == 1_001
+    sizes = Counter(g.target.get(m).shape[0] for m in g.members)
+    assert sizes == {1: 1_000, 0: 1}  # 1,001 members over 1,000 partitions
+
+
+def test_with_the_interval_zero_every_change_computes(monkeypatch) -> None:
+    h = ConsumerHarness({"T": 10}, group_consumer_assignment_interval_ms=0)
+    seen = counted_computations(h, monkeypatch)
+    for i in range(5):
+        h.join(f"m{i}")
+    assert seen == [1, 2, 3, 4, 5]
+
+
+def test_a_pending_computation_leaves_the_previous_target_in_force_then_revokes_before_assigning() -> None:
+    """The worked example with batching: B joins within A's interval and gets nothing yet, A keeps all four
+    (nothing is revoked for a target not yet computed); at the interval's end A revokes T2-3 and only then B
+    gets them."""
+    h = ConsumerHarness(group_consumer_assignment_interval_ms=INTERVAL)
+    assert h.parts(h.join("a")) == {"T": [0, 1, 2, 3]}
+    g = h.group()
+    rb = h.join("b")
+    assert (rb.error_code, rb.member_epoch, h.parts(rb)) == (E.NONE, 1, {})
+    assert (g.group_epoch, g.assignment_epoch, g.state_name) == (2, 1, "Assigning")
+    ra = h.hb("a", 1, owned={"T": [0, 1, 2, 3]})
+    assert (ra.member_epoch, ra.assignment) == (1, None)
+    assert h.hb("b", 1, owned={}).assignment is None
+    h.advance(INTERVAL)
+    assert g.assignment_epoch == 2 and g.state_name == "Reconciling"
+    rb = h.hb("b", 1, owned={})
+    assert (rb.member_epoch, h.parts(rb)) == (2, None)  # at the new epoch, its partitions still A's: withheld
+    assert g.members["b"].state == UNRELEASED_PARTITIONS
+    ra = h.hb("a", 1, owned={"T": [0, 1, 2, 3]})
+    assert (ra.member_epoch, h.parts(ra)) == (1, {"T": [0, 1]})
+    owners(g)
+    ra = h.hb("a", 1, owned={"T": [0, 1]})
+    assert ra.member_epoch == 2
+    rb = h.hb("b", 2)
+    assert (rb.member_epoch, h.parts(rb)) == (2, {"T": [2, 3]})
+    assert g.state_name == "Stable"
+    owners(g)
+
+
+def test_the_timer_computes_and_writes_the_target_without_any_heartbeat() -> None:
+    h = ConsumerHarness(group_consumer_assignment_interval_ms=INTERVAL)
+    h.join("a")
+    h.join("b")
+    g = h.group()
+    before = dict(h.records.scan())
+    assert R.consumer_target_member_key("g", "b") not in before
+    h.advance(INTERVAL)
+    h.c.store.commit()
+    assert g.assignment_epoch == g.group_epoch == 2
+    restarted = h.restarted().groups["g"]  # what the timer computed is in the records
+    assert restarted.assignment_epoch == 2 and restarted.target["b"].tolist() == g.target["b"].tolist() != []
+
+
+def test_a_restart_while_a_computation_is_pending_computes_at_the_next_heartbeat() -> None:
+    h = ConsumerHarness(group_consumer_assignment_interval_ms=INTERVAL)
+    h.join("a")
+    h.join("b")
+    c = h.restart()
+    g = c.groups["g"]
+    assert (g.group_epoch, g.assignment_epoch) == (2, 1)
+    r = h.hb("b", 1, owned={})
+    assert g.assignment_epoch == 2 and r.member_epoch == 2  # no interval owed to a computation made before the restart
+
+
+def test_a_leave_during_a_pending_computation_is_in_the_target_when_it_comes() -> None:
+    h = ConsumerHarness({"T": 6}, group_consumer_assignment_interval_ms=INTERVAL)
+    h.join("a")
+    h.join("b")
+    h.join("c")
+    assert h.hb("b", -1).member_epoch == -1
+    g = h.group()
+    assert (g.group_epoch, g.assignment_epoch) == (4, 1)
+    h.advance(INTERVAL)
+    assert sorted(g.target) == ["a", "c"] and g.target["c"].shape[0] == 3
+
+
+def test_a_classic_member_is_not_sent_back_to_join_while_the_target_is_pending() -> None:
+    """A classic member at the current target's epoch has nothing to collect: its heartbeat answers NONE while the
+    computation is pending, and REBALANCE_IN_PROGRESS once the new target is out (it rejoins to collect it)."""
+    from ..support.harness import MigrationHarness
+    h = MigrationHarness(partitions=4, group_consumer_assignment_interval_ms=INTERVAL)
+    r = h.chb("c1", 0, join=True)
+    assert r.error_code == E.NONE and h.parts(r) == [0, 1, 2, 3]
+    j = h.cjoin(h.cjoin("").response.member_id).response
+    assert j.error_code == E.NONE
+    g = h.c.groups["g"]
+    gen = j.generation_id
+    assert gen == g.assignment_epoch < g.group_epoch
+    assert h.heartbeat(j.member_id, gen) == E.NONE
+    assert h.csync(j.member_id, gen).response.error_code == E.NONE
+    h.advance(INTERVAL)
+    assert h.heartbeat(j.member_id, gen) == E.REBALANCE_IN_PROGRESS
+
+
+def test_the_assignment_timer_goes_with_its_group(monkeypatch) -> None:
+    h = ConsumerHarness(group_consumer_assignment_interval_ms=INTERVAL)
+    seen = counted_computations(h, monkeypatch)
+    h.join("a")
+    h.join("b")
+    g = h.group()
+    assert g.group_timers.is_armed("assign")
+    g.unload()  # as a deletion, a conversion to a classic group or a cluster node giving the group up do
+    h.advance(INTERVAL)
+    assert seen == [1] and not g.group_timers.keys

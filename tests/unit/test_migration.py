@@ -446,15 +446,18 @@ def check_disjoint(clients) -> None:
 REBUILD_EVERY = 40  # steps between two comparisons of the live group with one rebuilt from its records
 
 
+@pytest.mark.parametrize("interval", [0, 1_000])
 @pytest.mark.parametrize("seed", range(16))
-def test_random_mixes_of_classic_and_consumer_members_never_share_a_partition_and_converge(seed: int) -> None:
+def test_random_mixes_of_classic_and_consumer_members_never_share_a_partition_and_converge(seed: int,
+                                                                                            interval: int) -> None:
     """Classic and consumer-protocol clients come and go in one group (upgrades and downgrades on the way): no
     partition is believed held by two clients, the group rebuilt from its records every REBUILD_EVERY steps is the
-    live one (a classic group once settled), and once input stops everyone converges."""
+    live one (a classic group once settled), and once input stops everyone converges; with the target computed at
+    every change and batched (group.consumer.assignment.interval.ms)."""
     import random
 
     rng = random.Random(seed)
-    h = MigrationHarness(partitions=rng.randint(3, 9))
+    h = MigrationHarness(partitions=rng.randint(3, 9), group_consumer_assignment_interval_ms=interval)
     clients: list[Classic | Modern] = []
     n = 0
     due = REBUILD_EVERY
