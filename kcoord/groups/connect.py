@@ -22,8 +22,7 @@ member removal) is ModernGroup's (kcoord.groups.modern); this module holds what 
 
 from __future__ import annotations
 
-from collections import deque
-from collections.abc import Iterable
+from collections import Counter, deque
 from dataclasses import dataclass
 from typing import ClassVar
 
@@ -56,6 +55,8 @@ CONFIG_MISMATCH = 1  # Install's Error: the computing worker's config is behind 
 # the group's timer kinds (GroupTimers): the compute lease and the scheduled delay; its members' are SESSION and
 # REBALANCE (groups.modern)
 COMPUTE, DELAY = "compute", "delay"
+# and the end of group.connect.assignment.interval.ms since the last ask, when a computation waits for it
+ASSIGN = "assign"
 _ONE_TOPIC = np.zeros(1, dtype=np.int32)  # every unit lies in "topic" 0 of the epoch table
 _NONE = EMPTY_IDS
 
@@ -326,10 +327,16 @@ class ConnectGroup(ModernGroup[ConnectMember], ConnectGroupCore):
         self.computing: str | None = None  # the member asked to compute
         self.prepared = False  # it called Prepare (stop setting ShouldComputeAssignment)
         self.last_computing: str | None = None
+        self.asked_at: int | None = None  # the timers' clock (ms) when a worker was last asked; None: not since load
         self.mismatches: dict[str, int] = {}  # member -> CONFIG_MISMATCH installs since it was chosen
         self.excluded: set[str] = set()  # members passed over after a lease expired or two mismatches
         self.joins = 0  # arrival counter
         self._negotiated: tuple[str | None, int, int, int] | None = None  # cache of negotiated()
+        # What negotiation reads, kept as members come, go and change assignors, so that a join into 1,000 workers
+        # does not pass over them: per assignor name, [members listing it, their minimum versions, their maximum
+        # versions] (built from the members on first use); and the longest-standing member.
+        self._support: dict[str, list] | None = None
+        self._eldest: ConnectMember | None = None
         self.history: deque[Rebalance] = deque(maxlen=config.group_rebalance_history_size)
         self.group_timers = GroupTimers(timers, self.on_group_timer)  # the compute lease and the scheduled delay
         self.init_core(timers, config.group_connect_session_timeout_ms,
@@ -490,7 +497,9 @@ class ConnectGroup(ModernGroup[ConnectMember], ConnectGroupCore):
                 old_ranges = [(a[0], a[1], a[2]) for a in m.assignors]
                 selected = self.negotiated()[0]
                 old_sel = next((a for a in m.assignors if a[0] == selected), None)
+                self._count_assignors(m.assignors, -1)
                 m.assignors, changed = assignors, True
+                self._count_assignors(assignors, 1)
                 self._negotiated = None
                 new_sel = next((a for a in assignors if a[0] == selected), None)
                 if reason is None:
@@ -504,48 +513,78 @@ class ConnectGroup(ModernGroup[ConnectMember], ConnectGroupCore):
 
     # ---- the assignor and the version range (D9, D18) -------------------------------------------------------
 
-    def _selected_name(self, members: Iterable[ConnectMember]) -> str | None:
-        """The first assignor of the longest-standing member's list that every member supports."""
-        members = list(members)
-        if not members:
-            return None
-        eldest = min(members, key=lambda x: x.joined)
-        for a in eldest.assignors:
-            if all(any(b[0] == a[0] for b in x.assignors) for x in members):
-                return a[0]
-        return None
+    def support(self) -> dict[str, list]:
+        """Per assignor name: [how many members list it, Counter of their minimum versions, of their maximum
+        versions]."""
+        if self._support is None:
+            self._support = {}
+            for x in self.members.values():
+                self._count_assignors(x.assignors, 1)
+        return self._support
+
+    def _count_assignors(self, assignors: tuple, sign: int) -> None:
+        """A member's ClientAssignors counted in (1) or out (-1) of `support` (nothing to do before it is built)."""
+        support = self._support
+        if support is None:
+            return
+        for a in assignors:
+            e = support.get(a[0])
+            if e is None:
+                e = support[a[0]] = [0, Counter(), Counter()]
+            e[0] += sign
+            e[1][a[1]] += sign
+            e[2][a[2]] += sign
+            if not e[0]:
+                del support[a[0]]
+
+    def eldest(self, exclude: ConnectMember | None = None) -> ConnectMember | None:
+        """The longest-standing member (but `exclude`): kept, found again only when it goes."""
+        e = self._eldest
+        if e is None or self.members.get(e.member_id) is not e:
+            e = self._eldest = min(self.members.values(), key=lambda x: x.joined) if self.members else None
+        if e is not None and e is exclude:
+            others = [x for x in self.members.values() if x is not exclude]
+            return min(others, key=lambda x: x.joined) if others else None
+        return e
 
     def negotiated(self) -> tuple[str | None, int, int, int]:
-        """(assignor name, V, lo, hi): the selected assignor and its version V, the highest of the intersection
-        [lo, hi] of every member's range; V is -1 when there is no member or no common assignor."""
+        """(assignor name, V, lo, hi): the selected assignor (the first of the longest-standing member's list that
+        every member supports) and its version V, the highest of the intersection [lo, hi] of every member's range;
+        V is -1 when there is no member or no common assignor."""
         if self._negotiated is not None:
             return self._negotiated
-        name = self._selected_name(self.members.values())
+        eldest = self.eldest()
+        support = self.support()
+        n = len(self.members)
+        name = next((a[0] for a in eldest.assignors if support[a[0]][0] == n), None) if eldest is not None else None
         if name is None:
             return None, -1, -1, -1
-        lo, hi = -(2**15), 2**15
-        for x in self.members.values():
-            a = next(b for b in x.assignors if b[0] == name)
-            lo, hi = max(lo, a[1]), min(hi, a[2])
+        _, los, his = support[name]
+        lo, hi = max(v for v, k in los.items() if k), min(v for v, k in his.items() if k)
         self._negotiated = (name, hi if lo <= hi else -1, lo, hi)
         return self._negotiated
 
     def _negotiation_problem(self, assignors, exclude: str) -> str | None:
         """Why a worker with these ClientAssignors cannot be in this group (None if it can): no assignor in common
-        with the others, or a range that misses the intersection of theirs (UNSUPPORTED_ASSIGNOR)."""
-        others = [x for x in self.members.values() if x.member_id != exclude]
-        if not others:
+        with the others, or a range that misses the intersection of theirs (UNSUPPORTED_ASSIGNOR). Read from
+        `support` less the excluded member's own assignors."""
+        ex = self.members.get(exclude)
+        if len(self.members) - (ex is not None) == 0 or assignors is None:
             return None
-        if assignors is None:
-            return None
+        others = len(self.members) - (ex is not None)
+        support = self.support()
+        theirs = {a[0]: a for a in ex.assignors} if ex is not None else {}
         mine = {a.name: a for a in assignors}
-        eldest = min(others, key=lambda x: x.joined)
+        eldest = self.eldest(exclude=ex)
+        assert eldest is not None  # (there are others)
         for cand in eldest.assignors:
             name = cand[0]
-            if name not in mine or not all(any(b[0] == name for b in x.assignors) for x in others):
+            own = theirs.get(name)
+            if name not in mine or support[name][0] - (own is not None) != others:
                 continue
-            lo = max(next(b for b in x.assignors if b[0] == name)[1] for x in others)
-            hi = min(next(b for b in x.assignors if b[0] == name)[2] for x in others)
+            _, los, his = support[name]
+            lo = max(v for v, k in los.items() if k - (own is not None and own[1] == v))
+            hi = min(v for v, k in his.items() if k - (own is not None and own[2] == v))
             a = mine[name]
             if max(lo, a.minimum_version) <= min(hi, a.maximum_version):
                 return None
@@ -586,16 +625,35 @@ class ConnectGroup(ModernGroup[ConnectMember], ConnectGroupCore):
         learns that it computes at a heartbeat; a shorter lease would only pass it over, or re-ask it, in a loop)."""
         return max(m.rebalance_timeout_ms, self.heartbeat_interval_ms)
 
+    def ask_wait_ms(self) -> int:
+        """How long until a worker may be asked to compute again: group.connect.assignment.interval.ms after the
+        last ask (the consumer group's batching, KIP-1263: a thousand workers joining within it cost one
+        computation, not one each); 0 when the interval is 0 or nobody was asked since the group was made or
+        loaded."""
+        interval, last = self.config.group_connect_assignment_interval_ms, self.asked_at
+        if not interval or last is None:
+            return 0
+        return max(last + interval - self.timers.clock.now_ms(), 0)
+
     def owe_computation(self) -> None:
         """If the group epoch is past the assignment epoch and no worker is computing, choose one and start its
-        lease (its rebalance timeout)."""
+        lease (its rebalance timeout); within the assignment interval of the last ask, once it is over (the group's
+        ASSIGN timer)."""
         if self.group_epoch <= self.assignment_epoch or (self.computing is not None and
                                                            self.computing in self.members):
+            return
+        wait = self.ask_wait_ms()
+        if wait:
+            self.computing, self.prepared = None, False
+            self.group_timers.cancel(COMPUTE)
+            if not self.group_timers.is_armed(ASSIGN):
+                self.group_timers.arm(ASSIGN, wait)
             return
         m = self.select()
         self.computing, self.prepared = (m.member_id, False) if m is not None else (None, False)
         if m is not None:
             self.last_computing = m.member_id
+            self.asked_at = self.timers.clock.now_ms()
             self.group_timers.arm(COMPUTE, self.lease_ms(m))
         else:
             self.group_timers.cancel(COMPUTE)
@@ -761,6 +819,7 @@ class ConnectGroup(ModernGroup[ConnectMember], ConnectGroupCore):
     def hand_over(self, old: ConnectMember, m: ConnectMember) -> None:
         """The replacement takes the old worker's target version and metadata, and its computation if it was asked
         for one."""
+        self._count_assignors(m.assignors, 1)  # the replacement, with the old worker's assignors, counts from now
         if old.member_id in self.target_meta:
             self.target_meta[m.member_id] = self.target_meta.pop(old.member_id)
         if self.computing == old.member_id:
@@ -790,6 +849,7 @@ class ConnectGroup(ModernGroup[ConnectMember], ConnectGroupCore):
             if held.shape[0]:
                 self.departed[m.member_id] = (m.instance_id, held)
         self.forget_member(m)
+        self._count_assignors(m.assignors, -1)
         if not self.members:
             self.empty_since_ms = self.timers.clock.wall_ms()
         self._negotiated = None
@@ -807,7 +867,10 @@ class ConnectGroup(ModernGroup[ConnectMember], ConnectGroupCore):
 
     def bump(self, reason: str) -> None:
         """Move the group epoch. A computation under way is now for an old epoch (its Install would get
-        REBALANCE_IN_PROGRESS): the computing worker is asked again, with a fresh lease."""
+        REBALANCE_IN_PROGRESS): the computing worker is asked again, with a fresh lease; or, within the assignment
+        interval of its ask, nobody computes until the interval is over (its Install then gets UNKNOWN_MEMBER_ID,
+        which a worker reads as the group having moved on), and a worker is chosen then (the same one, rank
+        permitting)."""
         self.group_epoch += 1
         self.history.append(Rebalance(self.group_epoch, self.timers.clock.wall_ms(), reason))
         self.stage_group()
@@ -817,7 +880,12 @@ class ConnectGroup(ModernGroup[ConnectMember], ConnectGroupCore):
         m = self.members.get(self.computing) if self.computing is not None else None
         if m is not None and self.prepared:
             self.prepared = False
-            self.group_timers.arm(COMPUTE, self.lease_ms(m))
+            if self.ask_wait_ms():
+                self.computing = None
+                self.owe_computation()
+            else:
+                self.asked_at = self.timers.clock.now_ms()
+                self.group_timers.arm(COMPUTE, self.lease_ms(m))
 
     # ---- reconciliation -----------------------------------------------------------------------------------------
 
@@ -840,6 +908,8 @@ class ConnectGroup(ModernGroup[ConnectMember], ConnectGroupCore):
     def on_group_timer(self, kind: str) -> None:
         if kind == COMPUTE and self.computing is not None and self.group_epoch > self.assignment_epoch:
             self._rotate("the compute lease expired")  # the slow worker is not fenced (D8)
+        elif kind == ASSIGN:
+            self.owe_computation()
         elif kind == DELAY:
             self.delay_deadline_ms = -1
             self.change = ("scheduled-delay", "")
@@ -915,7 +985,7 @@ class ConnectGroup(ModernGroup[ConnectMember], ConnectGroupCore):
                 targets[rec.key.member_id] = v
             elif rec.type == R.CONNECT_GROUP_CURRENT_MEMBER_ASSIGNMENT:
                 current[rec.key.member_id] = v
-        self._negotiated = None
+        self._negotiated, self._support, self._eldest = None, None, None  # built from the loaded members on use
         n = len(self.units)
         self.unit_epochs.grow(np.array([0, n], dtype=np.int64))
 

@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+from collections import Counter
+
 import pytest
 
 from kcoord import errors as E
@@ -681,18 +683,21 @@ def test_connect_offline_migration() -> None:
 REBUILD_EVERY = 25  # steps between two comparisons of the live group with one rebuilt from its records
 
 
+@pytest.mark.parametrize("interval", [0, 1_000])
 @pytest.mark.parametrize("seed", range(6))
-def test_connect_random_model_one_computer_and_no_unit_held_twice(seed: int) -> None:
+def test_connect_random_model_one_computer_and_no_unit_held_twice(seed: int, interval: int) -> None:
     """Workers join, leave, go silent, come back; whoever is asked computes a random complete assignment over a
     changing unit set (sometimes with a delay, sometimes a config mismatch); everyone reports what it owns. At every
     step: no unit is held by two workers, at most one worker is told to compute, and that worker is a member; every
     REBUILD_EVERY steps the group rebuilt from the records is the live one; at the end, with everyone heartbeating,
-    the group settles on the last installed target."""
+    the group settles on the last installed target. With the computation asked for at every change, and at most
+    once per group.connect.assignment.interval.ms."""
     import random
 
     rnd = random.Random(seed)
     h = ConnectHarness(group_connect_min_session_timeout_ms=1_000, group_connect_session_timeout_ms=3_000,
-          group_connect_min_heartbeat_interval_ms=100, group_connect_heartbeat_interval_ms=500)
+                       group_connect_min_heartbeat_interval_ms=100, group_connect_heartbeat_interval_ms=500,
+                       group_connect_assignment_interval_ms=interval)
     owned: dict[str, dict] = {}
     silent: set[str] = set()
     n = 0
@@ -872,3 +877,112 @@ def test_connect_scheduled_delay_with_the_shipped_assignor() -> None:
     assert held_back <= units_of(owned["w1"]) | units_of(owned["w2b"])
     assert sorted(len(units_of(u)) for u in (owned["w1"], owned["w2b"])) == [15, 15]
     owners(g)
+
+
+# ---- the batched computation (group.connect.assignment.interval.ms) ---------------------------------------------
+
+@pytest.mark.parametrize("interval, prepares", [(0, 1_000), (1_000, 2)])
+def test_a_thousand_workers_joining_within_one_interval_are_asked_to_compute_once(interval: int,
+                                                                                  prepares: int) -> None:
+    """1,000 workers join one after another, each heartbeat at once followed by the Prepare a worker told to compute
+    makes: with the interval 0 every join asks again (a Prepare of all the members each time, quadratic), with
+    1,000 ms the first join's ask and one ask when the interval is over. Then one Install settles the group."""
+    h = ConnectHarness(group_connect_assignment_interval_ms=interval)
+    prepared = 0
+
+    def follow(mid: str) -> None:
+        nonlocal prepared
+        if h.hb(mid).should_compute_assignment:
+            assert h.prepare(mid).error_code == E.NONE
+            prepared += 1
+    for i in range(1_000):
+        assert h.join(f"w{i}").error_code == E.NONE
+        g = h.group()
+        if g.computing is not None:
+            follow(g.computing)
+    if interval:
+        assert g.computing is None and g.group_timers.is_armed("assign")
+        assert not any(h.hb(m).should_compute_assignment for m in g.members)
+        assert h.install("w0", {"w0": {}}).error_code == E.UNKNOWN_MEMBER_ID  # the group moved on
+        h.advance(interval)
+        follow(g.computing)
+    assert prepared == prepares
+    w = g.computing
+    p = h.prepare(w)
+    assert len(p.members) == 1_000
+    assert h.install(w, {m: {"c": [m]} for m in g.members}, group_epoch=p.group_epoch).error_code == E.NONE
+    assert g.assignment_epoch == g.group_epoch and g.computing is None
+
+
+def brute_negotiation_problem(g: ConnectGroup, assignors, exclude: str) -> str | None:
+    """_negotiation_problem as a pass over every other member (what the kept counts replace)."""
+    others = [x for x in g.members.values() if x.member_id != exclude]
+    if not others or assignors is None:
+        return None
+    mine = {a.name: a for a in assignors}
+    eldest = min(others, key=lambda x: x.joined)
+    for cand in eldest.assignors:
+        name = cand[0]
+        if name not in mine or not all(any(b[0] == name for b in x.assignors) for x in others):
+            continue
+        lo = max(next(b for b in x.assignors if b[0] == name)[1] for x in others)
+        hi = min(next(b for b in x.assignors if b[0] == name)[2] for x in others)
+        a = mine[name]
+        return None if max(lo, a.minimum_version) <= min(hi, a.maximum_version) else f"{name} [{lo}, {hi}]"
+    return "none in common"
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_the_kept_assignor_counts_agree_with_a_pass_over_the_members(seed: int) -> None:
+    """Workers join with random assignor lists and ranges, change them, leave, come back static under a new id: after
+    every step the negotiated assignor and range read from the kept counts are those of a count made afresh from
+    the members, and whether a random worker could join (UNSUPPORTED_ASSIGNOR or not) is what a pass over the
+    other members says."""
+    import random
+
+    rnd = random.Random(seed)
+    h = ConnectHarness()
+
+    def lists():
+        names = rnd.sample(["x", "y", "z"], rnd.randint(1, 3))
+        out = []
+        for nm in names:
+            lo = rnd.randint(0, 3)
+            out.append(assignor(lo, lo + rnd.randint(0, 2), name=nm))
+        return out
+
+    live: dict[str, str | None] = {}
+    for step in range(120):
+        op = rnd.random()
+        if op < 0.4 or not live:
+            mid, iid = f"w{step}", (f"i{step}" if rnd.random() < 0.3 else None)
+            r = h.hb(mid, 0, owned={}, assignors=lists(), rebalance=REBALANCE, iid=iid)
+            if r.error_code == E.NONE:
+                live[mid] = iid
+        elif op < 0.6:
+            mid = rnd.choice(sorted(live))
+            if h.hb(mid, assignors=lists()).error_code != E.NONE:
+                continue
+        elif op < 0.75:
+            mid = rnd.choice(sorted(live))
+            iid = live.pop(mid)
+            h.hb(mid, -2 if iid else -1, iid=iid)
+            if iid and rnd.random() < 0.7:  # back under a new id: the static replacement
+                new = f"{mid}-again"
+                r = h.hb(new, 0, owned={}, assignors=lists(), rebalance=REBALANCE, iid=iid)
+                if r.error_code == E.NONE:
+                    live[new] = iid
+        g = h.c.groups.get("g")
+        if not isinstance(g, ConnectGroup):
+            continue
+        fresh: dict[str, tuple] = {}
+        for x in g.members.values():
+            for a in x.assignors:
+                n, los, his = fresh.get(a[0], (0, Counter(), Counter()))
+                fresh[a[0]] = (n + 1, los + Counter([a[1]]), his + Counter([a[2]]))
+        assert {k: (v[0], +v[1], +v[2]) for k, v in g.support().items()} == fresh, (seed, step)
+        assert g.eldest() is min(g.members.values(), key=lambda x: x.joined, default=None)
+        probe = lists()
+        for exclude in [*sorted(g.members)[:3], "nobody"]:
+            assert (g._negotiation_problem(probe, exclude) is None) == \
+                (brute_negotiation_problem(g, probe, exclude) is None), (seed, step, exclude)
