@@ -244,13 +244,16 @@ class ConsumerGroupMembers:
     member_ids: list[str]
     epochs: list[int]
     join_s: float  # every member's join answered
-    stable_s: float  # every member at the group epoch with its assignment acknowledged
+    stable_s: float  # every member at the group epoch with its assignment acknowledged (the last round that moved)
 
 
 async def form_consumer_group(port: int, group: str, members: int, connections: int,
-                              topic: str = "orders") -> ConsumerGroupMembers:
+                              topic: str = "orders", quiet_s: float = 1.2) -> ConsumerGroupMembers:
     """`members` KIP-848 members join (ConsumerGroupHeartbeat v1, epoch 0), then heartbeat in rounds, each reporting
-    the partitions it was given, until every one is at the group epoch and nothing moves."""
+    the partitions it was given, until every one is at the group epoch and nothing moves. A round that moves nothing
+    is followed by `quiet_s` without requests and one more round: the server computes a target at most once per
+    group.consumer.assignment.interval.ms (1 s by default), so a quiet round may only mean that one is due; the
+    group is formed when a round after such a wait moves nothing either."""
     conns = [await Conn.open(port) for _ in range(connections)]
     ids = [f"{group}-member-{i:05d}" for i in range(members)]
     by_conn = [list(range(c, members, connections)) for c in range(connections)]
@@ -278,14 +281,21 @@ async def form_consumer_group(port: int, group: str, members: int, connections: 
     await round_(lambda i: wire.ConsumerGroupHeartbeatRequest(
         group_id=group, member_id=ids[i], member_epoch=0, rebalance_timeout_ms=300_000,
         subscribed_topic_names=[topic], subscribed_topic_regex="", topic_partitions=[]))
-    t_join = time.perf_counter()
-    for _ in range(20):
-        if not await round_(lambda i: wire.ConsumerGroupHeartbeatRequest(
+    t_join = t_stable = time.perf_counter()
+    waited = False
+    for _ in range(40):
+        if await round_(lambda i: wire.ConsumerGroupHeartbeatRequest(
                 group_id=group, member_id=ids[i], member_epoch=epochs[i], topic_partitions=owned[i])):
+            waited = False
+            t_stable = time.perf_counter()  # the last round that moved anything
+        elif waited:
             break
+        else:
+            await asyncio.sleep(quiet_s)
+            waited = True
     else:
         raise AssertionError("the consumer group did not settle")
-    t_stable = time.perf_counter()
+    assert len(set(epochs)) == 1, "the members are not at one epoch"
     for c in conns:
         c.close()
     return ConsumerGroupMembers(group, ids, epochs, t_join - t0, t_stable - t0)
@@ -414,3 +424,98 @@ async def checked_load(targets: list[tuple[str, int, list[tuple[int, int, object
     for c in conns:
         c.close()
     return CheckedLoad(ok, errors, elapsed, reconnects)
+
+
+@dataclass
+class ConnectGroupWorkers:
+    group: str
+    member_ids: list[str]
+    epochs: list[int]
+    computations: int  # Prepare + Install pairs the workers were asked for and made
+    join_s: float
+    stable_s: float
+
+
+async def form_connect_group(port: int, group: str, workers: int, connections: int,
+                             quiet_s: float = 1.2) -> ConnectGroupWorkers:
+    """`workers` connect workers join at once (ConnectGroupHeartbeat v0 on kcoord's default API keys, epoch 0),
+    then heartbeat in rounds reporting what they own; a worker told to compute makes a Prepare and an Install
+    giving every member one connector of its own (c<i>). Formed as `form_consumer_group` decides it: a round
+    that moves nothing, after `quiet_s` without requests, moves nothing either."""
+    hb_key, prep_key, inst_key = 1000, 1001, 1002
+    conns = [await Conn.open(port) for _ in range(connections)]
+    ids = [f"{group}-worker-{i:05d}" for i in range(workers)]
+    by_conn = [list(range(c, workers, connections)) for c in range(connections)]
+    epochs = [0] * workers
+    owned: list[list[str]] = [[] for _ in range(workers)]
+    assignors = [wire.ConnectGroupHeartbeatRequestAssignor(name="ica", minimum_version=1, maximum_version=2, reason=0,
+                                                          version=2, metadata=b"url")]
+    asked: list[int] = []
+    computations = 0
+
+    def units(names: list[str]) -> wire.ConnectGroupHeartbeatRequestConnectorsAndTasks:
+        return wire.ConnectGroupHeartbeatRequestConnectorsAndTasks(connectors=names, tasks=[])
+
+    async def round_(make) -> int:
+        for c, idx in zip(conns, by_conn):
+            c.writer.write(b"".join(c.frame(hb_key, 0, make(i)) for i in idx))
+        answers = await asyncio.gather(*(c.responses(len(idx)) for c, idx in zip(conns, by_conn)))
+        moved = 0
+        asked.clear()
+        for idx, frames in zip(by_conn, answers):
+            for i, f in zip(idx, frames):
+                r = wire.decode_response(hb_key, 0, f)[1]
+                assert r.error_code == 0, (ids[i], r.error_code, r.error_message)
+                moved += r.member_epoch != epochs[i] or r.assignment is not None
+                epochs[i] = r.member_epoch
+                if r.assignment is not None:
+                    owned[i] = list(r.assignment.connectors_and_tasks.connectors)
+                if r.should_compute_assignment:
+                    asked.append(i)
+        return moved
+
+    async def compute(i: int) -> None:
+        nonlocal computations
+        c = conns[i % connections]
+        c.writer.write(c.frame(prep_key, 0, wire.ConnectGroupPrepareAssignmentRequest(
+            group_id=group, member_id=ids[i], member_epoch=epochs[i])))
+        (f,) = await c.responses(1)
+        p = wire.decode_response(prep_key, 0, f)[1]
+        if p.error_code:
+            return  # the group moved on: asked again later
+        members = [wire.ConnectGroupInstallAssignmentRequestMember(
+            member_id=m.member_id, connectors_and_tasks=wire.ConnectGroupInstallAssignmentRequestConnectorsAndTasks(
+                connectors=[f"c{k}"], tasks=[]), version=2, metadata=b"")
+            for k, m in enumerate(sorted(p.members, key=lambda m: m.member_id))]
+        c.writer.write(c.frame(inst_key, 0, wire.ConnectGroupInstallAssignmentRequest(
+            group_id=group, member_id=ids[i], member_epoch=epochs[i], group_epoch=p.group_epoch, error=0,
+            assignment_delay_ms=0, members=members)))
+        (f,) = await c.responses(1)
+        if wire.decode_response(inst_key, 0, f)[1].error_code == 0:
+            computations += 1
+
+    t0 = time.perf_counter()
+    await round_(lambda i: wire.ConnectGroupHeartbeatRequest(
+        group_id=group, member_id=ids[i], member_epoch=0, rebalance_timeout_ms=60_000, client_assignors=assignors,
+        connectors_and_tasks=units([])))
+    t_join = t_stable = time.perf_counter()
+    waited = False
+    for _ in range(40):
+        for i in list(asked):
+            await compute(i)
+        if await round_(lambda i: wire.ConnectGroupHeartbeatRequest(
+                group_id=group, member_id=ids[i], member_epoch=epochs[i], connectors_and_tasks=units(owned[i]))) \
+                or asked:
+            waited = False
+            t_stable = time.perf_counter()
+        elif waited:
+            break
+        else:
+            await asyncio.sleep(quiet_s)
+            waited = True
+    else:
+        raise AssertionError("the connect group did not settle")
+    assert len(set(epochs)) == 1 and sorted(u for o in owned for u in o) == sorted(f"c{k}" for k in range(workers))
+    for c in conns:
+        c.close()
+    return ConnectGroupWorkers(group, ids, epochs, computations, t_join - t0, t_stable - t0)
