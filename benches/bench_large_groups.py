@@ -138,7 +138,7 @@ def _heartbeats_and_commits(kind: str, store: str) -> dict[str, Any]:
                 groups = asyncio.run(form_groups(srv.port, names, PER_GROUP, CONNECTIONS, session_timeout_ms=600_000))
                 heartbeats, commits = classic_heartbeats(groups), classic_commits(groups, PARTITIONS)
             else:
-                cgroups = asyncio.run(form_consumer_groups(srv.port, names, PER_GROUP, CONNECTIONS))
+                cgroups = asyncio.run(form_consumer_groups(srv.port, names, PER_GROUP, CONNECTIONS, partitions=PARTITIONS))
                 heartbeats = interleaved_consumer_heartbeats(cgroups)
                 commits = consumer_commits(cgroups, PARTITIONS)
             formed_wall, formed_cpu = time.perf_counter() - t0, srv.cpu_seconds() - cpu0

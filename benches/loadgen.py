@@ -529,9 +529,13 @@ async def rebalance_with_newcomer(port: int, group: Group, connections: int) -> 
 
 
 async def form_consumer_groups(port: int, groups: list[str], members: int, connections: int,
-                               topic: str = "orders") -> list[ConsumerGroupMembers]:
+                               topic: str = "orders", partitions: int | None = None,
+                               timeout: float = 300.0) -> list[ConsumerGroupMembers]:
     """form_consumer_group for many groups at once: every member of every group joins in one pipelined round, then
-    rounds of heartbeats (each member reporting what it was given) until every member is at its group's epoch."""
+    rounds of heartbeats (each member reporting what it was given) until a round changes nothing and, in each group,
+    every member is at one epoch and (with `partitions`: the topic's count) the members own all the partitions. A
+    round that changes nothing before that (a coordinator that computes targets on a timer) is followed by another
+    after 0.1 s, for up to `timeout` seconds."""
     conns = [await Conn.open(port) for _ in range(connections)]
     who = [(g, f"{g}-member-{i:05d}") for i in range(members) for g in groups]
     epochs = [0] * len(who)
@@ -555,12 +559,22 @@ async def form_consumer_groups(port: int, groups: list[str], members: int, conne
         group_id=who[k][0], member_id=who[k][1], member_epoch=0, rebalance_timeout_ms=300_000,
         subscribed_topic_names=[topic], subscribed_topic_regex="", topic_partitions=[]))
     t_join = time.perf_counter()
-    for _ in range(20):
-        if not await round_(lambda k: wire.ConsumerGroupHeartbeatRequest(
-                group_id=who[k][0], member_id=who[k][1], member_epoch=epochs[k], topic_partitions=owned[k])):
-            break
-    else:
-        raise AssertionError("the consumer groups did not settle")
+    def settled() -> bool:
+        by_group: dict[str, tuple[set[int], int]] = {}
+        for k, (g, _) in enumerate(who):
+            seen, held = by_group.get(g, (set(), 0))
+            seen.add(epochs[k])
+            by_group[g] = (seen, held + sum(len(tp.partitions) for tp in owned[k]))
+        return all(len(seen) == 1 and (partitions is None or held == partitions) for seen, held in by_group.values())
+
+    deadline = time.perf_counter() + timeout
+    while await round_(lambda k: wire.ConsumerGroupHeartbeatRequest(
+            group_id=who[k][0], member_id=who[k][1], member_epoch=epochs[k], topic_partitions=owned[k])) \
+            or not settled():
+        assert time.perf_counter() < deadline, "the consumer groups did not settle"
+        if settled():
+            continue
+        await asyncio.sleep(0.1)
     t_stable = time.perf_counter()
     for c in conns:
         c.close()
