@@ -5,8 +5,9 @@ CPU-second at 100,000 members in 1,000 groups, memory per member of each group t
   SyncGroup v9/v5 in raw frames, pipelined over 100 loopback connections), then a 50,001st joins: every member
   learns of the rebalance from its heartbeat, rejoins, the leader assigns 50,001 members and everyone syncs. Server
   CPU-seconds (utime + stime from /proc) and wall time of both, beside the same at 5,000 members in the same run
-  (growth: 10x the members; linear is 10x the CPU). A group record of 50,000 members (~7 MB) passes Kafka's
-  default message.max.bytes (1 MiB): the server runs with message.max.bytes=16 MiB (loadgen.LARGE_CLASSIC_GROUPS),
+  (growth: 10x the members; linear is 10x the CPU). A group record of 50,000 members (7.1 MB) passes Kafka's
+  default message.max.bytes (1 MiB; with it the members past about 7,000 are refused at their JoinGroup with
+  UNKNOWN_SERVER_ERROR, where Kafka fails every member's SyncGroup): the server runs with message.max.bytes=16 MiB (loadgen.LARGE_CLASSIC_GROUPS),
   as a Kafka operator would raise the broker's message.max.bytes or the offsets topic's max.message.bytes. The rest
   fits Kafka's defaults: group.max.size (2^31-1), socket.request.max.bytes (100 MiB; the leader's SyncGroup is
   ~4 MB).
