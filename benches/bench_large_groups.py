@@ -14,8 +14,8 @@ CPU-second at 100,000 members in 1,000 groups, memory per member of each group t
 - 100,000 members in 1,000 groups of 100, classic and consumer (KIP-848) groups, each type on its own server, no
   store and the SQLite store (fsync on, the default): formed first (not measured), then alternated rounds of a
   heartbeat from every member and a single-partition OffsetCommit from every member (with its generation or member
-  epoch; member i commits partition i of a 100-partition topic), pipelined over 100 connections, saturated, each for
-  a few seconds. Heartbeats and commits per server CPU-second, and their ratio (what a commit costs in heartbeats).
+  epoch; member i commits partition i of a 100-partition topic; every round the same offsets again, which Kafka
+  writes as it writes any commit), pipelined over 100 connections, saturated, each for a few seconds. Heartbeats and commits per server CPU-second, and their ratio (what a commit costs in heartbeats).
 - Memory per member, in-process, each case in a fresh interpreter: a classic, consumer or connect group of N
   members formed through the coordinator's request handlers, without a store and with the SQLite store; the
   Python heap (tracemalloc) and the resident set (RSS; what compiled code mallocs too) after formation, less before,
