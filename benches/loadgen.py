@@ -40,7 +40,10 @@ class ServerProcess:
         `args`: more `kcoord serve` options. `log_path`: where its log goes (default: a temporary file). `port`:
         the one to wait for (default: a free one, given as --port; with `listeners=` set, one of theirs)."""
         self.port = port or free_port()
-        args = [sys.executable, "-m", "kcoord.cli", "serve", "--port", str(self.port), *args]
+        # -P: with `pythonpath`, the working directory (the repo root, where pytest runs) must not come first on
+        # sys.path, or `-m kcoord.cli` would import this tree's kcoord and not the build asked for
+        args = [sys.executable, *(("-P",) if pythonpath is not None else ()), "-m", "kcoord.cli", "serve", "--port",
+                str(self.port), *args]
         if data_dir is not None:
             args += ["--data-dir", data_dir]
         for t in topics:
