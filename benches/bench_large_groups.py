@@ -21,6 +21,8 @@ CPU-second at 100,000 members in 1,000 groups, memory per member of each group t
   Python heap (tracemalloc) and the resident set (RSS; what compiled code mallocs too) after formation, less before,
   over N.
 
+Old and new in one run (heartbeats and commits): KCOORD_LARGE_BASELINE=<a directory holding another build of
+kcoord, e.g. .bench-baseline/<commit>/ from benches/bench_baseline.py>.
 Run: `python -m pytest benches/bench_large_groups.py -m slow -s` (on the 2-core machine ~8-10 min in all; each
 test prints its figures and its own duration). The figures are server CPU, not wall time, where the machine is
 shared.
@@ -119,6 +121,10 @@ LOAD_SECONDS, LOAD_ROUNDS = 4.0, 2
 # and a round of 100,000 joins with the store can pass the 45 s default between a member's join and its next heartbeat.
 # A session's length changes nothing of what a heartbeat or a commit costs.
 LONG_SESSIONS = ("group.consumer.max.session.timeout.ms=600000", "group.consumer.session.timeout.ms=600000")
+# Old and new in one run: KCOORD_LARGE_BASELINE names a directory holding another build of kcoord (e.g. the one
+# benches/bench_baseline.py builds under .bench-baseline/<commit>/); the heartbeat and commit bench then measures its
+# server too, after this tree's, and prints new/old.
+BASELINE_BUILD = os.environ.get("KCOORD_LARGE_BASELINE")
 
 
 def _per_cpu_second(srv: ServerProcess, requests: list[tuple[int, int, object]]) -> tuple[float, float]:
@@ -128,11 +134,13 @@ def _per_cpu_second(srv: ServerProcess, requests: list[tuple[int, int, object]])
     return load.requests / max(srv.cpu_seconds() - cpu0, 1e-9), load.rate
 
 
-def _heartbeats_and_commits(kind: str, store: str) -> dict[str, Any]:
+def _heartbeats_and_commits(kind: str, store: str, build: str | None = None) -> dict[str, Any]:
+    """`build`: serve another build's kcoord (a directory holding it), else this tree's."""
     data = tempfile.TemporaryDirectory() if store == "sqlite" else None
     try:
-        with ServerProcess("group.initial.rebalance.delay.ms=1000", *LONG_SESSIONS, topics=(f"orders:{PARTITIONS}",),
-                           data_dir=data.name if data else None) as srv:
+        # the default initial delay (3 s): 100,000 joins take several seconds to send on a busy machine
+        with ServerProcess(*LONG_SESSIONS, topics=(f"orders:{PARTITIONS}",),
+                           data_dir=data.name if data else None, pythonpath=build) as srv:
             names = [f"{kind}-{g:04d}" for g in range(GROUPS)]
             t0, cpu0 = time.perf_counter(), srv.cpu_seconds()
             if kind == "classic":
@@ -181,6 +189,15 @@ def test_heartbeats_and_commits_at_100000_members(benchmark: Any, kind: str, sto
           f"{[round(r) for r in f['runs']['commit']]}); wall {f['heartbeats_per_s']:,.0f} / "
           f"{f['commits_per_s']:,.0f} per s; formed in {f['formed_wall_s']:.1f} s ({f['formed_cpu_s']:.1f} s server "
           f"CPU, not counted); took {took:.0f} s")
+    if BASELINE_BUILD:
+        old = _heartbeats_and_commits(kind, store, BASELINE_BUILD)
+        ratios = {k: f[k] / old[k] for k in ("heartbeats_per_cpu_s", "commits_per_cpu_s")}
+        benchmark.extra_info.update(baseline=BASELINE_BUILD, new_over_old=ratios,
+                                    baseline_figures={k: v for k, v in old.items() if k != "runs"})
+        print(f"  baseline {BASELINE_BUILD}: {old['heartbeats_per_cpu_s']:,.0f} heartbeats and "
+              f"{old['commits_per_cpu_s']:,.0f} commits per server CPU-second (a commit costs "
+              f"{old['commit_in_heartbeats']:.2f} heartbeats); new/old {ratios['heartbeats_per_cpu_s']:.2f}x "
+              f"heartbeats, {ratios['commits_per_cpu_s']:.2f}x commits")
 
 
 # ---- memory per member -----------------------------------------------------------------------------------------
