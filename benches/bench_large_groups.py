@@ -69,6 +69,9 @@ CONNECTIONS = 100
 # ---- a classic group of 50,000 members rebalances -----------------------------------------------------------------
 
 REBALANCE_SIZES = (5_000, 50_000)
+# Each size twice, alternated, and the lesser CPU of each kept: 5,000 members take ~15 ticks of /proc's 10 ms clock,
+# and a busy moment of the shared machine moved one run's growth figure from 9x to 14x.
+REBALANCE_REPEATS = 2
 
 
 def _classic_rebalance(members: int) -> dict[str, float]:
@@ -93,8 +96,10 @@ def test_classic_rebalance_at_50000_members(benchmark: Any) -> None:
     figures: dict[int, dict[str, float]] = {}
 
     def run() -> None:
-        for n in REBALANCE_SIZES:
-            figures[n] = _classic_rebalance(n)
+        for _ in range(REBALANCE_REPEATS):
+            for n in REBALANCE_SIZES:
+                f = _classic_rebalance(n)
+                figures[n] = {k: min(v, figures[n][k]) for k, v in f.items()} if n in figures else f
 
     benchmark.pedantic(run, rounds=1, iterations=1)
     small, large = (figures[n] for n in REBALANCE_SIZES)
@@ -103,7 +108,7 @@ def test_classic_rebalance_at_50000_members(benchmark: Any) -> None:
     benchmark.extra_info.update(kind="classic-rebalance-large", figures={str(n): f for n, f in figures.items()},
                                 growth=growth, seconds=time.perf_counter() - t0)
     print(f"\nclassic group over loopback, {CONNECTIONS} connections (server CPU-seconds; wall including the 1 s "
-          "initial delay for the formation)")
+          f"initial delay for the formation; the least of {REBALANCE_REPEATS} alternated runs each)")
     for n, f in figures.items():
         print(f"  {n:>6,} members: formation {f['form_cpu_s']:.2f} s CPU ({f['form_wall_s']:.2f} s wall, joins "
               f"answered at {f['form_join_s']:.2f} s); one more joins -> every member rejoined and synced "
