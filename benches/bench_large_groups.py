@@ -5,7 +5,8 @@ CPU-second at 100,000 members in 1,000 groups, memory per member of each group t
   SyncGroup v9/v5 in raw frames, pipelined over 100 loopback connections), then a 50,001st joins: every member
   learns of the rebalance from its heartbeat, rejoins, the leader assigns 50,001 members and everyone syncs. Server
   CPU-seconds (utime + stime from /proc) and wall time of both, beside the same at 5,000 members in the same run
-  (growth: 10x the members; linear is 10x the CPU). A group record of 50,000 members (7.1 MB) passes Kafka's
+  (growth: 10x the members; linear is 10x the CPU); and the same rebalance in-process, CPU per member at 5,000,
+  50,000 and 100,000 members (no sockets: the coordinator's own growth). A group record of 50,000 members (7.1 MB) passes Kafka's
   default message.max.bytes (1 MiB; with it the members past about 7,000 are refused at their JoinGroup with
   UNKNOWN_SERVER_ERROR, where Kafka fails every member's SyncGroup): the server runs with message.max.bytes=16 MiB (loadgen.LARGE_CLASSIC_GROUPS),
   as a Kafka operator would raise the broker's message.max.bytes or the offsets topic's max.message.bytes. The rest
@@ -89,6 +90,46 @@ def _classic_rebalance(members: int) -> dict[str, float]:
             "heartbeat_rounds": r.heartbeat_rounds}
 
 
+IN_PROCESS_SIZES = (5_000, 50_000, 100_000)
+
+
+def _in_process_rebalance(n: int) -> float:
+    """CPU-seconds per member of the same rebalance in-process (no sockets, no codec): a Stable group of `n` static
+    members (benches/bench_coordinator.rebalance), one more joins, every member's heartbeat (REBALANCE_IN_PROGRESS),
+    every member's rejoin, the leader's SyncGroup with n + 1 assignments, every follower's SyncGroup."""
+    from .bench_coordinator import join_requests, rebalance
+
+    reqs = join_requests(n + 1)
+    c = rebalance(reqs[:n])
+    g = c.groups["bench"]
+    ids = {m.group_instance_id: m.member_id for m in g.members.members.values()}
+    gc.collect()
+    t0 = time.process_time()
+    newcomer = c.handle(reqs[n], 9, "bench", "/127.0.0.1")
+    for r in reqs[:n]:
+        hb = c.handle(wire.HeartbeatRequest(group_id="bench", generation_id=1, member_id=ids[r.group_instance_id],
+                                            group_instance_id=r.group_instance_id), 4)
+        assert hb.error_code == 27
+    joins = []
+    for r in reqs[:n]:
+        r.member_id = ids[r.group_instance_id]
+        joins.append(c.handle(r, 9, "bench", "/127.0.0.1"))
+    assert newcomer.done and all(j.done for j in joins)
+    gen, leader = newcomer.response.generation_id, g.leader_id
+    members = [j.response.member_id for j in joins] + [newcomer.response.member_id]
+    c.handle(wire.SyncGroupRequest(group_id="bench", generation_id=gen, member_id=leader, protocol_type="consumer",
+                                   protocol_name="range", assignments=[
+                                       wire.SyncGroupRequestAssignment(member_id=m, assignment=CLASSIC_ASSIGNMENT)
+                                       for m in members]), 5)
+    for m in members:
+        if m != leader:
+            c.handle(wire.SyncGroupRequest(group_id="bench", generation_id=gen, member_id=m, protocol_type="consumer",
+                                           protocol_name="range"), 5)
+    took = time.process_time() - t0
+    assert g.state.value == "Stable" and g.generation == gen and len(g.members.members) == n + 1
+    return took / n
+
+
 @pytest.mark.slow
 @pytest.mark.benchmark(group="large groups: one classic group of 50,000 members forms and rebalances")
 def test_classic_rebalance_at_50000_members(benchmark: Any) -> None:
@@ -102,11 +143,13 @@ def test_classic_rebalance_at_50000_members(benchmark: Any) -> None:
                 figures[n] = {k: min(v, figures[n][k]) for k, v in f.items()} if n in figures else f
 
     benchmark.pedantic(run, rounds=1, iterations=1)
+    per_member = {n: _in_process_rebalance(n) for n in IN_PROCESS_SIZES}
     small, large = (figures[n] for n in REBALANCE_SIZES)
     scale = REBALANCE_SIZES[1] / REBALANCE_SIZES[0]
     growth = {k: large[k] / small[k] for k in ("form_cpu_s", "rebalance_cpu_s")}
     benchmark.extra_info.update(kind="classic-rebalance-large", figures={str(n): f for n, f in figures.items()},
-                                growth=growth, seconds=time.perf_counter() - t0)
+                                growth=growth, in_process_us_per_member={str(n): t * 1e6 for n, t in per_member.items()},
+                                seconds=time.perf_counter() - t0)
     print(f"\nclassic group over loopback, {CONNECTIONS} connections (server CPU-seconds; wall including the 1 s "
           f"initial delay for the formation; the least of {REBALANCE_REPEATS} alternated runs each)")
     for n, f in figures.items():
@@ -115,7 +158,9 @@ def test_classic_rebalance_at_50000_members(benchmark: Any) -> None:
               f"{f['rebalance_cpu_s']:.2f} s CPU ({f['rebalance_wall_s']:.2f} s wall, {f['heartbeat_rounds']} "
               f"heartbeat round(s) to tell every member)")
     print(f"  {scale:.0f}x the members: formation {growth['form_cpu_s']:.1f}x the CPU, rebalance "
-          f"{growth['rebalance_cpu_s']:.1f}x (linear: {scale:.0f}x); took {time.perf_counter() - t0:.0f} s")
+          f"{growth['rebalance_cpu_s']:.1f}x (linear: {scale:.0f}x)")
+    print("  the same rebalance in-process, CPU per member: " + ", ".join(
+        f"{n:,} members {t * 1e6:.1f} µs" for n, t in per_member.items()) + f"; took {time.perf_counter() - t0:.0f} s")
 
 
 # ---- heartbeats and commits per server CPU-second, 100,000 members in 1,000 groups ----------------------------
