@@ -6,27 +6,28 @@ CPU-second at 100,000 members in 1,000 groups, memory per member of each group t
   learns of the rebalance from its heartbeat, rejoins, the leader assigns 50,001 members and everyone syncs. Server
   CPU-seconds (utime + stime from /proc) and wall time of both, beside the same at 5,000 members in the same run
   (growth: 10x the members; linear is 10x the CPU); and the same rebalance in-process, CPU per member at 5,000,
-  50,000 and 100,000 members (no sockets: the coordinator's own growth). A group record of 50,000 members (7.1 MB) passes Kafka's
-  default message.max.bytes (1 MiB; with it the members past about 7,000 are refused at their JoinGroup with
-  UNKNOWN_SERVER_ERROR, where Kafka fails every member's SyncGroup): the server runs with message.max.bytes=16 MiB (loadgen.LARGE_CLASSIC_GROUPS),
-  as a Kafka operator would raise the broker's message.max.bytes or the offsets topic's max.message.bytes. The rest
-  fits Kafka's defaults: group.max.size (2^31-1), socket.request.max.bytes (100 MiB; the leader's SyncGroup is
-  ~4 MB).
+  50,000 and 100,000 members (no sockets: the coordinator's own growth). A group record of 50,000 members (7.1 MB)
+  passes Kafka's default message.max.bytes (1 MiB; with it the members past about 7,000 are refused at their
+  JoinGroup with UNKNOWN_SERVER_ERROR, where Kafka fails every member's SyncGroup): the server runs with
+  message.max.bytes=16 MiB (loadgen.LARGE_CLASSIC_GROUPS), as a Kafka operator would raise the broker's
+  message.max.bytes or the offsets topic's max.message.bytes. The rest fits Kafka's defaults: group.max.size
+  (2^31-1), socket.request.max.bytes (100 MiB; the leader's SyncGroup is ~4 MB).
 - 100,000 members in 1,000 groups of 100, classic and consumer (KIP-848) groups, each type on its own server, no
   store and the SQLite store (fsync on, the default): formed first (not measured), then alternated rounds of a
   heartbeat from every member and a single-partition OffsetCommit from every member (with its generation or member
   epoch; member i commits partition i of a 100-partition topic; every round the same offsets again, which Kafka
-  writes as it writes any commit), pipelined over 100 connections, saturated, each for a few seconds. Heartbeats and commits per server CPU-second, and their ratio (what a commit costs in heartbeats).
+  writes as it writes any commit), pipelined over 100 connections, saturated, 4 s each. Heartbeats and commits per
+  server CPU-second, and their ratio (what a commit costs in heartbeats).
 - Memory per member, in-process, each case in a fresh interpreter: a classic, consumer or connect group of N
-  members formed through the coordinator's request handlers, without a store and with the SQLite store; the
-  Python heap (tracemalloc) and the resident set (RSS; what compiled code mallocs too) after formation, less before,
-  over N.
+  members formed through the coordinator's request handlers (N = 1,000 and 10,000; connect 1,000 and 2,000), without
+  a store, and with the SQLite store at the smaller N; the Python heap (tracemalloc) and the resident set (RSS; what
+  compiled code mallocs too) after formation, less before, over N.
 
 Old and new in one run (heartbeats and commits): KCOORD_LARGE_BASELINE=<a directory holding another build of
 kcoord, e.g. .bench-baseline/<commit>/ from benches/bench_baseline.py>.
-Run: `python -m pytest benches/bench_large_groups.py -m slow -s` (on the 2-core machine ~8-10 min in all; each
-test prints its figures and its own duration). The figures are server CPU, not wall time, where the machine is
-shared.
+Run: `python -m pytest benches/bench_large_groups.py -m slow -s` (on the 2-core machine 9-10 min in all: the
+rebalance ~25 s, heartbeats and commits 30-160 s a case, memory 10-160 s a group type; each test prints its figures
+and its duration). The figures are server CPU, not wall time, where the machine is shared.
 """
 
 from __future__ import annotations
