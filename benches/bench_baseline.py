@@ -23,6 +23,7 @@ import subprocess
 import sys
 import tarfile
 import tempfile
+import time
 from pathlib import Path
 from typing import Any
 
@@ -110,3 +111,31 @@ def test_hot_path_against_baseline(benchmark: Any) -> None:
     benchmark.pedantic(lambda: None, rounds=1)
     assert rows[0][3] >= 0.9 and rows[1][3] >= 0.9 and all(r[3] >= 0.9 for r in rows[3:]), rows
     assert rows[2][3] >= 0.85, rows
+
+
+FAKE_SERVE = """import socket, sys, time
+port = int(sys.argv[sys.argv.index("--port") + 1])
+s = socket.socket()
+s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind(("127.0.0.1", port))
+s.listen()
+print("serving from", __file__, file=sys.stderr, flush=True)
+time.sleep(60)
+"""
+
+
+def test_a_server_process_runs_the_build_it_is_given(tmp_path) -> None:
+    """ServerProcess(pythonpath=...) serves that build's kcoord, not the tree pytest runs in (from whose root
+    `python -m kcoord.cli` would import this tree's first): a stand-in kcoord whose `cli` says where it is."""
+    (tmp_path / "kcoord").mkdir()
+    (tmp_path / "kcoord" / "__init__.py").write_text("")
+    (tmp_path / "kcoord" / "cli.py").write_text(FAKE_SERVE)
+    srv = ServerProcess(pythonpath=str(tmp_path))
+    try:
+        deadline = time.monotonic() + 30
+        while b"serving from" not in (log := (srv.log.seek(0), srv.log.read())[1]) and time.monotonic() < deadline:
+            time.sleep(0.05)
+    finally:
+        srv.stop()
+    assert f"serving from {tmp_path / 'kcoord' / 'cli.py'}".encode() in log, log
+

@@ -40,7 +40,10 @@ class ServerProcess:
         `args`: more `kcoord serve` options. `log_path`: where its log goes (default: a temporary file). `port`:
         the one to wait for (default: a free one, given as --port; with `listeners=` set, one of theirs)."""
         self.port = port or free_port()
-        args = [sys.executable, "-m", "kcoord.cli", "serve", "--port", str(self.port), *args]
+        # -P: with `pythonpath`, the working directory (the repo root, where pytest runs) must not come first on
+        # sys.path, or `-m kcoord.cli` would import this tree's kcoord and not the build asked for
+        args = [sys.executable, *(("-P",) if pythonpath is not None else ()), "-m", "kcoord.cli", "serve", "--port",
+                str(self.port), *args]
         if data_dir is not None:
             args += ["--data-dir", data_dir]
         for t in topics:
@@ -519,3 +522,248 @@ async def form_connect_group(port: int, group: str, workers: int, connections: i
     for c in conns:
         c.close()
     return ConnectGroupWorkers(group, ids, epochs, computations, t_join - t0, t_stable - t0)
+
+
+# ---- many groups at once, and a whole group's rebalance (benches/bench_large_groups.py) --------------------------
+
+SUBSCRIPTION = b"\x00\x00" + wire.ConsumerProtocolSubscription(topics=["orders"]).encode(0)
+EMPTY_ASSIGNMENT = b"\x00\x00" + wire.ConsumerProtocolAssignment(assigned_partitions=[]).encode(0)
+
+
+def _join(group: str, iid: str, member_id: str = "", session_timeout_ms: int = 45_000) -> tuple[int, int, object]:
+    return (11, 9, wire.JoinGroupRequest(
+        group_id=group, session_timeout_ms=session_timeout_ms, rebalance_timeout_ms=60_000, member_id=member_id,
+        group_instance_id=iid, protocol_type="consumer",
+        protocols=[wire.JoinGroupRequestProtocol(name="range", metadata=SUBSCRIPTION)]))
+
+
+def _sync(group: str, generation: int, member_id: str, iid: str, everyone: list[str] | None) -> tuple[int, int, object]:
+    """A SyncGroup v5; `everyone`: the leader's, with an (empty) assignment for each of them."""
+    assigns = [wire.SyncGroupRequestAssignment(member_id=m, assignment=EMPTY_ASSIGNMENT) for m in everyone or ()]
+    return (14, 5, wire.SyncGroupRequest(group_id=group, generation_id=generation, member_id=member_id,
+                                         group_instance_id=iid, protocol_type="consumer", protocol_name="range",
+                                         assignments=assigns))
+
+
+async def exchange(conns: list[Conn], requests: list[tuple[int, int, object]]) -> list[bytes]:
+    """One round: request i goes on connection i % len(conns), each connection writes its share at once; the answers
+    come back in the requests' order."""
+    n = len(conns)
+    for ci, c in enumerate(conns):
+        c.writer.write(b"".join(c.frame(*r) for r in requests[ci::n]))
+    answers = await asyncio.gather(*(c.responses(len(requests[ci::n])) for ci, c in enumerate(conns)))
+    out: list[bytes] = [b""] * len(requests)
+    for ci, frames in enumerate(answers):
+        out[ci::n] = frames
+    return out
+
+
+def _decoded(api_key: int, version: int, frames: list[bytes]) -> list:
+    return [wire.decode_response(api_key, version, f)[1] for f in frames]
+
+
+async def form_groups(port: int, groups: list[str], members: int, connections: int,
+                      session_timeout_ms: int = 45_000) -> list[Group]:
+    """form_group for many groups at once: every static member of every group joins (all pipelined over
+    `connections` connections, the groups' members interleaved), then every leader assigns and everyone syncs."""
+    conns = [await Conn.open(port) for _ in range(connections)]
+    iids = {g: [f"{g}-instance-{i:05d}" for i in range(members)] for g in groups}
+    who = [(g, i) for i in range(members) for g in groups]
+    t0 = time.perf_counter()
+    joined = _decoded(11, 9, await exchange(conns, [_join(g, iids[g][i], "", session_timeout_ms) for g, i in who]))
+    t_join = time.perf_counter()
+    resp = {gi: r for gi, r in zip(who, joined)}
+    assert all(r.error_code == 0 for r in joined), {r.error_code for r in joined}
+    ids = {g: [resp[(g, i)].member_id for i in range(members)] for g in groups}
+    gens = {g: resp[(g, 0)].generation_id for g in groups}
+    assert all(resp[(g, i)].generation_id == gens[g] for g, i in who), "a group formed more than one generation"
+    leaders = {g: resp[(g, 0)].leader for g in groups}
+    synced = _decoded(14, 5, await exchange(conns, [
+        _sync(g, gens[g], ids[g][i], iids[g][i], ids[g] if ids[g][i] == leaders[g] else None) for g, i in who]))
+    t_stable = time.perf_counter()
+    assert all(r.error_code == 0 for r in synced), {r.error_code for r in synced}
+    for c in conns:
+        c.close()
+    return [Group(ids[g], iids[g], gens[g], t_join - t0, t_stable - t0) for g in groups]
+
+
+@dataclass
+class Rebalance:
+    group: Group  # the group after it: every member (the newcomer last) at the new generation
+    seconds: float  # the newcomer's JoinGroup sent -> every SyncGroup answered
+    heartbeat_rounds: int  # rounds of heartbeats until every member had been told REBALANCE_IN_PROGRESS
+
+
+async def rebalance_with_newcomer(port: int, group: Group, connections: int) -> Rebalance:
+    """One more static member joins a Stable group; every member learns of the rebalance from its heartbeat
+    (REBALANCE_IN_PROGRESS), rejoins with its member id, the leader assigns and everyone syncs."""
+    gid = group.instance_ids[0].rsplit("-instance-", 1)[0]
+    conns = [await Conn.open(port) for _ in range(connections)]
+    newcomer = await Conn.open(port)  # its JoinGroup is answered only at the end: on its own connection
+    iid = f"{gid}-instance-{len(group.member_ids):05d}"
+    t0 = time.perf_counter()
+    newcomer.writer.write(newcomer.frame(*_join(gid, iid)))
+    told = [False] * len(group.member_ids)
+    rounds = 0
+    while not all(told):
+        rounds += 1
+        assert rounds <= 50, "the members were not told of the rebalance"
+        todo = [i for i, t in enumerate(told) if not t]
+        answers = _decoded(12, 4, await exchange(conns, [(12, 4, wire.HeartbeatRequest(
+            group_id=gid, generation_id=group.generation, member_id=group.member_ids[i],
+            group_instance_id=group.instance_ids[i])) for i in todo]))
+        for i, r in zip(todo, answers):
+            assert r.error_code in (0, 27), r.error_code  # NONE before the newcomer's join was read
+            told[i] = r.error_code == 27
+    joined = _decoded(11, 9, await exchange(conns, [_join(gid, iid_, mid) for mid, iid_ in
+                                                    zip(group.member_ids, group.instance_ids)]))
+    (first,) = await newcomer.responses(1)
+    new = wire.decode_response(11, 9, first)[1]
+    t_join = time.perf_counter()
+    assert new.error_code == 0 and all(r.error_code == 0 for r in joined), {r.error_code for r in joined}
+    gen = new.generation_id
+    assert all(r.generation_id == gen for r in joined) and gen > group.generation
+    ids, iids = [*group.member_ids, new.member_id], [*group.instance_ids, iid]
+    leader = new.leader
+    syncs = [_sync(gid, gen, m, i, ids if m == leader else None) for m, i in zip(ids, iids)]
+    newcomer.writer.write(newcomer.frame(*syncs[-1]))
+    synced = _decoded(14, 5, await exchange(conns, syncs[:-1]))
+    (last,) = await newcomer.responses(1)
+    t_stable = time.perf_counter()
+    assert wire.decode_response(14, 5, last)[1].error_code == 0 and all(r.error_code == 0 for r in synced)
+    for c in (*conns, newcomer):
+        c.close()
+    return Rebalance(Group(ids, iids, gen, t_join - t0, t_stable - t0), t_stable - t0, rounds)
+
+
+async def form_consumer_groups(port: int, groups: list[str], members: int, connections: int,
+                               topic: str = "orders", partitions: int | None = None,
+                               timeout: float = 300.0, quiet_s: float = 1.2) -> list[ConsumerGroupMembers]:
+    """form_consumer_group for many groups at once: every member of every group joins in one pipelined round, then
+    rounds of heartbeats (each member reporting what it was given) until a round changes nothing and, in each group,
+    every member is at one epoch and (with `partitions`: the topic's count) the members own all the partitions. A
+    round that changes nothing before that (a coordinator that computes targets on a timer) is followed by another
+    after 0.1 s, for up to `timeout` seconds."""
+    conns = [await Conn.open(port) for _ in range(connections)]
+    who = [(g, f"{g}-member-{i:05d}") for i in range(members) for g in groups]
+    epochs = [0] * len(who)
+    owned: list[list] = [[] for _ in who]
+
+    async def round_(make) -> int:
+        moved = 0
+        answers = _decoded(68, 1, await exchange(conns, [(68, 1, make(k)) for k in range(len(who))]))
+        for k, r in enumerate(answers):
+            assert r.error_code == 0, (who[k], r.error_code, r.error_message)
+            moved += r.member_epoch != epochs[k] or r.assignment is not None
+            epochs[k] = r.member_epoch
+            if r.assignment is not None:
+                owned[k] = [wire.ConsumerGroupHeartbeatRequestTopicPartitions(topic_id=tp.topic_id,
+                                                                             partitions=tp.partitions)
+                            for tp in r.assignment.topic_partitions]
+        return moved
+
+    t0 = time.perf_counter()
+    await round_(lambda k: wire.ConsumerGroupHeartbeatRequest(
+        group_id=who[k][0], member_id=who[k][1], member_epoch=0, rebalance_timeout_ms=300_000,
+        subscribed_topic_names=[topic], subscribed_topic_regex="", topic_partitions=[]))
+    t_join = time.perf_counter()
+    def settled() -> bool:
+        by_group: dict[str, tuple[set[int], int]] = {}
+        for k, (g, _) in enumerate(who):
+            seen, held = by_group.get(g, (set(), 0))
+            seen.add(epochs[k])
+            by_group[g] = (seen, held + sum(len(tp.partitions) for tp in owned[k]))
+        return all(len(seen) == 1 and (partitions is None or held == partitions) for seen, held in by_group.values())
+
+    # Settled: a round that moves nothing, every group at one epoch with every partition owned, and once more so after
+    # `quiet_s` without requests (a target is computed at most once per group.consumer.assignment.interval.ms, so
+    # a group may look settled while its next target is due: its first member holding everything).
+    deadline = time.perf_counter() + timeout
+    waited = False
+    while True:
+        assert time.perf_counter() < deadline, "the consumer groups did not settle"
+        if await round_(lambda k: wire.ConsumerGroupHeartbeatRequest(
+                group_id=who[k][0], member_id=who[k][1], member_epoch=epochs[k], topic_partitions=owned[k])):
+            waited = False
+        elif not settled():
+            waited = False
+            await asyncio.sleep(0.1)
+        elif waited:
+            break
+        else:
+            await asyncio.sleep(quiet_s)
+            waited = True
+    t_stable = time.perf_counter()
+    for c in conns:
+        c.close()
+    out = []
+    for g in groups:
+        ks = [k for k, (gg, _) in enumerate(who) if gg == g]
+        out.append(ConsumerGroupMembers(g, [who[k][1] for k in ks], [epochs[k] for k in ks], t_join - t0,
+                                        t_stable - t0))
+    return out
+
+
+def classic_heartbeats(groups: list[Group]) -> list[tuple[int, int, object]]:
+    """A Heartbeat v4 of every member of every group, the groups' members interleaved."""
+    out = []
+    for i in range(max(len(g.member_ids) for g in groups)):
+        for g in groups:
+            if i < len(g.member_ids):
+                gid = g.instance_ids[0].rsplit("-instance-", 1)[0]
+                out.append((12, 4, wire.HeartbeatRequest(group_id=gid, generation_id=g.generation,
+                                                         member_id=g.member_ids[i],
+                                                         group_instance_id=g.instance_ids[i])))
+    return out
+
+
+def _commit(version: int, group: str, generation: int, member_id: str, iid: str | None, partition: int,
+            offset: int, topic: str) -> tuple[int, int, object]:
+    return (8, version, wire.OffsetCommitRequest(
+        group_id=group, generation_id_or_member_epoch=generation, member_id=member_id, group_instance_id=iid,
+        topics=[wire.OffsetCommitRequestTopic(name=topic, partitions=[
+            wire.OffsetCommitRequestPartition(partition_index=partition, committed_offset=offset)])]))
+
+
+def classic_commits(groups: list[Group], partitions: int, offset: int = 1,
+                    topic: str = "orders") -> list[tuple[int, int, object]]:
+    """A single-partition OffsetCommit v8 of every member of every classic group (member i commits partition
+    i % partitions with its generation, member id and instance id), interleaved as classic_heartbeats."""
+    out = []
+    for i in range(max(len(g.member_ids) for g in groups)):
+        for g in groups:
+            if i < len(g.member_ids):
+                gid = g.instance_ids[0].rsplit("-instance-", 1)[0]
+                out.append(_commit(8, gid, g.generation, g.member_ids[i], g.instance_ids[i], i % partitions,
+                                   offset, topic))
+    return out
+
+
+def consumer_commits(groups: list[ConsumerGroupMembers], partitions: int, offset: int = 1,
+                     topic: str = "orders") -> list[tuple[int, int, object]]:
+    """A single-partition OffsetCommit v9 of every member of every consumer group (member i commits partition
+    i % partitions with its member epoch), interleaved."""
+    out = []
+    for i in range(max(len(g.member_ids) for g in groups)):
+        for g in groups:
+            if i < len(g.member_ids):
+                out.append(_commit(9, g.group, g.epochs[i], g.member_ids[i], None, i % partitions, offset, topic))
+    return out
+
+
+def interleaved_consumer_heartbeats(groups: list[ConsumerGroupMembers]) -> list[tuple[int, int, object]]:
+    per = [consumer_heartbeats(g) for g in groups]
+    return [p[i] for i in range(max(len(p) for p in per)) for p in per if i < len(p)]
+
+
+async def checked_round(port: int, requests: list[tuple[int, int, object]], connections: int) -> dict[int, int]:
+    """One round of `requests` (as request_load sends them), every answer's error code counted (error_of)."""
+    conns = [await Conn.open(port) for _ in range(connections)]
+    frames = await exchange(conns, requests)
+    for c in conns:
+        c.close()
+    codes: dict[int, int] = {}
+    for (key, version, _), f in zip(requests, frames):
+        e = error_of(key, version, f)
+        codes[e] = codes.get(e, 0) + 1
+    return codes
