@@ -9,11 +9,15 @@ from cpython.object cimport PyObject
 from libc.stdint cimport int16_t, int32_t, int64_t, uint16_t, uint32_t, uint64_t
 from libc.string cimport memcpy
 
+from commit_flat cimport CommitHead, CommitPart
+
 from kcoord._core._wire import (
+    OffsetCommitRequest,
     OffsetFetchResponse,
     OffsetFetchResponseGroup,
     OffsetFetchResponseTopic,
     OffsetFetchResponseTopics,
+    _offset_commit_flat,
     offset_commit_answer,
     offset_fetch_partitions,
 )
@@ -41,6 +45,11 @@ cdef Py_ssize_t _QUICK_MAX = QUICK_COMMIT_MAX
 cdef bytes ZERO_UUID = b"\x00" * 16
 cdef dict _EMPTY = {}
 cdef str _NO_TEXT = ""
+cdef object _REQUEST = OffsetCommitRequest
+# the codec's helpers, held here so that a call skips the module's namespace
+cdef object _flat = _offset_commit_flat
+cdef object _answer = offset_commit_answer
+cdef object _fetch_partitions = offset_fetch_partitions
 
 
 cdef inline void _put16(char* p, uint16_t v) noexcept:
@@ -105,14 +114,10 @@ cdef bytes offset_value(int64_t offset, int32_t epoch, const char* meta, Py_ssiz
     return b
 
 
-cdef struct Part:
-    int32_t partition
-    int32_t epoch
-    int64_t offset
-    Py_ssize_t topic  # index into the request's topics
-    Py_ssize_t mlen  # metadata's UTF-8 bytes
+cdef struct Extra:  # what the quick path works out for each CommitPart
+    Py_ssize_t topic  # index into the names of the request's topics
+    Py_ssize_t mlen  # the metadata's UTF-8 bytes
     const char* meta  # ... held by the request's str
-    PyObject* text  # the metadata as the table keeps it ("" for a null), held by the request or a constant
 
 
 cdef class OffsetsCore:
@@ -141,7 +146,7 @@ cdef class OffsetsCore:
     def handle_commit(self, req, int version, client_id="", client_host=""):
         """The OffsetCommit handler: the quick path, else the general one (`offset_commit`)."""
         if self.quick:
-            r = self.quick_commit(req, version)
+            r = self._quick_commit(req, version)
             if r is not None:
                 return r
         return self.offset_commit(req, version, client_id, client_host)
@@ -151,141 +156,134 @@ cdef class OffsetsCore:
         offset.metadata.max.bytes, no partition named twice, a group id, and records within message.max.bytes;
         the commit is staged and applied when the group takes it, and every partition answers the group's
         verdict. None for any other request (nothing done): the general path answers it."""
-        cdef Part stack[8]
-        cdef Part* parts = stack
-        cdef Part* q
-        cdef Py_ssize_t n = 0, cap = 8, ti, glen, tlen, size
-        cdef int32_t idx
-        cdef int64_t count
-        cdef const char* gp
-        cdef const char* tp
+        return self._quick_commit(req, version)
+
+    cdef object _quick_commit(self, object req, int version):
+        cdef CommitHead head
+        cdef CommitPart stack[8]
+        cdef Extra stack_extra[8]
+        cdef CommitPart* parts = stack
+        cdef Extra* extra = stack_extra
+        cdef Py_ssize_t n
+        cdef object planned = self.planned
+        if version < 0 or version > 10 or (planned is not None and planned[0] is req) or type(req) is not _REQUEST:
+            return None
+        n = _flat(req, <size_t>&head, <size_t>stack, 8)
+        if n > 8:
+            if n > _QUICK_MAX:
+                return None
+            parts = <CommitPart*>PyMem_Malloc(n * (sizeof(CommitPart) + sizeof(Extra)))
+            if parts == NULL:
+                raise MemoryError()
+            extra = <Extra*>(parts + n)
+        try:
+            if parts != stack:
+                _flat(req, <size_t>&head, <size_t>parts, n)
+            return self._commit(&head, parts, extra, n, version)
+        finally:
+            if parts != stack:
+                PyMem_Free(parts)
+
+    cdef object _commit(self, CommitHead* head, CommitPart* parts, Extra* extra, Py_ssize_t n, int version):
+        cdef Py_ssize_t i, ti = -1, glen, tlen, size = 0
+        cdef int64_t count = 0
         cdef int64_t limit = self.metadata_max_bytes
         cdef int64_t now
         cdef int32_t generation
         cdef int error
-        cdef list topics, names
-        cdef object planned = self.planned
-        if version < 0 or version > 10 or (planned is not None and planned[0] is req):
-            return None
-        group_id = req.group_id
-        if type(group_id) is not str or not group_id:
+        cdef const char* gp
+        cdef const char* tp
+        cdef CommitPart* q
+        cdef Extra* x
+        cdef PyObject* seen = NULL  # the request topic (by its name or id) the previous partition was of
+        cdef list names = []  # each request topic's name in the table
+        cdef dict by_name = None, by_id = None
+        cdef object groups = self.groups
+        group_id = <object>head.group_id
+        if n == 0 or type(group_id) is not str or not group_id:
             return None
         gp = utf8(group_id, &glen)
         if gp == NULL or glen > 0x7FFF:
             return None
-        topics = req.topics
-        if type(topics) is not list or not topics:
-            return None
-        catalogue = self.topics
-        by_name = catalogue.by_name
-        by_id = catalogue.by_id if version >= 10 else None
-        names = []  # each request topic's name in the table
-        size = 0
-        try:
-            for ti in range(len(topics)):
-                t = topics[ti]
-                if version >= 10:
-                    topic = by_id.get(t.topic_id)
-                    if topic is None:
-                        return None
-                    name = topic.name
-                else:
-                    name = t.name
-                    topic = by_name.get(name)
-                    if topic is None:
-                        return None
+        if version >= 10:
+            by_id = self.topics.by_id
+        else:
+            by_name = self.topics.by_name
+        for i in range(n):
+            q = &parts[i]
+            x = &extra[i]
+            if (q.topic_id if version >= 10 else q.name) != seen:
+                seen = q.topic_id if version >= 10 else q.name
+                topic = by_id.get(<object>q.topic_id) if version >= 10 else by_name.get(<object>q.name)
+                if topic is None:
+                    return None
+                name = topic.name if version >= 10 else <object>q.name
                 if type(name) is not str:
                     return None
                 tp = utf8(name, &tlen)
                 if tp == NULL or tlen > 0x7FFF:
                     return None
                 names.append(name)
+                ti += 1
                 count = topic.partitions
-                for p in t.partitions:
-                    idx = p.partition_index
-                    if not 0 <= idx < count:
-                        return None
-                    if n == cap:
-                        if cap >= _QUICK_MAX:
-                            return None
-                        parts = self._grow(parts, stack, cap)
-                        cap *= 2
-                    q = &parts[n]
-                    q.partition = idx
-                    q.offset = p.committed_offset
-                    q.epoch = p.committed_leader_epoch
-                    q.topic = ti
-                    q.mlen = 0
-                    q.meta = NULL
-                    meta = p.committed_metadata
-                    q.text = <PyObject*>_NO_TEXT
-                    if meta is not None:
-                        if type(meta) is not str:
-                            return None
-                        if meta:
-                            if java_length(meta) > limit:
-                                return None
-                            q.meta = utf8(meta, &q.mlen)
-                            if q.meta == NULL or q.mlen > 0x7FFF:
-                                return None
-                            q.text = <PyObject*>meta
-                    size += KEY_FIXED + VALUE_FIXED + glen + tlen + q.mlen
-                    n += 1
-            if n == 0:
+            if not 0 <= q.partition < count:
                 return None
-            if n > 1 and _named_twice(names, parts, n):  # the general path's dict keeps one of them
+            x.topic = ti
+            x.mlen = 0
+            x.meta = NULL
+            meta = <object>q.metadata
+            if meta is None:
+                q.metadata = <PyObject*>_NO_TEXT  # a null metadata is kept as "", as the record keeps it
+            elif type(meta) is not str:
                 return None
-            generation = req.generation_id_or_member_epoch if version >= 1 else -1
-            g = self.groups.get(group_id)
+            elif meta:
+                if java_length(meta) > limit:
+                    return None
+                x.meta = utf8(meta, &x.mlen)
+                if x.meta == NULL or x.mlen > 0x7FFF:
+                    return None
+            size += KEY_FIXED + VALUE_FIXED + glen + tlen + x.mlen
+        if n > 1 and _named_twice(names, parts, extra, n):  # the general path's dict keeps one of them
+            return None
+        generation = head.generation if version >= 1 else -1
+        g = (<dict>groups).get(group_id) if type(groups) is dict else groups.get(group_id)
+        if g is None:
+            error = 0 if generation < 0 else ILLEGAL_GENERATION
+        else:
+            error = g.validate_offset_commit(<object>head.member_id if version >= 1 else "", <object>head.instance_id,
+                                             generation, version)
+        if not error:
+            if size > self.message_max_bytes:
+                return None  # UNKNOWN_SERVER_ERROR, as the general path answers
             if g is None:
-                error = 0 if generation < 0 else ILLEGAL_GENERATION
-            else:
-                error = g.validate_offset_commit(req.member_id if version >= 1 else "", req.group_instance_id,
-                                                 generation, version)
-            if not error:
-                if size > self.message_max_bytes:
-                    return None  # UNKNOWN_SERVER_ERROR, as the general path answers
-                if g is None:
-                    self.create_group(group_id)
-                now = self.clock.wall_ms()
-                self._apply(group_id, gp, glen, names, parts, n, now)
-                self.commit_count += n
-            return offset_commit_answer(topics, error)
-        finally:
-            if parts != stack:
-                PyMem_Free(parts)
+                self.create_group(group_id)
+            now = self.clock.wall_ms()
+            self._apply(group_id, gp, glen, names, parts, extra, n, now)
+            self.commit_count += n
+        return _answer(<object>head.topics, error)
 
-    cdef Part* _grow(self, Part* parts, Part* stack, Py_ssize_t cap) except NULL:
-        cdef Part* bigger = <Part*>PyMem_Malloc(2 * cap * sizeof(Part))
-        if bigger == NULL:
-            raise MemoryError()
-        memcpy(bigger, parts, cap * sizeof(Part))
-        if parts != stack:
-            PyMem_Free(parts)
-        return bigger
-
-    cdef int _apply(self, str group_id, const char* gp, Py_ssize_t glen, list names, Part* parts, Py_ssize_t n,
-                    int64_t now) except -1:
+    cdef int _apply(self, str group_id, const char* gp, Py_ssize_t glen, list names, CommitPart* parts,
+                    Extra* extra, Py_ssize_t n, int64_t now) except -1:
         # staged first, then applied, as Offsets._write does
         cdef Py_ssize_t i, tlen
         cdef const char* tp
-        cdef Part* q
+        cdef CommitPart* q
         cdef dict mine
         store = self.store
         if store.persistent:
             stage = store.stage
             for i in range(n):
                 q = &parts[i]
-                tp = utf8(names[q.topic], &tlen)
+                tp = utf8(names[extra[i].topic], &tlen)
                 stage(offset_key(gp, glen, tp, tlen, q.partition),
-                      offset_value(q.offset, q.epoch, q.meta, q.mlen, now))
+                      offset_value(q.offset, q.leader_epoch, extra[i].meta, extra[i].mlen, now))
         mine = self.by_group.get(group_id)
         if mine is None:
             mine = self.by_group[group_id] = {}
         ts = now
         for i in range(n):
             q = &parts[i]
-            mine[(names[q.topic], q.partition)] = (q.offset, q.epoch, <object>q.text, ts)
+            mine[(names[extra[i].topic], q.partition)] = (q.offset, q.leader_epoch, <object>q.metadata, ts)
         return 0
 
     # ---- OffsetFetch ----------------------------------------------------------------------------------------
@@ -307,12 +305,12 @@ cdef class OffsetsCore:
             if wanted is None:
                 for name, parts in _all_committed(committed):
                     out.append(OffsetFetchResponseTopic(
-                        name=name, partitions=offset_fetch_partitions(committed, name, parts, False)))
+                        name=name, partitions=_fetch_partitions(committed, name, parts, False)))
             else:
                 for t in wanted:
                     name = t.name
                     out.append(OffsetFetchResponseTopic(
-                        name=name, partitions=offset_fetch_partitions(committed, name, t.partition_indexes, False)))
+                        name=name, partitions=_fetch_partitions(committed, name, t.partition_indexes, False)))
             return OffsetFetchResponse(topics=out, error_code=0 if group_id else INVALID_GROUP_ID)
         seen = set()
         catalogue = self.topics
@@ -336,7 +334,7 @@ cdef class OffsetsCore:
                     topic = by_name.get(name)
                     group_topics.append(OffsetFetchResponseTopics(
                         name=name, topic_id=topic.topic_id if topic is not None else ZERO_UUID,
-                        partitions=offset_fetch_partitions(committed, name, parts, True)))
+                        partitions=_fetch_partitions(committed, name, parts, True)))
             else:
                 by_id = catalogue.by_id
                 for t in rg.topics:
@@ -347,23 +345,24 @@ cdef class OffsetsCore:
                         name = t.name
                     group_topics.append(OffsetFetchResponseTopics(
                         name=name or "", topic_id=t.topic_id,
-                        partitions=offset_fetch_partitions(committed, name, t.partition_indexes, True)))
+                        partitions=_fetch_partitions(committed, name, t.partition_indexes, True)))
             out.append(OffsetFetchResponseGroup(group_id=gid, topics=group_topics, error_code=error))
         return OffsetFetchResponse(groups=out)
 
 
-cdef bint _named_twice(list names, Part* parts, Py_ssize_t n) except -1:
+cdef bint _named_twice(list names, CommitPart* parts, Extra* extra, Py_ssize_t n) except -1:
     cdef Py_ssize_t i, j
     cdef set seen
     if n <= 16:
         for i in range(1, n):
             for j in range(i):
-                if parts[i].partition == parts[j].partition and names[parts[i].topic] == names[parts[j].topic]:
+                if parts[i].partition == parts[j].partition and (
+                        extra[i].topic == extra[j].topic or names[extra[i].topic] == names[extra[j].topic]):
                     return True
         return False
     seen = set()
     for i in range(n):
-        seen.add((names[parts[i].topic], parts[i].partition))
+        seen.add((names[extra[i].topic], parts[i].partition))
     return len(seen) != n
 
 

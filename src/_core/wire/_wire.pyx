@@ -8,9 +8,11 @@ import abc
 cimport cython
 from cpython.buffer cimport PyBUF_SIMPLE, PyBuffer_FillInfo, PyBuffer_Release, PyObject_GetBuffer
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_CheckExact, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
+from cpython.object cimport PyObject
 from libc.stdint cimport int8_t, int16_t, int32_t, int64_t, uint32_t
 from libc.string cimport memcpy, memmove
 
+from commit_flat cimport CommitHead, CommitPart
 from wire_buffer cimport *
 from wire_cursor cimport *
 
@@ -322,6 +324,35 @@ def offset_commit_answer(list topics, int16_t error_code):
     r = OffsetCommitResponse.__new__(OffsetCommitResponse)
     r.topics = out
     return r
+
+
+def _offset_commit_flat(OffsetCommitRequest req, size_t head, size_t parts, Py_ssize_t cap):
+    """For kcoord._core._offsets alone (it takes raw addresses): lay `req` flat (commit_flat.pxd), its header into
+    the CommitHead at address `head`, its partitions in order into the CommitPart array at address `parts`, which
+    has room for `cap`. Returns the number of partitions (when above `cap`, only the first `cap` are written). The
+    pointers written are borrowed from `req`."""
+    cdef CommitHead* h = <CommitHead*>head
+    cdef CommitPart* q = <CommitPart*>parts
+    cdef Py_ssize_t n = 0
+    cdef OffsetCommitRequestTopic t
+    cdef OffsetCommitRequestPartition p
+    h.group_id = <PyObject*>req.group_id
+    h.member_id = <PyObject*>req.member_id
+    h.instance_id = <PyObject*>req.group_instance_id
+    h.topics = <PyObject*>req.topics
+    h.generation = req.generation_id_or_member_epoch
+    for t in req.topics:
+        for p in t.partitions:
+            if n < cap:
+                q.name = <PyObject*>t.name
+                q.topic_id = <PyObject*>t.topic_id
+                q.metadata = <PyObject*>p.committed_metadata
+                q.offset = p.committed_offset
+                q.partition = p.partition_index
+                q.leader_epoch = p.committed_leader_epoch
+                q += 1
+            n += 1
+    return n
 
 
 cdef object _fetch_one(bint groups, int32_t idx, object committed):
