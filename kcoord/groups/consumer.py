@@ -272,8 +272,22 @@ class ConsumerGroup(ModernGroup[ConsumerMember], ConsumerGroupCore):
 
     # ---- what the router, the offsets and the store ask of any group --------------------------------------------
 
-    # validate_offset_commit (Kafka's ConsumerGroup.validateOffsetCommit) is ConsumerGroupCore's, compiled: the
-    # offsets' hot path asks it once a commit (issue 33)
+    def validate_offset_commit(self, member_id: str, instance_id: str | None, member_epoch: int,
+                               version: int = 9) -> int:
+        """Kafka's ConsumerGroup.validateOffsetCommit: an epoch below zero (an admin, a simple consumer) only for
+        an empty group; otherwise the member must exist, use OffsetCommit v9+, and send its current epoch."""
+        if member_epoch < 0:
+            return E.UNKNOWN_MEMBER_ID if self.members else E.NONE
+        m = self.members.get(member_id)
+        if m is None:
+            return E.UNKNOWN_MEMBER_ID
+        if m.classic is not None:  # a classic member commits with its generation, which is its member epoch
+            if instance_id is not None and m.instance_id != instance_id:
+                return E.FENCED_INSTANCE_ID
+            return E.NONE if member_epoch == m.member_epoch else E.ILLEGAL_GENERATION
+        if version < 9:
+            return E.UNSUPPORTED_VERSION
+        return E.NONE if member_epoch == m.member_epoch else E.STALE_MEMBER_EPOCH
 
     def validate_offset_fetch(self, member_id: str | None, member_epoch: int) -> int:
         if member_id is None and member_epoch < 0:

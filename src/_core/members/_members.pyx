@@ -630,10 +630,13 @@ cdef class ConsumerGroupCore(ModernGroupCore):
 
     # ---- OffsetCommit's check, compiled: the offsets' hot path (kcoord._core._offsets) asks it once a commit ----
 
-    def validate_offset_commit(self, member_id, instance_id, int32_t member_epoch, int version=9):
-        """Kafka's ConsumerGroup.validateOffsetCommit: an epoch below zero (an admin, a simple consumer) only for
-        an empty group; otherwise the member must exist, use OffsetCommit v9+, and send its current epoch (a classic
-        member inside the group commits with its generation, which is its member epoch, and its instance id)."""
+    def quick_validate_offset_commit(self, member_id, instance_id, int32_t member_epoch, int version=9):
+        """ConsumerGroup.validate_offset_commit (Kafka's ConsumerGroup.validateOffsetCommit) compiled, for the
+        offsets' hot path; the general path asks the Python method, and the differential test
+        (tests/unit/test_offsets_quick.py) holds the two to the same answers. An epoch below zero (an admin, a
+        simple consumer) only for an empty group; otherwise the member must exist, use OffsetCommit v9+, and send
+        its current epoch (a classic member inside the group: its generation, which is its member epoch, and its
+        instance id)."""
         if member_epoch < 0:
             return _UNKNOWN_MEMBER_ID if self.members else 0
         found = self.members.get(member_id)

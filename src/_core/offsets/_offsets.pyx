@@ -11,6 +11,7 @@ from libc.string cimport memcpy
 
 from commit_flat cimport CommitHead, CommitPart
 
+from kcoord._core._members import ConsumerGroupCore
 from kcoord._core._wire import (
     OffsetCommitRequest,
     OffsetFetchResponse,
@@ -249,6 +250,9 @@ cdef class OffsetsCore:
         g = (<dict>groups).get(group_id) if type(groups) is dict else groups.get(group_id)
         if g is None:
             error = 0 if generation < 0 else ILLEGAL_GENERATION
+        elif isinstance(g, ConsumerGroupCore):  # the consumer group's check, compiled
+            error = g.quick_validate_offset_commit(<object>head.member_id if version >= 1 else "",
+                                                   <object>head.instance_id, generation, version)
         else:
             error = g.validate_offset_commit(<object>head.member_id if version >= 1 else "", <object>head.instance_id,
                                              generation, version)
