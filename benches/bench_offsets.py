@@ -12,9 +12,10 @@ time more than CPU time); each figure is the median over the rounds of CPU secon
   ConsumerGroupHeartbeat (the quick heartbeat), against a single-partition OffsetCommit in each form (that member's
   epoch, v9; the member of a classic group at its generation, v8; a simple consumer, generation -1, v9).
 - With the SQLite store (`SqliteRecords`, store.fsync=always as `kcoord serve --data-dir` runs it): the same, each
-  commit of another of BATCH partitions, staged, and the staged batch written (one transaction, one fsync, BATCH
-  rows) every BATCH requests, as the server's group commit writes what arrived meanwhile; the writer's CPU is
-  counted (it runs on this thread here).
+  commit staged, and the staged batch written (one transaction, one fsync) every BATCH requests, as the server's
+  group commit writes what arrived meanwhile; the writer's CPU is counted (it runs on this thread here). Twice:
+  each commit of another of BATCH partitions (a write of BATCH rows), and every commit of the same partition (the
+  batch keeps the last: a write of one row).
 - OffsetFetch of 1,000 partitions of one member (groups form, v9): listed, and all of the group's (topics null).
 
 Targets (issue 33): a single-partition commit at most 2 heartbeats of CPU without a store and at most 4 with the
@@ -196,14 +197,26 @@ def test_commit_against_heartbeat_without_a_store(benchmark: Any) -> None:
     for form, call in commits(c, g).items():
         cases[f"new: {form}"] = quick(c, True, call)
         cases[f"old: {form}"] = quick(c, False, call)
+    classic = c.groups["classic"]
+    assert isinstance(classic, ClassicGroup)
+    cases["classic heartbeat"] = classic_hb = round_trip(c, 12, 4, wire.HeartbeatRequest(
+        group_id="classic", generation_id=1, member_id=classic.leader_id, group_instance_id="static-0"))
+    assert wire.decode_response(12, 4, classic_hb()[4:])[1].error_code == 0
     figures = cpu_rounds(cases)
     heartbeat = figures.pop("heartbeat")
+    classic_heartbeat = figures.pop("classic heartbeat")
     report(benchmark, "single-partition OffsetCommit without a store", figures, heartbeat, 2.0)
+    form = "classic member (generation, v8)"
+    print(f"  beside the classic member's own Heartbeat (v4, {classic_heartbeat * 1e6:.2f} µs): new "
+          f"{figures['new: ' + form] / classic_heartbeat:.2f}, old {figures['old: ' + form] / classic_heartbeat:.2f} "
+          "heartbeats")
+    benchmark.extra_info.update(classic_heartbeat_us=classic_heartbeat * 1e6)
     benchmark(cases["new: consumer (member epoch, v9)"])
 
 
+@pytest.mark.parametrize("keys", (BATCH, 1))
 @pytest.mark.benchmark(group="offsets: commit vs heartbeat, in-process, SQLite store")
-def test_commit_against_heartbeat_with_the_sqlite_store(benchmark: Any) -> None:
+def test_commit_against_heartbeat_with_the_sqlite_store(benchmark: Any, keys: int) -> None:
     data = tempfile.mkdtemp(prefix="kcoord-bench-offsets-")
     try:
         store = GroupStore(SqliteRecords(data, fsync="always"))
@@ -212,14 +225,15 @@ def test_commit_against_heartbeat_with_the_sqlite_store(benchmark: Any) -> None:
         c.autocommit = False  # the store is written once per BATCH requests, as the server's group commit does
         hb = stable_heartbeat(c, g)
         cases: dict[str, Callable[[], Any]] = {"heartbeat": hb}
-        for form, call in commits(c, g, BATCH).items():
+        for form, call in commits(c, g, keys).items():
             cases[f"new: {form}"] = quick(c, True, call)
             cases[f"old: {form}"] = quick(c, False, call)
         store.commit()
         figures = cpu_rounds(cases, every=store.commit)
         heartbeat = figures.pop("heartbeat")
+        rows = f"each of another partition: {BATCH} rows" if keys > 1 else "all of one partition: one row"
         report(benchmark, f"single-partition OffsetCommit, SQLite store (fsync=always; one write per {BATCH} requests, "
-               f"each of another partition)",
+               f"{rows})",
                figures, heartbeat, 4.0)
         call = cases["new: consumer (member epoch, v9)"]
 

@@ -116,7 +116,9 @@ cdef bytes offset_value(int64_t offset, int32_t epoch, const char* meta, Py_ssiz
 
 
 cdef struct Extra:  # what the quick path works out for each CommitPart
-    Py_ssize_t topic  # index into the names of the request's topics
+    PyObject* name  # its topic's name in the table: the request's (v0-9) or the catalogue's (v10), borrowed
+    const char* tname  # ... its UTF-8 bytes
+    Py_ssize_t tlen
     Py_ssize_t mlen  # the metadata's UTF-8 bytes
     const char* meta  # ... held by the request's str
 
@@ -186,18 +188,18 @@ cdef class OffsetsCore:
                 PyMem_Free(parts)
 
     cdef object _commit(self, CommitHead* head, CommitPart* parts, Extra* extra, Py_ssize_t n, int version):
-        cdef Py_ssize_t i, ti = -1, glen, tlen, size = 0
+        cdef Py_ssize_t i, glen, tlen = 0, size = 0
         cdef int64_t count = 0
         cdef int64_t limit = self.metadata_max_bytes
         cdef int64_t now
         cdef int32_t generation
         cdef int error
         cdef const char* gp
-        cdef const char* tp
+        cdef const char* tp = NULL
+        cdef PyObject* tname = NULL
         cdef CommitPart* q
         cdef Extra* x
         cdef PyObject* seen = NULL  # the request topic (by its name or id) the previous partition was of
-        cdef list names = []  # each request topic's name in the table
         cdef dict by_name = None, by_id = None
         cdef object groups = self.groups
         group_id = <object>head.group_id
@@ -224,12 +226,13 @@ cdef class OffsetsCore:
                 tp = utf8(name, &tlen)
                 if tp == NULL or tlen > 0x7FFF:
                     return None
-                names.append(name)
-                ti += 1
+                tname = <PyObject*>name
                 count = topic.partitions
             if not 0 <= q.partition < count:
                 return None
-            x.topic = ti
+            x.name = tname
+            x.tname = tp
+            x.tlen = tlen
             x.mlen = 0
             x.meta = NULL
             meta = <object>q.metadata
@@ -244,7 +247,7 @@ cdef class OffsetsCore:
                 if x.meta == NULL or x.mlen > 0x7FFF:
                     return None
             size += KEY_FIXED + VALUE_FIXED + glen + tlen + x.mlen
-        if n > 1 and _named_twice(names, parts, extra, n):  # the general path's dict keeps one of them
+        if n > 1 and _named_twice(parts, extra, n):  # the general path's dict keeps one of them
             return None
         generation = head.generation if version >= 1 else -1
         g = (<dict>groups).get(group_id) if type(groups) is dict else groups.get(group_id)
@@ -262,15 +265,14 @@ cdef class OffsetsCore:
             if g is None:
                 self.create_group(group_id)
             now = self.clock.wall_ms()
-            self._apply(group_id, gp, glen, names, parts, extra, n, now)
+            self._apply(group_id, gp, glen, parts, extra, n, now)
             self.commit_count += n
         return _answer(<object>head.topics, error)
 
-    cdef int _apply(self, str group_id, const char* gp, Py_ssize_t glen, list names, CommitPart* parts,
-                    Extra* extra, Py_ssize_t n, int64_t now) except -1:
+    cdef int _apply(self, str group_id, const char* gp, Py_ssize_t glen, CommitPart* parts, Extra* extra,
+                    Py_ssize_t n, int64_t now) except -1:
         # staged first, then applied, as Offsets._write does
-        cdef Py_ssize_t i, tlen
-        cdef const char* tp
+        cdef Py_ssize_t i
         cdef CommitPart* q
         cdef dict mine
         store = self.store
@@ -278,8 +280,7 @@ cdef class OffsetsCore:
             stage = store.stage
             for i in range(n):
                 q = &parts[i]
-                tp = utf8(names[extra[i].topic], &tlen)
-                stage(offset_key(gp, glen, tp, tlen, q.partition),
+                stage(offset_key(gp, glen, extra[i].tname, extra[i].tlen, q.partition),
                       offset_value(q.offset, q.leader_epoch, extra[i].meta, extra[i].mlen, now))
         mine = self.by_group.get(group_id)
         if mine is None:
@@ -287,7 +288,7 @@ cdef class OffsetsCore:
         ts = now
         for i in range(n):
             q = &parts[i]
-            mine[(names[extra[i].topic], q.partition)] = (q.offset, q.leader_epoch, <object>q.metadata, ts)
+            mine[(<object>extra[i].name, q.partition)] = (q.offset, q.leader_epoch, <object>q.metadata, ts)
         return 0
 
     # ---- OffsetFetch ----------------------------------------------------------------------------------------
@@ -354,19 +355,19 @@ cdef class OffsetsCore:
         return OffsetFetchResponse(groups=out)
 
 
-cdef bint _named_twice(list names, CommitPart* parts, Extra* extra, Py_ssize_t n) except -1:
+cdef bint _named_twice(CommitPart* parts, Extra* extra, Py_ssize_t n) except -1:
     cdef Py_ssize_t i, j
     cdef set seen
     if n <= 16:
         for i in range(1, n):
             for j in range(i):
                 if parts[i].partition == parts[j].partition and (
-                        extra[i].topic == extra[j].topic or names[extra[i].topic] == names[extra[j].topic]):
+                        extra[i].name == extra[j].name or <object>extra[i].name == <object>extra[j].name):
                     return True
         return False
     seen = set()
     for i in range(n):
-        seen.add((names[extra[i].topic], parts[i].partition))
+        seen.add((<object>extra[i].name, parts[i].partition))
     return len(seen) != n
 
 
