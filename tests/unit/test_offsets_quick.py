@@ -16,6 +16,7 @@ from kcoord import wire
 from kcoord._core._offsets import QUICK_COMMIT_MAX
 
 from ..support.harness import ClassicHarness
+from ..support.quick import examples
 
 LIMIT = 12  # offset.metadata.max.bytes, small so that the limit is easy to reach
 MESSAGE_MAX = 400  # message.max.bytes: a commit of a few partitions with metadata passes it
@@ -120,7 +121,7 @@ def apply(side: Side, op) -> bytes:
     return wire.encode_response(key, v, 7, side.h.c.handle(req, v, "client", "/127.0.0.1"))
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(ops)
 def test_quick_path_answers_and_stages_as_the_general_path(ops) -> None:
     quick, general = pair()
