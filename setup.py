@@ -62,7 +62,7 @@ class BuildExt(build_ext):
     extension into kcoord/_core/; setuptools' own staleness check looks only in that temporary directory.
 
     The C compiles two extensions at a time, the biggest first: _wire's alone takes most of a build, and the other
-    four compile beside it on the second core."""
+    five compile beside it on the second core."""
 
     def initialize_options(self):
         super().initialize_options()
@@ -109,6 +109,7 @@ EXTENSIONS = [
     ext("kcoord._core._members", ["src/_core/members/_members.pyx"]),
     ext("kcoord._core._reply", ["src/_core/reply/_reply.pyx"]),
     ext("kcoord._core._stats", ["src/_core/stats/_stats.pyx"]),
+    ext("kcoord._core._offsets", ["src/_core/offsets/_offsets.pyx"]),
     ext("kcoord._core._assign", ["src/_core/assign/_assign.pyx"], numpy_api=True),
 ]
 

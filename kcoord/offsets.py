@@ -14,6 +14,7 @@ from functools import partial
 from . import errors as E
 from . import records as R
 from . import wire
+from ._core._offsets import OffsetsCore
 from .config import DEFAULT_MESSAGE_MAX_BYTES
 from .groups.base import Group, RecordSink
 from .reply import Deferred, release
@@ -66,7 +67,11 @@ class CommitPlan:
         self.accepted = {}
 
 
-class Offsets:
+class Offsets(OffsetsCore):
+    """Committed offsets by group id. OffsetCommit and OffsetFetch are answered by the compiled quick path
+    (`OffsetsCore.handle_commit`, `handle_fetch`: the common commit, every fetch) when `quick` is set, and by
+    `offset_commit` / `offset_fetch` here otherwise: the general path, which is also the quick path's oracle."""
+
     def __init__(self, groups: Mapping[str, Group], create_group: Callable[[str], Group], store: RecordSink,
                  topics: TopicCatalogue, clock: Clock, metadata_max_bytes: int,
                  message_max_bytes: int = DEFAULT_MESSAGE_MAX_BYTES) -> None:
@@ -77,14 +82,14 @@ class Offsets:
         self.clock = clock
         self.metadata_max_bytes = metadata_max_bytes
         self.message_max_bytes = message_max_bytes  # what one commit's records may hold (Kafka: message.max.bytes)
-        self.by_group: dict[str, dict[tuple[str, int], Committed]] = {}
+        self.by_group = {}
         self.commit_count = 0  # offsets accepted by OffsetCommit since start (Kafka's offset-commit-count)
         self.expired_count = 0  # offsets expired by retention since start (Kafka's offset-expiration-count)
         self.handlers: dict[int, Callable[..., Deferred | wire.Message]] = {
-                         wire.OffsetCommitRequest.API_KEY: self.offset_commit,
-                         wire.OffsetFetchRequest.API_KEY: self.offset_fetch,
+                         wire.OffsetCommitRequest.API_KEY: self.handle_commit,
+                         wire.OffsetFetchRequest.API_KEY: self.handle_fetch,
                          wire.OffsetDeleteRequest.API_KEY: self.offset_delete}
-        self.planned: tuple[wire.OffsetCommitRequest, CommitPlan] | None = None  # made by `prepare` off the loop
+        self.planned = None  # (request, CommitPlan) made by `prepare` off the loop
         self._replay_group: str | None = None
         self._replay_into: dict[tuple[str, int], Committed] = {}
 

@@ -122,6 +122,9 @@ class ConsumerGroupCore(ModernGroupCore):
     members: dict[str, ConsumerMember]  # type: ignore[assignment]
     catalogue_version: int
     catalogue: Any
+    # ConsumerGroup.validate_offset_commit compiled (the offsets' hot path asks it once a commit)
+    def quick_validate_offset_commit(self, member_id: str, instance_id: str | None, member_epoch: int,
+                                     version: int = 9) -> int: ...
 
 class ConnectMember(ModernMember):
     assignors: tuple[Any, ...]  # (name, minimum_version, maximum_version, reason, version, metadata) each

@@ -59,6 +59,9 @@ HEARTBEAT_CHANGES_MEMBER: int
 HEARTBEAT_HAS_INSTANCE_ID: int
 HEARTBEAT_HAS_TOPIC_PARTITIONS: int
 def consumer_heartbeat_shape(req: ConsumerGroupHeartbeatRequest) -> int: ...
+def offset_commit_answer(topics: list[OffsetCommitRequestTopic], error_code: int) -> OffsetCommitResponse: ...
+def offset_fetch_partitions(committed: dict[tuple[str, int], tuple[int, int, str | None, int]], name: str | None,
+                            indexes: list[int], groups: bool) -> list[Any]: ...
 
 
 class RequestHeader(Message):

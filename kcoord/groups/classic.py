@@ -39,6 +39,7 @@ class State(str, Enum):
 
 
 DEAD, EMPTY, PREPARING = State.DEAD, State.EMPTY, State.PREPARING_REBALANCE
+COMPLETING = State.COMPLETING_REBALANCE
 
 # Kafka's ClassicGroupState: the states each state may be entered from.
 VALID_PREVIOUS = {
@@ -771,10 +772,11 @@ class ClassicGroup(GroupBase):
 
     def validate_offset_commit(self, member_id: str, instance_id: str | None, generation: int,
                                version: int = 0) -> int:
-        """Kafka's ClassicGroup.validateOffsetCommit."""
-        if self.state == State.DEAD:
+        """Kafka's ClassicGroup.validateOffsetCommit (asked once a commit, by the offsets' hot path too)."""
+        state = self.state
+        if state is DEAD:
             return E.COORDINATOR_NOT_AVAILABLE
-        if generation < 0 and self.state == State.EMPTY:
+        if generation < 0 and state is EMPTY:
             return E.NONE  # an admin or a simple consumer
         if generation >= 0 or member_id or instance_id is not None:
             error = self.members.validate(member_id, instance_id)
@@ -782,9 +784,9 @@ class ClassicGroup(GroupBase):
                 return error
             if generation != self.generation:
                 return E.ILLEGAL_GENERATION
-        elif self.state != State.EMPTY:
+        elif state is not EMPTY:
             return E.UNKNOWN_MEMBER_ID
-        if self.state == State.COMPLETING_REBALANCE:
+        if state is COMPLETING:
             return E.REBALANCE_IN_PROGRESS
         return E.NONE
 

@@ -465,6 +465,14 @@ EMPTY_IDS.flags.writeable = False
 cdef int _HAS_INSTANCE_ID = HEARTBEAT_HAS_INSTANCE_ID
 cdef object _shape = consumer_heartbeat_shape
 
+# Kafka's error codes an OffsetCommit's check answers (kcoord.errors has them by name)
+cdef enum:
+    _ILLEGAL_GENERATION = 22
+    _UNKNOWN_MEMBER_ID = 25
+    _UNSUPPORTED_VERSION = 35
+    _FENCED_INSTANCE_ID = 82
+    _STALE_MEMBER_EPOCH = 113
+
 
 # no_gc holds for a subclass only if its base is no_gc too (Cython's needs_gc asks the base); neither holds a
 # reference back to a member or a group. Not subclassed in Python.
@@ -619,6 +627,29 @@ cdef class ConsumerGroupCore(ModernGroupCore):
         return not (shape < 0 or (<ConsumerMember>m).classic is not None
                     or self.catalogue_version != self.catalogue.version
                     or (shape & _HAS_INSTANCE_ID and req.instance_id != m.instance_id))
+
+    # ---- OffsetCommit's check, compiled: the offsets' hot path (kcoord._core._offsets) asks it once a commit ----
+
+    def quick_validate_offset_commit(self, member_id, instance_id, int32_t member_epoch, int version=9):
+        """ConsumerGroup.validate_offset_commit (Kafka's ConsumerGroup.validateOffsetCommit) compiled, for the
+        offsets' hot path; the general path asks the Python method, and the differential test
+        (tests/unit/test_offsets_quick.py) holds the two to the same answers. An epoch below zero (an admin, a
+        simple consumer) only for an empty group; otherwise the member must exist, use OffsetCommit v9+, and send
+        its current epoch (a classic member inside the group: its generation, which is its member epoch, and its
+        instance id)."""
+        if member_epoch < 0:
+            return _UNKNOWN_MEMBER_ID if self.members else 0
+        found = self.members.get(member_id)
+        if found is None:
+            return _UNKNOWN_MEMBER_ID
+        cdef ConsumerMember m = <ConsumerMember>found
+        if m.classic is not None:
+            if instance_id is not None and m.instance_id != instance_id:
+                return _FENCED_INSTANCE_ID
+            return 0 if member_epoch == m.member_epoch else _ILLEGAL_GENERATION
+        if version < 9:
+            return _UNSUPPORTED_VERSION
+        return 0 if member_epoch == m.member_epoch else _STALE_MEMBER_EPOCH
 
 
 # ---- connect groups (kcoord's own group type) -------------------------------------------------------------------

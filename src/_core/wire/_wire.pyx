@@ -8,9 +8,11 @@ import abc
 cimport cython
 from cpython.buffer cimport PyBUF_SIMPLE, PyBuffer_FillInfo, PyBuffer_Release, PyObject_GetBuffer
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_CheckExact, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
+from cpython.object cimport PyObject
 from libc.stdint cimport int8_t, int16_t, int32_t, int64_t, uint32_t
 from libc.string cimport memcpy, memmove
 
+from commit_flat cimport CommitHead, CommitPart
 from wire_buffer cimport *
 from wire_cursor cimport *
 
@@ -291,6 +293,109 @@ def consumer_heartbeat_shape(ConsumerGroupHeartbeatRequest req):
         return HEARTBEAT_CHANGES_MEMBER
     return ((HEARTBEAT_HAS_INSTANCE_ID if req.instance_id is not None else 0)
             | (HEARTBEAT_HAS_TOPIC_PARTITIONS if req.topic_partitions is not None else 0))
+
+
+# ---- what the offsets' hot path (kcoord._core._offsets) builds in one call --------------------------------------
+# Another module reaches these classes' fields only through Python attributes; here they are struct fields, so an
+# answer of many partitions costs one allocation and a few stores per partition.
+
+def offset_commit_answer(list topics, int16_t error_code):
+    """The OffsetCommitResponse to a request whose `topics` (its OffsetCommitRequestTopic list) all answer
+    `error_code`: each topic's name and id and each partition's index as the request has them."""
+    cdef list out = []
+    cdef list parts
+    cdef OffsetCommitRequestTopic t
+    cdef OffsetCommitRequestPartition p
+    cdef OffsetCommitResponseTopic rt
+    cdef OffsetCommitResponsePartition rp
+    cdef OffsetCommitResponse r
+    for t in topics:
+        parts = []
+        for p in t.partitions:
+            rp = OffsetCommitResponsePartition.__new__(OffsetCommitResponsePartition)
+            rp.partition_index = p.partition_index
+            rp.error_code = error_code
+            parts.append(rp)
+        rt = OffsetCommitResponseTopic.__new__(OffsetCommitResponseTopic)
+        rt.name = t.name
+        rt.topic_id = t.topic_id
+        rt.partitions = parts
+        out.append(rt)
+    r = OffsetCommitResponse.__new__(OffsetCommitResponse)
+    r.topics = out
+    return r
+
+
+def _offset_commit_flat(OffsetCommitRequest req, size_t head, size_t parts, Py_ssize_t cap):
+    """For kcoord._core._offsets alone (it takes raw addresses): lay `req` flat (commit_flat.pxd), its header into
+    the CommitHead at address `head`, its partitions in order into the CommitPart array at address `parts`, which
+    has room for `cap`. Returns the number of partitions (when above `cap`, only the first `cap` are written). The
+    pointers written are borrowed from `req`."""
+    cdef CommitHead* h = <CommitHead*>head
+    cdef CommitPart* q = <CommitPart*>parts
+    cdef Py_ssize_t n = 0
+    cdef OffsetCommitRequestTopic t
+    cdef OffsetCommitRequestPartition p
+    h.group_id = <PyObject*>req.group_id
+    h.member_id = <PyObject*>req.member_id
+    h.instance_id = <PyObject*>req.group_instance_id
+    h.topics = <PyObject*>req.topics
+    h.generation = req.generation_id_or_member_epoch
+    for t in req.topics:
+        for p in t.partitions:
+            if n < cap:
+                q.name = <PyObject*>t.name
+                q.topic_id = <PyObject*>t.topic_id
+                q.metadata = <PyObject*>p.committed_metadata
+                q.offset = p.committed_offset
+                q.partition = p.partition_index
+                q.leader_epoch = p.committed_leader_epoch
+                q += 1
+            n += 1
+    return n
+
+
+cdef object _fetch_one(bint groups, int32_t idx, object committed):
+    # committed: (offset, leader epoch, metadata, commit timestamp), or None (no offset)
+    cdef OffsetFetchResponsePartition a
+    cdef OffsetFetchResponsePartitions b
+    cdef int64_t offset = -1
+    cdef int32_t epoch = -1
+    cdef object meta = ""
+    if committed is not None:
+        offset = (<tuple>committed)[0]
+        epoch = (<tuple>committed)[1]
+        meta = (<tuple>committed)[2]
+    if groups:
+        b = OffsetFetchResponsePartitions.__new__(OffsetFetchResponsePartitions)
+        b.partition_index = idx
+        b.committed_offset = offset
+        b.committed_leader_epoch = epoch
+        b.metadata = meta
+        return b
+    a = OffsetFetchResponsePartition.__new__(OffsetFetchResponsePartition)
+    a.partition_index = idx
+    a.committed_offset = offset
+    a.committed_leader_epoch = epoch
+    a.metadata = meta
+    return a
+
+
+def offset_fetch_partitions(dict committed, object name, list indexes, bint groups):
+    """An OffsetFetch's answer for the partitions `indexes` of topic `name` (None: a topic id the catalogue does
+    not have, whose partitions have no offset), from `committed` ((name, partition) -> (offset, leader epoch,
+    metadata, commit timestamp)): OffsetFetchResponsePartitions when `groups` (v8+, the groups form), else
+    OffsetFetchResponsePartition; error NONE each."""
+    cdef list out = []
+    cdef object idx
+    cdef object key
+    for idx in indexes:
+        found = None
+        if name is not None:
+            key = (name, idx)
+            found = committed.get(key)
+        out.append(_fetch_one(groups, idx, found))
+    return out
 
 
 # ---- headers ---------------------------------------------------------------------------------------------
