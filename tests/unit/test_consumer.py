@@ -1135,3 +1135,36 @@ def test_the_assignment_timer_goes_with_its_group(monkeypatch) -> None:
     g.unload()  # as a deletion, a conversion to a classic group or a cluster node giving the group up do
     h.advance(INTERVAL)
     assert seen == [1] and not g.group_timers.keys
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_target_records_made_at_once_are_the_general_encoders_bytes(seed: int) -> None:
+    """ConsumerGroup.target_member_records (a computed target's records without a message object each) writes, for
+    random targets over one topic, several, none, with member ids of any length and script, exactly what
+    stage_target_member writes."""
+    import numpy as np
+
+    rng = random.Random(seed)
+    h = ConsumerHarness({"T": rng.randint(1, 300), "U": rng.randint(1, 5), "V": 200})
+    h.join("seed", ("T", "U", "V"))
+    g = h.group()
+    total = int(g.space.start[-1])
+    ids, rows = [], []
+    for i in range(rng.randint(1, 40)):
+        ids.append(rng.choice(["m", "é-ü", "成员", "x" * rng.randint(1, 300)]) + str(i))
+        rows.append(sorted(rng.sample(range(total), rng.randint(0, min(total, 150)))))
+    indptr = np.zeros(len(rows) + 1, dtype=np.int64)
+    np.cumsum([len(r) for r in rows], out=indptr[1:])
+    flat = np.array([p for r in rows for p in r], dtype=np.int32)
+    made = list(g.target_member_records(ids, indptr, flat))
+    staged: dict[bytes, bytes | None] = {}
+
+    class Sink:
+        persistent = True
+
+        def stage(self, key: bytes, value: bytes | None) -> None:
+            staged[key] = value
+    g.store = Sink()
+    for mid, r in zip(ids, rows):
+        g.stage_target_member(mid, np.array(r, dtype=np.int32))
+    assert made == list(staged.items())
