@@ -673,11 +673,27 @@ class GroupStore:
         self.seq += 1
         return batch
 
-    def write(self, batch: dict[bytes, bytes | None]) -> None:
-        """Write a handed-off batch durably (on the writer thread: this is where the fsync waits)."""
+    def prepare(self, batch: dict[bytes, bytes | None]):
+        """What `write` is given for a handed-off batch, made on the event loop: the backend's own form when it has
+        one (`prepare`: a cluster node's write takes the lease epochs it holds now), else the batch itself."""
+        prepare = getattr(self.records, "prepare", None)
+        return batch if prepare is None else prepare(batch)
+
+    def write(self, job) -> None:
+        """Write a handed-off batch durably (on the writer thread: this is where the fsync or the database's commit
+        waits); `job` is what `prepare` made of it."""
         t0 = time.perf_counter()
-        self._put(batch)
+        self._put(job)
         self.write_seconds = time.perf_counter() - t0
+
+    def drop_staged(self, drop: Callable[[bytes], bool]) -> int:
+        """Forget the staged records whose key `drop` names (a cluster node's partitions whose write failed: what
+        was staged for them since is ahead of the database too). How many went."""
+        gone = [k for k in self.pending if drop(k)]
+        for k in gone:
+            del self.pending[k]
+        self.dirty = bool(self.pending)
+        return len(gone)
 
     def written(self, batch: dict[bytes, bytes | None], exc: BaseException | None) -> None:
         """The write of the batch in `writing` ended (with `exc` if it failed). On success that batch and all
@@ -694,6 +710,13 @@ class GroupStore:
             batch.update(self.pending)  # what was staged since is newer
             self.pending = batch
             self.dirty = bool(batch)
+
+    def settle(self, seq: int) -> None:
+        """Batch `seq` failed and every answer that waited for it was dropped (a cluster node's write, whose
+        partitions are stepped down from): nothing waits for it any more. `durable` moves past it, so an answer
+        made since, which waits for the newest batch staged or written by then, is not held for it forever."""
+        if seq > self.durable:
+            self.durable = seq
 
     @property
     def fsyncs(self) -> int:
