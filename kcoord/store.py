@@ -94,9 +94,11 @@ class Records(Protocol):
 
     def close(self) -> None: ...
 
-    # A backend whose `put` waits for the disk (an fsync) says so with a class attribute `write_off_loop = True`:
-    # a server then runs its writes on a writer thread of its own (the group commit, GroupStore.hand_off). Without
-    # it (MemoryRecords, PgRecords) they run on the event loop.
+    # A backend whose `put` waits for the disk (an fsync) or a database says so with a class attribute
+    # `write_off_loop = True` (SqliteRecords, PgRecords): a server then runs its writes on a writer thread of its own
+    # (the group commit, GroupStore.hand_off). Without it (MemoryRecords) they run on the event loop. A backend that
+    # needs the loop's state for a write (a cluster node's lease epochs) provides `prepare(batch)`, called on the
+    # loop when the batch is cut, and takes what it returns in `put`.
 
 
 class MemoryRecords:
@@ -572,10 +574,12 @@ class GroupStore:
     """Stages the records the coordinator writes and commits them in batches, one transaction each.
 
     Two ways to commit. `commit` writes everything staged now, on the caller's thread (in-process use, start-up and
-    shutdown, a cluster node's PostgreSQL store). A server on an embedded store uses the group commit instead
+    shutdown, a cluster node letting a partition go). A server on a store that waits (SQLite, a cluster node's
+    PostgreSQL) uses the group commit instead
     (`hand_off` on the event loop, `write` on the one writer thread, `written` back on the loop): batches are
     numbered, `seq` is the batch records are staged into now and `durable` the last one whose write completed
-    (every batch up to it is durable, in order). While batch `writing` is in the writer thread, what is staged
+    (every batch up to it is durable, in order, but for a cluster node's failed batch, whose waiting answers were
+    dropped: `settle`). While batch `writing` is in the writer thread, what is staged
     goes into the next batch, handed off when that write completes: a response waits for the batch holding what
     it acknowledges, and nothing else waits for the disk.
 
