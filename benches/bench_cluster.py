@@ -19,6 +19,7 @@ Run: `python -m pytest benches/bench_cluster.py -m "slow or not slow" -s -p no:c
 from __future__ import annotations
 
 import asyncio
+import os
 import statistics
 import time
 import uuid
@@ -195,12 +196,15 @@ def _throughput(pg, workdir: Path, nodes: int) -> dict[str, Any]:
         commit_targets = targets(lambda m: m.commit(7))
         heartbeat_targets = targets(Member.heartbeat)
         asyncio.run(checked_load(commit_targets, CONNECTIONS_PER_NODE, WARMUP_S))
+        cpu0 = [_cpu_seconds(n.proc.pid) for n in c.nodes]
         commits = asyncio.run(checked_load(commit_targets, CONNECTIONS_PER_NODE, WINDOW_S))
+        commit_cpu = sum(_cpu_seconds(n.proc.pid) - t0 for n, t0 in zip(c.nodes, cpu0))
         asyncio.run(checked_load(heartbeat_targets, CONNECTIONS_PER_NODE, WARMUP_S))
         heartbeats = asyncio.run(checked_load(heartbeat_targets, CONNECTIONS_PER_NODE, WINDOW_S))
         two_writers = c.two_writers()
     return {"nodes": nodes, "groups_per_node": per_node, "commits": commits.ok,
             "commits_per_s": round(commits.rate), "commit_errors": commits.errors,
+            "commit_cpu_us": round(commit_cpu / max(commits.ok, 1) * 1e6, 1),
             "heartbeats": heartbeats.ok, "heartbeats_per_s": round(heartbeats.rate),
             "heartbeat_errors": heartbeats.errors, "reconnects": commits.reconnects + heartbeats.reconnects,
             "two_writers": two_writers}
@@ -223,14 +227,23 @@ def test_cluster_throughput(benchmark: Any, pg, tmp_path: Path) -> None:
     print(f"\ncluster throughput: {GROUPS} groups (one static member each), one request in flight per group, "
           f"{CONNECTIONS_PER_NODE} connections per node, {WINDOW_S:g} s after {WARMUP_S:g} s warm-up; "
           f"each OffsetCommit commits {COMMIT_PARTITIONS} partitions")
-    _table(("nodes", "groups per node", "commits/s", "commit errors", "heartbeats/s", "heartbeat errors"),
+    _table(("nodes", "groups per node", "commits/s", "nodes' CPU per commit", "commit errors", "heartbeats/s",
+            "heartbeat errors"),
            [(str(r["nodes"]), "/".join(str(v) for v in r["groups_per_node"].values()), f"{r['commits_per_s']:,}",
-             _errors(r["commit_errors"]), f"{r['heartbeats_per_s']:,}", _errors(r["heartbeat_errors"]))
+             f"{r['commit_cpu_us']} µs", _errors(r["commit_errors"]), f"{r['heartbeats_per_s']:,}",
+             _errors(r["heartbeat_errors"]))
             for r in results])
     for r in results:
         assert r["commits"] > 0 and r["heartbeats"] > 0, r
         assert not r["commit_errors"] and not r["heartbeat_errors"], r
         assert r["two_writers"] == [], r
+
+
+def _cpu_seconds(pid: int) -> float:
+    """CPU time (user + system) a process has used so far."""
+    with open(f"/proc/{pid}/stat") as fh:
+        fields = fh.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def _errors(errors: dict[int, int]) -> str:
