@@ -33,7 +33,7 @@ import pytest
 from kcoord import wire
 from kcoord.client import Client
 
-from .loadgen import CLOSED, Conn, ServerProcess, checked_load
+from .loadgen import CLOSED, Conn, ServerProcess, checked_load, commit_load, free_port
 
 TOPIC = "orders"
 TOPIC_PARTITIONS = 12
@@ -255,6 +255,62 @@ def _table(header: tuple[str, ...], rows: list[tuple[str, ...]]) -> None:
     widths = [max(len(r[i]) for r in (header, *rows)) for i in range(len(header))]
     for row in (header, *rows):
         print("  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip())
+
+
+# ---- 1b. one node under a sliding window of commits ---------------------------------------------------------
+
+PIPE_CONNECTIONS, PIPE_DEPTH, PIPE_WINDOW_S = 100, 8, 4.0
+
+
+def _commit_metrics(port: int) -> tuple[float, float]:
+    """(seconds spent in store commits, commits) from a node's metrics endpoint."""
+    import re
+    import urllib.request
+
+    text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10).read().decode()
+    total = re.search(r"^kcoord_store_commit_duration_seconds_sum (\S+)", text, re.M)
+    count = re.search(r"^kcoord_store_commit_duration_seconds_count (\S+)", text, re.M)
+    return float(total.group(1)) if total else 0.0, float(count.group(1)) if count else 0.0
+
+
+@pytest.mark.slow
+@pytest.mark.benchmark(group="cluster: one node, 100 connections x 8 commits in flight")
+def test_node_commit_throughput_pipelined(benchmark: Any, pg, tmp_path: Path) -> None:
+    """One node over PostgreSQL, OffsetCommits (one partition, simple-consumer form, a group per connection) with 8 in
+    flight on each of 100 connections, an answer sending the next (commits arrive while a batch commits, unlike the
+    lock-step load above): commits/s, the node's CPU per commit, batches, and the share of the time a PostgreSQL
+    commit was under way (before the group commit on PostgreSQL, the event loop waited for all of it). Run it on a
+    tree and on its parent to compare (the figures vary with the machine's other load)."""
+    results: dict[str, Any] = {}
+
+    def measure() -> None:
+        metrics = free_port()
+        with database(pg, "pipe") as dsn:
+            from tests.support.cluster_nodes import KCluster
+
+            (tmp_path / "pipe").mkdir(parents=True, exist_ok=True)
+            kc = KCluster(dsn, tmp_path / "pipe", nodes=1, args=(*FAST, "--metrics-port", str(metrics)))
+            try:
+                node = kc.nodes[0].start()
+                asyncio.run(commit_load(node.port, PIPE_CONNECTIONS, 1.0, depth=PIPE_DEPTH, host=node.host))
+                cpu0, (t0, n0) = _cpu_seconds(node.proc.pid), _commit_metrics(metrics)
+                load = asyncio.run(commit_load(node.port, PIPE_CONNECTIONS, PIPE_WINDOW_S, depth=PIPE_DEPTH,
+                                               host=node.host))
+                cpu, (t1, n1) = _cpu_seconds(node.proc.pid) - cpu0, _commit_metrics(metrics)
+            finally:
+                kc.close()
+        results.update(commits_per_s=round(load.rate), cpu_us_per_commit=round(cpu / load.requests * 1e6, 1),
+                       batches=int(n1 - n0), per_batch=round(load.requests / max(n1 - n0, 1)),
+                       commit_share=round((t1 - t0) / load.seconds, 2), p50_ms=round(load.percentile(50) / 1e3, 2),
+                       p99_ms=round(load.percentile(99) / 1e3, 2))
+
+    benchmark.pedantic(measure, rounds=1, iterations=1)
+    benchmark.extra_info.update(kind="cluster-node-pipelined", **results)
+    print(f"\none node, {PIPE_CONNECTIONS} connections x {PIPE_DEPTH} OffsetCommits in flight: "
+          f"{results['commits_per_s']:,} commits/s, {results['cpu_us_per_commit']} µs of the node's CPU per commit, "
+          f"{results['batches']:,} batches ({results['per_batch']} commits each), a PostgreSQL commit under way "
+          f"{results['commit_share']:.0%} of the time, p50 {results['p50_ms']} ms, p99 {results['p99_ms']} ms")
+    assert results["commits_per_s"] > 0
 
 
 # ---- 2. commit latency: PostgreSQL against SQLite -----------------------------------------------------------

@@ -299,12 +299,12 @@ def consumer_heartbeats(g: ConsumerGroupMembers) -> list[tuple[int, int, object]
 
 
 async def commit_load(port: int, connections: int, seconds: float, partitions: int = 1, depth: int = 1,
-                      acked: dict[int, int] | None = None) -> Load:
+                      acked: dict[int, int] | None = None, host: str = "127.0.0.1") -> Load:
     """Each connection is one consumer committing `partitions` offsets per OffsetCommit (its own group,
     `commit-<connection>`, the simple-consumer form) with `depth` requests in flight (pipelined: an answer's arrival
     sends the next), for `seconds`. Every answer is checked. The offsets of a connection count up from 1; with
     `acked`, the highest offset each connection saw acknowledged is kept there (connection -> offset)."""
-    conns = [await Conn.open(port) for _ in range(connections)]
+    conns = [await Conn.open(port, host) for _ in range(connections)]
     count = 0
     lat: list[float] = []
     stop = time.perf_counter() + seconds
