@@ -91,7 +91,7 @@ def test_durable_commits_grow_with_load(benchmark: Any, tmp_path) -> None:
     runs: dict[str, list[dict[str, Any]]] = {}
 
     def measure() -> None:
-        for rnd in range(2):  # alternated: the machine's noise falls on each alike
+        for _ in range(2):  # alternated: the machine's noise falls on each alike
             for name, store, path in (("new", "always", None), ("no store", "none", None),
                                       *((("old", "always", baseline),) if baseline else ())):
                 res = _durable_load(store, path, tmp_path, 3.0)

@@ -396,7 +396,7 @@ def test_crash_sigkill_under_pipelined_commits_loses_no_acknowledged_commit(tmp_
             break
         before = dict(acked)
         total += asyncio.run(_pipelined_commits(port, sent, acked, rng.uniform(0.4, 1.2),
-                                                lambda: proc.send_signal(signal.SIGKILL)))
+                                                lambda p=proc: p.send_signal(signal.SIGKILL)))
         proc.wait(10)
         assert acked != before, f"round {kill}: nothing was acknowledged before the kill"
         report = check_store(str(data_dir))
