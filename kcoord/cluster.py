@@ -510,7 +510,9 @@ class Cluster:
                                       "partitions": parts, "fenced": isinstance(exc, FencedError)}})
         for p in parts:
             self.deadline[p] = 0  # nothing staged for them may be committed now
-        self.step_down([p for p in parts if p in self.epochs], "a write for it failed")
+        held = [p for p in parts if p in self.epochs]
+        if held:  # (none: nothing to unload, and nothing of the others' to commit here on the loop)
+            self.step_down(held, "a write for it failed")
 
     def forget_staged(self, store: StagedRecords) -> None:
         """A write failed: drop what was staged since for the partitions it touched (it may build on what the failed
