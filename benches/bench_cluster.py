@@ -19,6 +19,7 @@ Run: `python -m pytest benches/bench_cluster.py -m "slow or not slow" -s -p no:c
 from __future__ import annotations
 
 import asyncio
+import os
 import statistics
 import time
 import uuid
@@ -32,7 +33,7 @@ import pytest
 from kcoord import wire
 from kcoord.client import Client
 
-from .loadgen import CLOSED, Conn, ServerProcess, checked_load
+from .loadgen import CLOSED, Conn, ServerProcess, checked_load, commit_load, free_port
 
 TOPIC = "orders"
 TOPIC_PARTITIONS = 12
@@ -195,12 +196,15 @@ def _throughput(pg, workdir: Path, nodes: int) -> dict[str, Any]:
         commit_targets = targets(lambda m: m.commit(7))
         heartbeat_targets = targets(Member.heartbeat)
         asyncio.run(checked_load(commit_targets, CONNECTIONS_PER_NODE, WARMUP_S))
+        cpu0 = [_cpu_seconds(n.proc.pid) for n in c.nodes]
         commits = asyncio.run(checked_load(commit_targets, CONNECTIONS_PER_NODE, WINDOW_S))
+        commit_cpu = sum(_cpu_seconds(n.proc.pid) - t0 for n, t0 in zip(c.nodes, cpu0))
         asyncio.run(checked_load(heartbeat_targets, CONNECTIONS_PER_NODE, WARMUP_S))
         heartbeats = asyncio.run(checked_load(heartbeat_targets, CONNECTIONS_PER_NODE, WINDOW_S))
         two_writers = c.two_writers()
     return {"nodes": nodes, "groups_per_node": per_node, "commits": commits.ok,
             "commits_per_s": round(commits.rate), "commit_errors": commits.errors,
+            "commit_cpu_us": round(commit_cpu / max(commits.ok, 1) * 1e6, 1),
             "heartbeats": heartbeats.ok, "heartbeats_per_s": round(heartbeats.rate),
             "heartbeat_errors": heartbeats.errors, "reconnects": commits.reconnects + heartbeats.reconnects,
             "two_writers": two_writers}
@@ -223,14 +227,23 @@ def test_cluster_throughput(benchmark: Any, pg, tmp_path: Path) -> None:
     print(f"\ncluster throughput: {GROUPS} groups (one static member each), one request in flight per group, "
           f"{CONNECTIONS_PER_NODE} connections per node, {WINDOW_S:g} s after {WARMUP_S:g} s warm-up; "
           f"each OffsetCommit commits {COMMIT_PARTITIONS} partitions")
-    _table(("nodes", "groups per node", "commits/s", "commit errors", "heartbeats/s", "heartbeat errors"),
+    _table(("nodes", "groups per node", "commits/s", "nodes' CPU per commit", "commit errors", "heartbeats/s",
+            "heartbeat errors"),
            [(str(r["nodes"]), "/".join(str(v) for v in r["groups_per_node"].values()), f"{r['commits_per_s']:,}",
-             _errors(r["commit_errors"]), f"{r['heartbeats_per_s']:,}", _errors(r["heartbeat_errors"]))
+             f"{r['commit_cpu_us']} µs", _errors(r["commit_errors"]), f"{r['heartbeats_per_s']:,}",
+             _errors(r["heartbeat_errors"]))
             for r in results])
     for r in results:
         assert r["commits"] > 0 and r["heartbeats"] > 0, r
         assert not r["commit_errors"] and not r["heartbeat_errors"], r
         assert r["two_writers"] == [], r
+
+
+def _cpu_seconds(pid: int) -> float:
+    """CPU time (user + system) a process has used so far."""
+    with open(f"/proc/{pid}/stat") as fh:
+        fields = fh.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def _errors(errors: dict[int, int]) -> str:
@@ -242,6 +255,62 @@ def _table(header: tuple[str, ...], rows: list[tuple[str, ...]]) -> None:
     widths = [max(len(r[i]) for r in (header, *rows)) for i in range(len(header))]
     for row in (header, *rows):
         print("  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip())
+
+
+# ---- 1b. one node under a sliding window of commits ---------------------------------------------------------
+
+PIPE_CONNECTIONS, PIPE_DEPTH, PIPE_WINDOW_S = 100, 8, 4.0
+
+
+def _commit_metrics(port: int) -> tuple[float, float]:
+    """(seconds spent in store commits, commits) from a node's metrics endpoint."""
+    import re
+    import urllib.request
+
+    text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10).read().decode()
+    total = re.search(r"^kcoord_store_commit_duration_seconds_sum (\S+)", text, re.M)
+    count = re.search(r"^kcoord_store_commit_duration_seconds_count (\S+)", text, re.M)
+    return float(total.group(1)) if total else 0.0, float(count.group(1)) if count else 0.0
+
+
+@pytest.mark.slow
+@pytest.mark.benchmark(group="cluster: one node, 100 connections x 8 commits in flight")
+def test_node_commit_throughput_pipelined(benchmark: Any, pg, tmp_path: Path) -> None:
+    """One node over PostgreSQL, OffsetCommits (one partition, simple-consumer form, a group per connection) with 8 in
+    flight on each of 100 connections, an answer sending the next (commits arrive while a batch commits, unlike the
+    lock-step load above): commits/s, the node's CPU per commit, batches, and the share of the time a PostgreSQL
+    commit was under way (before the group commit on PostgreSQL, the event loop waited for all of it). Run it on a
+    tree and on its parent to compare (the figures vary with the machine's other load)."""
+    results: dict[str, Any] = {}
+
+    def measure() -> None:
+        metrics = free_port()
+        with database(pg, "pipe") as dsn:
+            from tests.support.cluster_nodes import KCluster
+
+            (tmp_path / "pipe").mkdir(parents=True, exist_ok=True)
+            kc = KCluster(dsn, tmp_path / "pipe", nodes=1, args=(*FAST, "--metrics-port", str(metrics)))
+            try:
+                node = kc.nodes[0].start()
+                asyncio.run(commit_load(node.port, PIPE_CONNECTIONS, 1.0, depth=PIPE_DEPTH, host=node.host))
+                cpu0, (t0, n0) = _cpu_seconds(node.proc.pid), _commit_metrics(metrics)
+                load = asyncio.run(commit_load(node.port, PIPE_CONNECTIONS, PIPE_WINDOW_S, depth=PIPE_DEPTH,
+                                               host=node.host))
+                cpu, (t1, n1) = _cpu_seconds(node.proc.pid) - cpu0, _commit_metrics(metrics)
+            finally:
+                kc.close()
+        results.update(commits_per_s=round(load.rate), cpu_us_per_commit=round(cpu / load.requests * 1e6, 1),
+                       batches=int(n1 - n0), per_batch=round(load.requests / max(n1 - n0, 1)),
+                       commit_share=round((t1 - t0) / load.seconds, 2), p50_ms=round(load.percentile(50) / 1e3, 2),
+                       p99_ms=round(load.percentile(99) / 1e3, 2))
+
+    benchmark.pedantic(measure, rounds=1, iterations=1)
+    benchmark.extra_info.update(kind="cluster-node-pipelined", **results)
+    print(f"\none node, {PIPE_CONNECTIONS} connections x {PIPE_DEPTH} OffsetCommits in flight: "
+          f"{results['commits_per_s']:,} commits/s, {results['cpu_us_per_commit']} µs of the node's CPU per commit, "
+          f"{results['batches']:,} batches ({results['per_batch']} commits each), a PostgreSQL commit under way "
+          f"{results['commit_share']:.0%} of the time, p50 {results['p50_ms']} ms, p99 {results['p99_ms']} ms")
+    assert results["commits_per_s"] > 0
 
 
 # ---- 2. commit latency: PostgreSQL against SQLite -----------------------------------------------------------

@@ -13,6 +13,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections import deque
 from dataclasses import dataclass
 
 from kcoord import wire
@@ -310,10 +311,13 @@ def consumer_heartbeats(g: ConsumerGroupMembers) -> list[tuple[int, int, object]
             for mid, epoch in zip(g.member_ids, g.epochs)]
 
 
-async def commit_load(port: int, connections: int, seconds: float, partitions: int = 1) -> Load:
-    """Each connection is one consumer committing `partitions` offsets per OffsetCommit (its own group, the
-    simple-consumer form), one request in flight at a time, for `seconds`. Every answer is checked."""
-    conns = [await Conn.open(port) for _ in range(connections)]
+async def commit_load(port: int, connections: int, seconds: float, partitions: int = 1, depth: int = 1,
+                      acked: dict[int, int] | None = None, host: str = "127.0.0.1") -> Load:
+    """Each connection is one consumer committing `partitions` offsets per OffsetCommit (its own group,
+    `commit-<connection>`, the simple-consumer form) with `depth` requests in flight (pipelined: an answer's arrival
+    sends the next), for `seconds`. Every answer is checked. The offsets of a connection count up from 1; with
+    `acked`, the highest offset each connection saw acknowledged is kept there (connection -> offset)."""
+    conns = [await Conn.open(port, host) for _ in range(connections)]
     count = 0
     lat: list[float] = []
     stop = time.perf_counter() + seconds
@@ -321,20 +325,37 @@ async def commit_load(port: int, connections: int, seconds: float, partitions: i
     async def drive(ci: int, c: Conn) -> None:
         nonlocal count
         offset = 0
-        while time.perf_counter() < stop:
+        sent: deque[tuple[float, int]] = deque()  # (when, offset) of each request in flight, in order
+
+        def frame() -> bytes:
+            nonlocal offset
             offset += 1
-            frame = c.frame(8, 8, wire.OffsetCommitRequest(
+            sent.append((time.perf_counter(), offset))
+            return c.frame(8, 8, wire.OffsetCommitRequest(
                 group_id=f"commit-{ci}", generation_id_or_member_epoch=-1, member_id="", topics=[
                     wire.OffsetCommitRequestTopic(name="orders", partitions=[
                         wire.OffsetCommitRequestPartition(partition_index=p, committed_offset=offset)
                         for p in range(partitions)])]))
-            t = time.perf_counter()
-            c.writer.write(frame)
-            (resp,) = await c.responses(1)
-            lat.append((time.perf_counter() - t) * 1e6)
-            body = wire.decode_response(8, 8, resp)[1]
-            assert all(p.error_code == 0 for t_ in body.topics for p in t_.partitions), "commit failed"
-            count += 1
+
+        c.writer.write(b"".join(frame() for _ in range(depth)))
+        while sent:
+            data = await c.reader.read(1 << 20)
+            if not data:
+                raise ConnectionError("server closed the connection")
+            now = time.perf_counter()
+            more = []
+            for resp in c.frames.feed(data):
+                t, done = sent.popleft()
+                lat.append((now - t) * 1e6)
+                body = wire.decode_response(8, 8, resp)[1]
+                assert all(p.error_code == 0 for t_ in body.topics for p in t_.partitions), "commit failed"
+                count += 1
+                if acked is not None:
+                    acked[ci] = done
+                if now < stop:
+                    more.append(frame())
+            if more:
+                c.writer.write(b"".join(more))
 
     t0 = time.perf_counter()
     await asyncio.gather(*(drive(ci, c) for ci, c in enumerate(conns)))
@@ -342,6 +363,25 @@ async def commit_load(port: int, connections: int, seconds: float, partitions: i
     for c in conns:
         c.close()
     return Load(count, elapsed, lat)
+
+
+def fsync_latencies(directory: str, n: int = 2_000, size: int = 4096) -> list[float]:
+    """The disk's own durable write, in µs: `n` appends of `size` bytes to a new file in `directory`, each followed
+    by an fsync (what a commit's write-ahead log append costs the disk, with nothing of SQLite's or kcoord's)."""
+    path = os.path.join(directory, "fsync-probe")
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
+    block = b"\x5a" * size
+    out = []
+    try:
+        for i in range(n):
+            t = time.perf_counter()
+            os.pwrite(fd, block, i * size)
+            os.fsync(fd)
+            out.append((time.perf_counter() - t) * 1e6)
+    finally:
+        os.close(fd)
+        os.unlink(path)
+    return out
 
 
 def error_of(api_key: int, version: int, frame: bytes) -> int:

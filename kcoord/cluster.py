@@ -156,6 +156,12 @@ class NodeSettings(Protocol):
     topics: list[str]
 
 
+class StagedRecords(Protocol):
+    """What a node may do to its server's staged records (store.GroupStore)."""
+
+    def drop_staged(self, drop: Callable[[bytes], bool]) -> int: ...
+
+
 class ClusterHost(Protocol):
     """What a node needs of the server it runs in, and all it may touch: kcoord.server.Server implements it. The
     node reads the settings and the topic catalogue, and asks the server to load and unload groups, to take the
@@ -421,8 +427,10 @@ class Cluster:
     def _apply(self, r: Round, held: dict[int, int]) -> None:
         self.view = r.view
         # Topics read before this node's own latest topic write are older than its catalogue: not adopted (the
-        # next round reads them again).
-        if r.topics is not None and int(r.topics_version) >= self.records.topics_written:
+        # next round reads them again); nor while such a write is under way (on the server's writer thread), whose
+        # version is not known yet.
+        if r.topics is not None and not self.records.global_in_flight \
+                and int(r.topics_version) >= self.records.topics_written:
             self.refresh_topics(r.topics)
             self.topics_version = r.topics_version
         lost = [p for p in held if p not in r.renewed and p in self.epochs]
@@ -502,7 +510,17 @@ class Cluster:
                                       "partitions": parts, "fenced": isinstance(exc, FencedError)}})
         for p in parts:
             self.deadline[p] = 0  # nothing staged for them may be committed now
-        self.step_down([p for p in parts if p in self.epochs], "a write for it failed")
+        held = [p for p in parts if p in self.epochs]
+        if held:  # (none: nothing to unload, and nothing of the others' to commit here on the loop)
+            self.step_down(held, "a write for it failed")
+
+    def forget_staged(self, store: StagedRecords) -> None:
+        """A write failed: drop what was staged since for the partitions it touched (it may build on what the failed
+        write held; those partitions are unloaded and replayed from the database when taken again)."""
+        failed = self.records.failed_partitions
+        if failed:
+            of_key = self.partitioner.of_key
+            store.drop_staged(lambda key: of_key(key) in failed)
 
     def refresh_topics(self, rows: list) -> None:
         """Adopt the catalogue as the database has it (another node created, grew or deleted a topic), and the SCRAM

@@ -19,8 +19,11 @@ Tables:
 - `kcoord_writes`: one row per partition per committed write: its sequence number, epoch and node. It is the
   evidence that no partition ever had two writers (`kcoord cluster --check`), kept for an hour.
 
-One commit of the server's event-loop turn is one call of `kcoord_put`, one round trip and one transaction, made
-durable by PostgreSQL (synchronous_commit) before it returns.
+One commit of the server's batch is one call of `kcoord_put`, one round trip and one transaction, made durable by
+PostgreSQL (synchronous_commit) before it returns. A server makes it on its writer thread (the group commit, as
+for SQLite): the batch and the epochs it is fenced by are taken on the event loop (`prepare`), the round trip runs
+on the writer while the loop stages the next batch, and one batch at a time is in flight, so a node's writes reach
+the database in the order they were staged.
 """
 
 from __future__ import annotations
@@ -211,10 +214,28 @@ def init_schema(conn, partitions: int) -> None:
 
 
 @dataclass
+class PgWrite:
+    """One batch as `kcoord_put` takes it, with the epochs it is fenced by, made on the event loop (`prepare`)."""
+    parts: list[int]
+    epochs: list[int]
+    missing: set[int]  # partitions of the batch this node held no lease on when it was made
+    dparts: list[int]
+    dkeys: list[bytes]
+    uparts: list[int]
+    ukeys: list[bytes]
+    uvalues: list[bytes]
+    ucrcs: list[int]
+    touches_global: bool  # it writes a record every node reads (a topic, a credential, an ACL)
+
+
+@dataclass
 class PgRecords:
     """The store backend of one cluster node: `put` fenced by the epochs in `epochs` (partition -> the epoch this
-    node holds), `scan_partitions` for the partitions a node takes over. The connection is used from the event
-    loop only (the lease loop has its own)."""
+    node holds), `scan_partitions` for the partitions a node takes over. Under a server, `prepare` runs on the
+    event loop and `put` on the server's writer thread, which is then the only user of the connection after start
+    (the lease loop has its own)."""
+
+    write_off_loop = True  # a write waits for the database's commit: the server makes it on its writer thread
 
     dsn: str
     node_id: int
@@ -227,6 +248,9 @@ class PgRecords:
         self.commits = 0
         self.failed_partitions: set[int] = set()  # what the last failed put touched
         self.topics_written = -1  # the topics version this node's last topic write made (kcoord_meta)
+        # A write of a record every node reads is under way (set on the loop by `prepare`, cleared once it ended and
+        # `topics_written` holds what it made): a lease round's catalogue may predate it and is not adopted.
+        self.global_in_flight = False
 
     def _conn(self):
         if self.conn is None or self.conn.closed or self.conn.broken:
@@ -236,14 +260,19 @@ class PgRecords:
             self.conn = connect(self.dsn, node_id=self.node_id, idle_in_transaction_s=self.idle_in_transaction_s)
         return self.conn
 
-    def put(self, batch: dict[bytes, bytes | None]) -> None:
+    def prepare(self, batch: dict[bytes, bytes | None]) -> PgWrite:
+        """The batch as one `kcoord_put` call, fenced by the epochs this node holds now (on the event loop, where
+        `epochs` changes)."""
         of_key = self.partitioner.of_key
         touched: dict[int, None] = {}
         dparts, dkeys, uparts, ukeys, uvalues, ucrcs = [], [], [], [], [], []
+        touches_global = False
         for k, v in batch.items():
             p = of_key(k)
             if p != GLOBAL:
                 touched[p] = None
+            else:
+                touches_global = True
             if v is None:
                 dparts.append(p)
                 dkeys.append(k)
@@ -252,19 +281,33 @@ class PgRecords:
                 ukeys.append(k)
                 uvalues.append(v)
                 ucrcs.append(record_crc(k, v))
-        self.failed_partitions = set(touched)
         epochs = self.epochs
-        missing = {p for p in touched if p not in epochs}
-        if missing:
-            raise FencedError(f"this node holds no lease on coordinator partition(s) {sorted(missing)}", missing)
         parts = list(touched)
+        missing = {p for p in parts if p not in epochs}
+        if touches_global:
+            self.global_in_flight = True
+        return PgWrite(parts, [epochs.get(p, -1) for p in parts], missing, dparts, dkeys, uparts, ukeys, uvalues,
+                       ucrcs, touches_global)
+
+    def put(self, batch: dict[bytes, bytes | None] | PgWrite) -> None:
+        w = batch if isinstance(batch, PgWrite) else self.prepare(batch)
+        try:
+            self._put(w)
+        finally:
+            if w.touches_global:
+                self.global_in_flight = False
+
+    def _put(self, w: PgWrite) -> None:
+        self.failed_partitions = set(w.parts)
+        if w.missing:
+            raise FencedError(f"this node holds no lease on coordinator partition(s) {sorted(w.missing)}", w.missing)
         try:
             (version,) = self._conn().execute("SELECT kcoord_put(%s, %s, %s, %s, %s, %s, %s, %s, %s)", (
-                self.node_id, parts, [epochs[p] for p in parts], dparts, dkeys, uparts, ukeys, uvalues, ucrcs)
+                self.node_id, w.parts, w.epochs, w.dparts, w.dkeys, w.uparts, w.ukeys, w.uvalues, w.ucrcs)
             ).fetchone()
         except psycopg.Error as e:
             if getattr(e, "sqlstate", None) == FENCED:
-                lost = self._lost(parts)
+                lost = self._lost(w.parts, dict(zip(w.parts, w.epochs)))
                 raise FencedError(f"fenced: coordinator partition(s) {sorted(lost)} have a newer lease epoch; "
                                   f"nothing was written", lost) from None
             raise StoreError(f"PostgreSQL store write failed: {_first_line(e)}") from None
@@ -272,13 +315,13 @@ class PgRecords:
         self.topics_written = max(self.topics_written, version)
         self.commits += 1
 
-    def _lost(self, parts: list[int]) -> set[int]:
+    def _lost(self, parts: list[int], held: dict[int, int]) -> set[int]:
         try:
             rows = self._conn().execute("SELECT partition, node_id, epoch FROM kcoord_leases WHERE partition = "
                                         "ANY(%s)", (parts,)).fetchall()
         except (psycopg.Error, StoreError):
             return set(parts)
-        return {p for p, node, epoch in rows if node != self.node_id or epoch != self.epochs.get(p)}
+        return {p for p, node, epoch in rows if node != self.node_id or epoch != held.get(p)}
 
     def scan(self) -> Iterator[tuple[bytes, bytes]]:
         """The global records (topics); a group's records come with its partition (scan_partitions)."""

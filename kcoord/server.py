@@ -21,7 +21,7 @@ import struct
 from bisect import bisect_right
 from collections import Counter, deque
 from collections.abc import Callable, Iterable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from time import perf_counter
 from typing import TYPE_CHECKING
 
@@ -1075,14 +1075,14 @@ class Server:
                 self.topics.grow(name, partitions)
         self.store.commit()
         # One commit per event-loop turn: responses wait in `held` until it is done. On a store that waits for the
-        # disk (SQLite: Records.write_off_loop; not a cluster's PostgreSQL store, whose commits stay on the loop, see
-        # commit_turn) the write runs on one writer thread while the loop goes on serving (the group commit:
-        # `_hand_off`, `_written`).
+        # disk or a database (Records.write_off_loop: SQLite, a cluster's PostgreSQL) the write runs on one writer
+        # thread while the loop goes on serving and staging the next batch (the group commit: `_hand_off`,
+        # `_written`); one batch at a time, in order.
         self.coordinator.autocommit = False
         self.coordinator.slice_long_requests = True  # DeleteGroups / ListGroups of many groups yield to the loop
         self.store.on_dirty = self._schedule_commit
         self.held: set[KafkaConnection] = set()
-        self.group_commit = self.cluster is None and getattr(records, "write_off_loop", False)
+        self.group_commit = getattr(records, "write_off_loop", False)
         self.writer: ThreadPoolExecutor | None = None  # the writer thread, once started
         # Made by start(), before any connection: None until then (declared once, for the checker, as what it is)
         self.worker: ThreadPoolExecutor = None  # type: ignore[assignment]  # decodes large requests off the loop
@@ -1090,7 +1090,8 @@ class Server:
         self.turn_deadline = 0.0  # when this turn's handling budget runs out (0: no frame handled yet this turn)
         # What the worker may prepare for a handler, by API key (Offsets: an OffsetCommit's plan)
         self.prepared = {wire.OffsetCommitRequest.API_KEY: self.coordinator.offsets}
-        self._writing: asyncio.Future | None = None  # the write under way
+        self._writing: Future | None = None  # the write under way (on the writer thread)
+        self._writing_batch: dict = {}  # what it writes
         self._closing = False  # close() is under way: nothing more is handed to the writer
         self._retry: asyncio.TimerHandle | None = None  # the next write attempt while the store is full
         self._full_since = 0.0
@@ -1226,48 +1227,70 @@ class Server:
             if not self.store.full:  # type: ignore[union-attr]  # while full, only the retry writes (`_retry_full`)
                 self._hand_off()
             return
+        self._commit_here()
+
+    def _commit_here(self) -> None:
+        """Commit what is staged on this thread (the loop), and release what waited for it."""
         t0 = perf_counter()
         try:
             self.store.commit()
         except Exception as e:
             if self.cluster is not None and isinstance(e, StoreError):
                 self._drop_held()
+                if isinstance(self.store, GroupStore):
+                    self.store.settle(self.store.seq - 1)
                 self.cluster.commit_failed(e)
             else:
                 self._fail(e)
             return
         self.store_commit_seconds.observe(perf_counter() - t0)
-        held, self.held = self.held, set()
-        for conn in held:
-            if conn.transport is not None and not conn.transport.is_closing():
-                conn._write()
-                if conn.backlog:
-                    conn.drain()
+        self._release_held()
 
     def _hand_off(self) -> None:
+        """Hand what is staged to the writer thread as one batch (the group commit). The writer's completion comes
+        back to the loop as one callback (`_written`), with no future of asyncio's in between."""
         store: GroupStore = self.store  # type: ignore[assignment]  # (with a writer: a GroupStore)
         if self.failed is not None or self._writing is not None or self._closing:
             return
         batch = store.hand_off()
         if batch is None:
             return
-        self._writing = fut = self.loop.run_in_executor(self.writer, store.write, batch)
-        fut.add_done_callback(lambda f: self._written(batch, f))
+        job = store.prepare(batch)  # on the loop: what the write needs of the loop's state (a cluster's epochs)
+        self._writing_batch = batch
+        self._writing = fut = self.writer.submit(store.write, job)  # type: ignore[union-attr]  # (started)
+        call = self.loop.call_soon_threadsafe
+        fut.add_done_callback(lambda f: call(self._written, batch, f))
 
-    def _written(self, batch: dict, fut: asyncio.Future) -> None:
+    def _wait_write(self) -> None:
+        """Block the loop until no write is under way, handling each that ends (and what it hands off next): for a
+        cluster node stepping down, which commits what it staged for a partition before letting it go."""
+        while self._writing is not None:
+            fut = self._writing
+            try:
+                fut.result()
+            except BaseException:
+                pass  # handled by _written
+            self._written(self._writing_batch, fut)
+
+    def _written(self, batch: dict, fut: Future) -> None:
         """A write ended (on the loop): release what waited for it and hand off what was staged meanwhile; on a
-        full disk refuse writes until a retry succeeds; on any other failure stop (`_fail`)."""
+        full disk refuse writes until a retry succeeds; a cluster node's failed write (fenced, or the database
+        unreachable) drops what waited for it and steps down from its partitions; on any other failure stop
+        (`_fail`)."""
+        if self._writing is not fut:
+            return  # already handled (`_wait_write`)
         self._writing = None
         exc = StoreError("the store's write was cancelled") if fut.cancelled() else fut.exception()
         store: GroupStore = self.store  # type: ignore[assignment]  # (with a writer: a GroupStore)
         was_full = store.full
+        seq = store.writing
         store.written(batch, exc)
         if exc is None:
             self.store_commit_seconds.observe(store.write_seconds)
             if was_full:
                 self._full_ended()
             self._release_held()
-            if store.dirty:
+            if store.dirty and not self._closing:
                 self._hand_off()
         elif store.full:
             if not was_full:
@@ -1275,6 +1298,15 @@ class Server:
             self._drop_held()  # their batch was not written: nothing they acknowledge may leave
             if self._retry is None:  # cancelled by close (`_settle`)
                 self._retry = self.loop.call_later(FULL_RETRY_S, self._retry_full)
+        elif self.cluster is not None and isinstance(exc, StoreError):
+            # What was staged since for the failed partitions is ahead of the database too: it goes with them
+            # (their groups are unloaded and replayed from the database when taken again).
+            self.cluster.forget_staged(store)
+            self._drop_held()
+            store.settle(seq)
+            self.cluster.commit_failed(exc)
+            if store.dirty and not self._closing:
+                self._hand_off()
         else:
             self._fail(exc)
 
@@ -1325,8 +1357,10 @@ class Server:
 
     async def _settle(self) -> None:
         """Wait for the write under way (Server.close, which writes what is staged after it on the loop)."""
-        if self._writing is not None:
-            await asyncio.wait([self._writing])  # its callback (`_written`) runs before this returns
+        while self._writing is not None:
+            fut = self._writing
+            await asyncio.wait([asyncio.wrap_future(fut)])
+            self._written(self._writing_batch, fut)  # unless its own callback ran first
         if self._retry is not None:
             self._retry.cancel()
             self._retry = None
@@ -1472,8 +1506,12 @@ class Server:
         self.coordinator.offsets.forget_topic(name)
 
     def commit_staged(self) -> None:
+        if self.writer is not None:
+            self._wait_write()  # the write under way, and what it hands off next, ends first
+            if self._writing is not None or self.store.full or self.failed is not None:  # type: ignore[union-attr]
+                return
         if self.store.dirty:
-            self.commit_turn()
+            self._commit_here()
 
     def _tls_failed(self, listener: str, ip: str, e: Exception) -> None:
         """A TLS handshake failed on its TLS error (an untrusted or missing client certificate, a protocol or

@@ -94,9 +94,11 @@ class Records(Protocol):
 
     def close(self) -> None: ...
 
-    # A backend whose `put` waits for the disk (an fsync) says so with a class attribute `write_off_loop = True`:
-    # a server then runs its writes on a writer thread of its own (the group commit, GroupStore.hand_off). Without
-    # it (MemoryRecords, PgRecords) they run on the event loop.
+    # A backend whose `put` waits for the disk (an fsync) or a database says so with a class attribute
+    # `write_off_loop = True` (SqliteRecords, PgRecords): a server then runs its writes on a writer thread of its own
+    # (the group commit, GroupStore.hand_off). Without it (MemoryRecords) they run on the event loop. A backend that
+    # needs the loop's state for a write (a cluster node's lease epochs) provides `prepare(batch)`, called on the
+    # loop when the batch is cut, and takes what it returns in `put`.
 
 
 class MemoryRecords:
@@ -572,10 +574,12 @@ class GroupStore:
     """Stages the records the coordinator writes and commits them in batches, one transaction each.
 
     Two ways to commit. `commit` writes everything staged now, on the caller's thread (in-process use, start-up and
-    shutdown, a cluster node's PostgreSQL store). A server on an embedded store uses the group commit instead
+    shutdown, a cluster node letting a partition go). A server on a store that waits (SQLite, a cluster node's
+    PostgreSQL) uses the group commit instead
     (`hand_off` on the event loop, `write` on the one writer thread, `written` back on the loop): batches are
     numbered, `seq` is the batch records are staged into now and `durable` the last one whose write completed
-    (every batch up to it is durable, in order). While batch `writing` is in the writer thread, what is staged
+    (every batch up to it is durable, in order, but for a cluster node's failed batch, whose waiting answers were
+    dropped: `settle`). While batch `writing` is in the writer thread, what is staged
     goes into the next batch, handed off when that write completes: a response waits for the batch holding what
     it acknowledges, and nothing else waits for the disk.
 
@@ -673,11 +677,27 @@ class GroupStore:
         self.seq += 1
         return batch
 
-    def write(self, batch: dict[bytes, bytes | None]) -> None:
-        """Write a handed-off batch durably (on the writer thread: this is where the fsync waits)."""
+    def prepare(self, batch: dict[bytes, bytes | None]):
+        """What `write` is given for a handed-off batch, made on the event loop: the backend's own form when it has
+        one (`prepare`: a cluster node's write takes the lease epochs it holds now), else the batch itself."""
+        prepare = getattr(self.records, "prepare", None)
+        return batch if prepare is None else prepare(batch)
+
+    def write(self, job) -> None:
+        """Write a handed-off batch durably (on the writer thread: this is where the fsync or the database's commit
+        waits); `job` is what `prepare` made of it."""
         t0 = time.perf_counter()
-        self._put(batch)
+        self._put(job)
         self.write_seconds = time.perf_counter() - t0
+
+    def drop_staged(self, drop: Callable[[bytes], bool]) -> int:
+        """Forget the staged records whose key `drop` names (a cluster node's partitions whose write failed: what
+        was staged for them since is ahead of the database too). How many went."""
+        gone = [k for k in self.pending if drop(k)]
+        for k in gone:
+            del self.pending[k]
+        self.dirty = bool(self.pending)
+        return len(gone)
 
     def written(self, batch: dict[bytes, bytes | None], exc: BaseException | None) -> None:
         """The write of the batch in `writing` ended (with `exc` if it failed). On success that batch and all
@@ -694,6 +714,13 @@ class GroupStore:
             batch.update(self.pending)  # what was staged since is newer
             self.pending = batch
             self.dirty = bool(batch)
+
+    def settle(self, seq: int) -> None:
+        """Batch `seq` failed and every answer that waited for it was dropped (a cluster node's write, whose
+        partitions are stepped down from): nothing waits for it any more. `durable` moves past it, so an answer
+        made since, which waits for the newest batch staged or written by then, is not held for it forever."""
+        if seq > self.durable:
+            self.durable = seq
 
     @property
     def fsyncs(self) -> int:

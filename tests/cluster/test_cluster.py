@@ -15,6 +15,7 @@ started by the suite (tests/support/postgres.py), driven by the real clients.
 from __future__ import annotations
 
 import json
+import select
 import subprocess
 import sys
 import threading
@@ -604,6 +605,57 @@ def test_one_turn_of_pipelined_commits_is_one_transaction(pg_dsn, tmp_path):
         assert 1 <= writes < 50, writes
         assert {k: v for k, v in cl.committed().items() if k[0] == group} == \
             {(group, TOPIC, p): max(i for i in range(200) if i % 3 == p) for p in range(3)}
+
+
+def test_a_commit_waiting_on_the_database_holds_no_other_request_and_the_next_batch_waits_for_it(pg_dsn, tmp_path):
+    """The group commit on PostgreSQL: a node's write runs on its writer thread. While one waits in the database
+    (its partition's lease row locked by another session), the node answers what needs no write (ApiVersions, a
+    Heartbeat), and a commit of another group, in another partition, is staged into the next batch and waits too:
+    one batch in flight per node, written in order. Once the lock goes, both are answered and stored."""
+    args = (*ARGS, "--set", "broker.session.timeout.ms=60000")  # the lease outlives the lock held below
+    with KCluster(pg_dsn, tmp_path, nodes=1, args=args) as cl:
+        node = cl.node(1)
+        parts = cl.partitions()
+        first = "held-0"
+        second = next(f"held-{i}" for i in range(1, 1000) if partition_for(f"held-{i}", parts)
+                      != partition_for(first, parts))
+        key = wire.OffsetCommitRequest.API_KEY
+
+        def commit(group: str, offset: int) -> bytes:
+            return wire.encode_request(key, 7, offset, "t", wire.OffsetCommitRequest(
+                group_id=group, generation_id_or_member_epoch=-1, member_id="", topics=[
+                    wire.OffsetCommitRequestTopic(name=TOPIC, partitions=[wire.OffsetCommitRequestPartition(
+                        partition_index=0, committed_offset=offset, committed_leader_epoch=-1,
+                        committed_metadata="")])]))
+
+        with Client(node.bootstrap) as a, Client(node.bootstrap) as b:
+            a.sock.sendall(commit(first, 1))
+            assert a.receive(key, 7, 1).topics[0].partitions[0].error_code == E.NONE
+            locker = psycopg.connect(pg_dsn)  # not autocommit: the lock is held until the rollback
+            try:
+                locker.execute("SELECT 1 FROM kcoord_leases WHERE partition = %s FOR UPDATE",
+                               (partition_for(first, parts),))
+                a.sock.sendall(commit(first, 2))  # its write waits for the lock in the database
+                wait_until(lambda: locker.execute(
+                    "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'kcoord-node-1' "
+                    "AND wait_event_type = 'Lock' AND query LIKE '%kcoord_put%'").fetchone()[0] == 1, 15,
+                    "the node's write waits for the lock")
+                b.sock.sendall(commit(second, 3))  # another partition, staged into the next batch
+                # The loop is free: what writes nothing is answered while the write waits.
+                assert heartbeat(node.bootstrap, "idle-group") == E.UNKNOWN_MEMBER_ID
+                with Client(node.bootstrap) as c:
+                    assert c.request(wire.ApiVersionsRequest(), 0).error_code == E.NONE
+                for sock in (a.sock, b.sock):  # neither commit is answered while the first batch is not written
+                    assert select.select([sock], [], [], 0)[0] == []
+                assert cl.committed().get((second, TOPIC, 0)) is None, "a second batch was written beside the first"
+            finally:
+                locker.rollback()
+                locker.close()
+            assert a.receive(key, 7, 2).topics[0].partitions[0].error_code == E.NONE
+            assert b.receive(key, 7, 3).topics[0].partitions[0].error_code == E.NONE
+        stored = cl.committed()
+        assert stored[(first, TOPIC, 0)] == 2 and stored[(second, TOPIC, 0)] == 3
+        assert cl.two_writers() == []
 
 
 # ---- settings -------------------------------------------------------------------------------------------------

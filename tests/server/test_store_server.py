@@ -315,6 +315,101 @@ def test_crash_sigkill_at_random_moments_loses_no_acknowledged_commit(tmp_path) 
     assert ledger.acks >= 200 and ledger.rejoins >= 20, (ledger.acks, ledger.rejoins)
 
 
+PIPE_CONNECTIONS, PIPE_DEPTH = 40, 8
+
+
+async def _pipelined_commits(port: int, sent: dict[tuple[str, int], int], acked: dict[tuple[str, int], int],
+                             kill_after: float, kill) -> int:
+    """PIPE_CONNECTIONS connections, each committing increasing offsets of its own group's partition with
+    PIPE_DEPTH commits in flight (an answer sends the next), until `kill()` is called after `kill_after` seconds
+    and the server goes. `sent` and `acked` (per (group, partition)) take the highest offset written and the highest
+    acknowledged (error 0; answers come in request order, so the last acknowledged is the highest). Answers seen."""
+    import asyncio
+
+    answered = 0
+
+    async def drive(ci: int) -> None:
+        nonlocal answered
+        key = (f"pipe-{ci}", ci % 16)
+        try:
+            reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        except OSError:
+            return
+        in_flight: list[int] = []
+
+        def send(n: int) -> None:
+            frames = []
+            for _ in range(n):
+                sent[key] = offset = sent.get(key, 0) + 1
+                in_flight.append(offset)
+                frames.append(commit_frame(offset & 0x7FFFFFFF, key[0], key[1], offset))
+            writer.write(b"".join(frames))
+
+        try:
+            send(PIPE_DEPTH)
+            while True:
+                (size,) = struct.unpack(">i", await reader.readexactly(4))
+                corr, resp = wire.decode_response(8, 8, await reader.readexactly(size))
+                offset = in_flight.pop(0)
+                assert corr == offset & 0x7FFFFFFF, (key, corr, offset)  # in request order
+                assert resp.topics[0].partitions[0].error_code == E.NONE, (key, resp)
+                acked[key] = offset
+                answered += 1
+                send(1)
+        except (OSError, asyncio.IncompleteReadError):
+            return  # the server was killed
+        finally:
+            writer.close()
+
+    async def killer() -> None:
+        await asyncio.sleep(kill_after)
+        kill()
+
+    await asyncio.gather(killer(), *(drive(ci) for ci in range(PIPE_CONNECTIONS)))
+    return answered
+
+
+@pytest.mark.parametrize("kills", [pytest.param(3, id="3-kills"), pytest.param(15, id="15-kills", marks=pytest.mark.slow)])
+def test_crash_sigkill_under_pipelined_commits_loses_no_acknowledged_commit(tmp_path, kills) -> None:
+    """The group commit with the fsync on the writer thread: many connections pipelining durable commits
+    (store.fsync=always, batches gathered while the previous one is fsynced), SIGKILL during the load, a restart on
+    the same data directory: every offset acknowledged before the kill is stored, equal or newer (never newer than
+    what was sent), and the restarted server serves it."""
+    import asyncio
+
+    data_dir, log = tmp_path / "data", tmp_path / "server.log"
+    sent: dict[tuple[str, int], int] = {}
+    acked: dict[tuple[str, int], int] = {}
+    rng = random.Random(20261128)
+    groups = [f"pipe-{ci}" for ci in range(PIPE_CONNECTIONS)]
+    total = 0
+    for kill in range(kills + 1):
+        port = free_port()
+        proc = serve_dir(data_dir, port, log, "store.fsync=always")
+        served = fetched_offsets(port, groups) if acked else {}
+        for key, offset in acked.items():
+            assert offset <= served.get(key, -1) <= sent[key], (
+                f"restart {kill}: {key} acknowledged {offset}, sent up to {sent[key]}, served {served.get(key)}")
+        if kill == kills:
+            proc.terminate()
+            proc.wait(10)
+            break
+        before = dict(acked)
+        total += asyncio.run(_pipelined_commits(port, sent, acked, rng.uniform(0.4, 1.2),
+                                                lambda p=proc: p.send_signal(signal.SIGKILL)))
+        proc.wait(10)
+        assert acked != before, f"round {kill}: nothing was acknowledged before the kill"
+        report = check_store(str(data_dir))
+        assert report.ok, f"after kill {kill + 1}: {report.problems}"
+        stored = stored_offsets(data_dir)
+        for key, offset in acked.items():
+            assert key in stored and offset <= stored[key] <= sent[key], (
+                f"after kill {kill + 1}: {key} acknowledged {offset}, sent up to {sent[key]}, "
+                f"stored {stored.get(key)}")
+    print(f"pipelined crash test: {kills} SIGKILLs, {total} acknowledged commits on {PIPE_CONNECTIONS} connections "
+          f"x {PIPE_DEPTH} in flight")
+
+
 @pytest.mark.parametrize("how", [signal.SIGTERM, signal.SIGKILL], ids=["sigterm", "sigkill"])
 def test_static_group_survives_a_server_restart_over_the_wire(tmp_path, how) -> None:
     data_dir, log = tmp_path / "data", tmp_path / "server.log"

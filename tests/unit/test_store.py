@@ -358,3 +358,31 @@ def test_damaged_store_is_refused_and_reported(tmp_path, damage) -> None:
     report = check_store(str(tmp_path))
     assert not report.ok and report.problems, report
     assert any(words in p for p in report.problems), report.problems
+
+
+def test_a_cluster_nodes_failed_batch_takes_what_was_staged_since_for_its_partitions_and_is_settled() -> None:
+    """The group commit's bookkeeping when a cluster node's write fails (GroupStore.drop_staged, settle): what was
+    staged while the failed batch was written goes for the partitions it touched and stays for the others; once
+    its waiting answers are dropped, nothing waits for the failed batch any more (`durable` moves past it), and the
+    next batch is written and counted as before."""
+    records = MemoryRecords()
+    store = GroupStore(records)
+    store.stage(offset_key("a", "t", 0), offset_value(1, -1, "", 0))
+    batch = store.hand_off()
+    assert batch is not None and store.writing == 1 and not store.dirty
+    store.stage(offset_key("a", "t", 1), offset_value(2, -1, "", 0))  # same group: the failed partition's
+    store.stage(offset_key("b", "t", 0), offset_value(3, -1, "", 0))  # another group, another partition
+    store.written(batch, StoreError("fenced"))
+    assert store.durable == 0 and store.newest == 2
+    assert store.drop_staged(lambda key: key.startswith(offset_key("a", "t", 0)[:5])) == 1
+    assert list(store.pending) == [offset_key("b", "t", 0)] and store.dirty
+    store.settle(1)
+    assert store.durable == 1
+    store.settle(0)  # never backwards
+    assert store.durable == 1
+    batch = store.hand_off()
+    assert batch is not None and store.writing == 2
+    store.write(store.prepare(batch))
+    store.written(batch, None)
+    assert store.durable == 2 and records.data == {offset_key("b", "t", 0): offset_value(3, -1, "", 0)}
+    assert store.drop_staged(lambda key: True) == 0 and not store.dirty
