@@ -214,6 +214,23 @@ def test_commit_against_heartbeat_without_a_store(benchmark: Any) -> None:
     benchmark(cases["new: consumer (member epoch, v9)"])
 
 
+def sqlite_row_cpu(data: str, rows: int, batches: int = 400) -> float:
+    """CPU seconds per row of SqliteRecords.put writing `rows` offset records that are already stored (what a round
+    of commits to distinct partitions writes), in a store of its own beside `data`."""
+    import os
+
+    from kcoord import records as R
+    store = SqliteRecords(os.path.join(data, "floor"), fsync="always")
+    keys = [R.offset_key(f"group-{i}", "orders", i) for i in range(rows)]
+    store.put({k: R.offset_value(0, -1, "", 0) for k in keys})
+    t = time.process_time()
+    for o in range(1, batches + 1):
+        store.put({k: R.offset_value(o, -1, "", 0) for k in keys})
+    spent = time.process_time() - t
+    store.close()
+    return spent / (batches * rows)
+
+
 @pytest.mark.parametrize("keys", (BATCH, 1))
 @pytest.mark.benchmark(group="offsets: commit vs heartbeat, in-process, SQLite store")
 def test_commit_against_heartbeat_with_the_sqlite_store(benchmark: Any, keys: int) -> None:
@@ -235,6 +252,12 @@ def test_commit_against_heartbeat_with_the_sqlite_store(benchmark: Any, keys: in
         report(benchmark, f"single-partition OffsetCommit, SQLite store (fsync=always; one write per {BATCH} requests, "
                f"{rows})",
                figures, heartbeat, 4.0)
+        if keys > 1:
+            floor = sqlite_row_cpu(data, keys)
+            benchmark.extra_info["sqlite_put_us_per_row"] = round(floor * 1e6, 2)
+            print(f"  the store's own write alone (SqliteRecords.put of {keys} rows already stored, fsync=always): "
+                  f"{floor * 1e6:.2f} µs per row = {floor / heartbeat:.2f} heartbeats, below which no commit that "
+                  f"writes a row of its own can go")
         call = cases["new: consumer (member epoch, v9)"]
 
         def batch() -> None:
