@@ -254,55 +254,9 @@ class ConsumerGroupMembers:
 async def form_consumer_group(port: int, group: str, members: int, connections: int,
                               topic: str = "orders", quiet_s: float = 1.2) -> ConsumerGroupMembers:
     """`members` KIP-848 members join (ConsumerGroupHeartbeat v1, epoch 0), then heartbeat in rounds, each reporting
-    the partitions it was given, until every one is at the group epoch and nothing moves. A round that moves nothing
-    is followed by `quiet_s` without requests and one more round: the server computes a target at most once per
-    group.consumer.assignment.interval.ms (1 s by default), so a quiet round may only mean that one is due; the
-    group is formed when a round after such a wait moves nothing either."""
-    conns = [await Conn.open(port) for _ in range(connections)]
-    ids = [f"{group}-member-{i:05d}" for i in range(members)]
-    by_conn = [list(range(c, members, connections)) for c in range(connections)]
-    epochs = [0] * members
-    owned: list[list] = [[] for _ in range(members)]
-
-    async def round_(make) -> int:
-        for c, idx in zip(conns, by_conn):
-            c.writer.write(b"".join(c.frame(68, 1, make(i)) for i in idx))
-        answers = await asyncio.gather(*(c.responses(len(idx)) for c, idx in zip(conns, by_conn)))
-        moved = 0
-        for idx, frames in zip(by_conn, answers):
-            for i, f in zip(idx, frames):
-                r = wire.decode_response(68, 1, f)[1]
-                assert r.error_code == 0, (ids[i], r.error_code, r.error_message)
-                moved += r.member_epoch != epochs[i] or r.assignment is not None
-                epochs[i] = r.member_epoch
-                if r.assignment is not None:
-                    owned[i] = [wire.ConsumerGroupHeartbeatRequestTopicPartitions(topic_id=tp.topic_id,
-                                                                                 partitions=tp.partitions)
-                                for tp in r.assignment.topic_partitions]
-        return moved
-
-    t0 = time.perf_counter()
-    await round_(lambda i: wire.ConsumerGroupHeartbeatRequest(
-        group_id=group, member_id=ids[i], member_epoch=0, rebalance_timeout_ms=300_000,
-        subscribed_topic_names=[topic], subscribed_topic_regex="", topic_partitions=[]))
-    t_join = t_stable = time.perf_counter()
-    waited = False
-    for _ in range(40):
-        if await round_(lambda i: wire.ConsumerGroupHeartbeatRequest(
-                group_id=group, member_id=ids[i], member_epoch=epochs[i], topic_partitions=owned[i])):
-            waited = False
-            t_stable = time.perf_counter()  # the last round that moved anything
-        elif waited:
-            break
-        else:
-            await asyncio.sleep(quiet_s)
-            waited = True
-    else:
-        raise AssertionError("the consumer group did not settle")
-    assert len(set(epochs)) == 1, "the members are not at one epoch"
-    for c in conns:
-        c.close()
-    return ConsumerGroupMembers(group, ids, epochs, t_join - t0, t_stable - t0)
+    the partitions it was given, until every one is at the group epoch and nothing moves (form_consumer_groups for
+    one group)."""
+    return (await form_consumer_groups(port, [group], members, connections, topic, quiet_s=quiet_s))[0]
 
 
 def consumer_heartbeats(g: ConsumerGroupMembers) -> list[tuple[int, int, object]]:
@@ -679,11 +633,14 @@ async def rebalance_with_newcomer(port: int, group: Group, connections: int) -> 
 async def form_consumer_groups(port: int, groups: list[str], members: int, connections: int,
                                topic: str = "orders", partitions: int | None = None,
                                timeout: float = 300.0, quiet_s: float = 1.2) -> list[ConsumerGroupMembers]:
-    """form_consumer_group for many groups at once: every member of every group joins in one pipelined round, then
-    rounds of heartbeats (each member reporting what it was given) until a round changes nothing and, in each group,
-    every member is at one epoch and (with `partitions`: the topic's count) the members own all the partitions. A
-    round that changes nothing before that (a coordinator that computes targets on a timer) is followed by another
-    after 0.1 s, for up to `timeout` seconds."""
+    """`members` KIP-848 members of each group join (ConsumerGroupHeartbeat v1, epoch 0), all in one pipelined round,
+    then rounds of heartbeats (each member reporting what it was given) until a round changes nothing and, in each
+    group, every member is at one epoch and (with `partitions`: the topic's count) the members own all the
+    partitions. A round that changes nothing before that is followed by another after 0.1 s, for up to `timeout`
+    seconds; one that changes nothing once that holds, by `quiet_s` without requests and one more round: the server
+    computes a target at most once per group.consumer.assignment.interval.ms (1 s by default), so a group may look
+    settled while its next target is due (its first member holding everything). `stable_s` is the last round that
+    moved anything."""
     conns = [await Conn.open(port) for _ in range(connections)]
     who = [(g, f"{g}-member-{i:05d}") for i in range(members) for g in groups]
     epochs = [0] * len(who)
@@ -715,16 +672,15 @@ async def form_consumer_groups(port: int, groups: list[str], members: int, conne
             by_group[g] = (seen, held + sum(len(tp.partitions) for tp in owned[k]))
         return all(len(seen) == 1 and (partitions is None or held == partitions) for seen, held in by_group.values())
 
-    # Settled: a round that moves nothing, every group at one epoch with every partition owned, and once more so after
-    # `quiet_s` without requests (a target is computed at most once per group.consumer.assignment.interval.ms, so
-    # a group may look settled while its next target is due: its first member holding everything).
     deadline = time.perf_counter() + timeout
     waited = False
+    t_stable = t_join
     while True:
         assert time.perf_counter() < deadline, "the consumer groups did not settle"
         if await round_(lambda k: wire.ConsumerGroupHeartbeatRequest(
                 group_id=who[k][0], member_id=who[k][1], member_epoch=epochs[k], topic_partitions=owned[k])):
             waited = False
+            t_stable = time.perf_counter()
         elif not settled():
             waited = False
             await asyncio.sleep(0.1)
@@ -733,7 +689,6 @@ async def form_consumer_groups(port: int, groups: list[str], members: int, conne
         else:
             await asyncio.sleep(quiet_s)
             waited = True
-    t_stable = time.perf_counter()
     for c in conns:
         c.close()
     out = []

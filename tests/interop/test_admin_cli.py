@@ -40,30 +40,29 @@ LEADER_EPOCH = 3  # what the kafka-python consumer commits with its offsets
 _ids = itertools.count()
 
 
-@pytest.fixture(scope="module")
-def server(tmp_path_factory):
-    log = tmp_path_factory.mktemp("admin-cli") / "server.log"
-    args = ["--set", "group.initial.rebalance.delay.ms=0"]
+def module_server(tmp_path_factory, name: str, *settings: str):
+    """A `kcoord serve` with TOPICS, no initial rebalance delay and `settings`, for a module's tests; it must stop
+    cleanly."""
+    log = tmp_path_factory.mktemp(name) / "server.log"
+    args = ["--set", "group.initial.rebalance.delay.ms=0", *(a for s in settings for a in ("--set", s))]
     for t, n in TOPICS.items():
         args += ["--topic", f"{t}:{n}"]
     srv = serve(free_port(), log, *args)
     yield srv
     srv.proc.terminate()
     assert srv.proc.wait(timeout=30) == 0, srv.log_tail()
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    yield from module_server(tmp_path_factory, "admin-cli")
 
 
 @pytest.fixture(scope="module")
 def assigning_server(tmp_path_factory):
     """A server whose consumer groups stay Assigning for 15 s after a change that came within 15 s of their last
     target computation (group.consumer.assignment.interval.ms at its maximum): long enough to look at one."""
-    log = tmp_path_factory.mktemp("admin-cli-assigning") / "server.log"
-    args = ["--set", "group.initial.rebalance.delay.ms=0", "--set", "group.consumer.assignment.interval.ms=15000"]
-    for t, n in TOPICS.items():
-        args += ["--topic", f"{t}:{n}"]
-    srv = serve(free_port(), log, *args)
-    yield srv
-    srv.proc.terminate()
-    assert srv.proc.wait(timeout=30) == 0, srv.log_tail()
+    yield from module_server(tmp_path_factory, "admin-cli-assigning", "group.consumer.assignment.interval.ms=15000")
 
 
 @pytest.fixture
