@@ -637,7 +637,20 @@ assignment `interval`, also the clock moving on by parts of it (targets computed
         elif op < 0.28:
             h.c.topics.grow("T", h.c.topics.get("T").partitions + 1)
         elif interval and rng.random() < 0.15:  # (drawn only when batching: the unbatched seeds stay as they were)
-            h.advance(rng.choice((interval // 4, interval // 2, interval)))
+            if rng.random() < 0.6:
+                h.advance(rng.choice((interval // 4, interval // 2, interval)))
+            else:  # a subscription change, most likely while a target is pending
+                mid = rng.choice(list(clients))
+                st = clients[mid]
+                topics = rng.choice([("T",), ("U",), ("T", "U")])
+                r = h.hb(mid, st["epoch"], topics=list(topics), owned=st["owned"])
+                if r.error_code in (E.FENCED_MEMBER_EPOCH, E.UNKNOWN_MEMBER_ID):
+                    clients.pop(mid)
+                else:
+                    assert r.error_code == E.NONE, r
+                    st["epoch"], st["topics"] = r.member_epoch, topics
+                    if r.assignment is not None:
+                        st["owned"] = h.parts(r)
         else:
             mid = rng.choice(list(clients))
             st = clients[mid]
@@ -1168,3 +1181,26 @@ def test_target_records_made_at_once_are_the_general_encoders_bytes(seed: int) -
     for mid, r in zip(ids, rows):
         g.stage_target_member(mid, np.array(r, dtype=np.int32))
     assert made == list(staged.items())
+
+
+def test_a_subscription_change_while_a_target_is_pending_revokes_the_topic_dropped_at_once() -> None:
+    """a holds T and U; b joins (the target is pending); a drops U within the interval: a is told to revoke U at
+    once (the previous target still names U for it: Kafka's CurrentAssignmentBuilder revokes what the member no
+    longer subscribes to); nobody gets U's partitions before a has let them go, and once the target comes everyone
+    settles with a on T only and every partition held once."""
+    h = ConsumerHarness({"T": 2, "U": 2}, group_consumer_assignment_interval_ms=INTERVAL)
+    assert h.parts(h.join("a", ("T", "U"))) == {"T": [0, 1], "U": [0, 1]}
+    g = h.group()
+    h.join("b", ("T", "U"))
+    r = h.hb("a", 1, topics=["T"], owned={"T": [0, 1], "U": [0, 1]})
+    assert (r.error_code, h.parts(r)) == (E.NONE, {"T": [0, 1]})  # U revoked at once
+    assert g.assignment_epoch == 1 < g.group_epoch
+    owners(g)
+    h.advance(INTERVAL)
+    clients = {"a": {"epoch": r.member_epoch, "owned": {"T": [0, 1]}, "iid": None, "topics": ("T",)},
+               "b": {"epoch": 1, "owned": {}, "iid": None, "topics": ("T", "U")}}
+    settle(h, clients)
+    assert g.state_name == "Stable" and set(clients["a"]["owned"]) <= {"T"}
+    held = [(t, p) for st in clients.values() for t, ps in (st["owned"] or {}).items() for p in ps]
+    assert sorted(held) == [("T", 0), ("T", 1), ("U", 0), ("U", 1)]
+    owners(g)
