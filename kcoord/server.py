@@ -1047,6 +1047,10 @@ class Server:
         if records is None and cfg.store_url is not None:
             from .cluster import Cluster  # psycopg is imported only for a PostgreSQL store
             self.cluster = Cluster(self, cfg.store_url)
+            if cfg.listeners:  # registered with its listeners from the start when their ports are known (not 0):
+                known = {x.name: x.address() for x in cfg.listener_list()}  # else the first lease round adds them
+                if all(port for _, port in known.values()):
+                    self.cluster.listeners = known
             records = self.cluster.open()
         if records is None and cfg.data_dir is not None:
             records = SqliteRecords(cfg.data_dir, cfg.store_fsync)

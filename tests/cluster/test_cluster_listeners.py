@@ -43,3 +43,26 @@ def test_each_node_is_advertised_on_the_listener_a_request_came_in_on(pg_dsn, tm
         wait_until(lambda: coordinator(cluster.node(1).port)[0] == E.NONE, 20, "node 1 never saw the owner")
         assert coordinator(cluster.node(1).external) == (E.NONE, 2, *external[2])
         assert coordinator(cluster.node(1).port) == (E.NONE, 2, *internal[2])
+
+
+def test_a_node_is_registered_with_its_listeners_before_its_first_lease_round(pg_dsn) -> None:
+    """A node made visible to the others by its registration (before its first lease round, while it loads its
+    groups) is registered with every listener's advertised address already when their ports are known: another
+    node's Metadata on one listener never names it by another listener's address (a race CI once caught: node 2's
+    EXTERNAL view answered with node 1's INTERNAL address)."""
+    from kcoord.cluster import parse_listeners_text
+    from kcoord.config import ServerConfig
+    from kcoord.server import Server
+
+    internal, external = free_port("127.0.0.1"), free_port("127.0.0.1")
+    srv = Server(ServerConfig(
+        port=0, store_url=pg_dsn, node_id=7, listeners=f"INTERNAL://127.0.0.1:{internal},EXTERNAL://127.0.0.1:{external}",
+        listener_security_protocol_map="INTERNAL:PLAINTEXT,EXTERNAL:PLAINTEXT",
+        advertised_listeners="EXTERNAL://node7.example.com:9097"))
+    try:
+        (text,) = srv.cluster.lease_conn.execute("SELECT listeners FROM kcoord_nodes WHERE node_id = 7").fetchone()
+        assert parse_listeners_text(text) == {"INTERNAL": ("127.0.0.1", internal),
+                                              "EXTERNAL": ("node7.example.com", 9097)}
+    finally:
+        srv.cluster.lease_conn.close()
+        srv.store.close()
