@@ -35,7 +35,7 @@ from .._core import _assign
 from .._core._assign import PartitionEpochs
 from .._core._members import EMPTY_IDS, ConnectGroupCore, ConnectMember, intern_known_tasks
 from ..reply import Reply
-from .base import Group, GroupContext, GroupTimers
+from .base import Group, GroupContext
 from .modern import (
     JOIN_EPOCH,
     REBALANCE,
@@ -338,7 +338,6 @@ class ConnectGroup(ModernGroup[ConnectMember], ConnectGroupCore):
         self._support: dict[str, list] | None = None
         self._eldest: ConnectMember | None = None
         self.history: deque[Rebalance] = deque(maxlen=config.group_rebalance_history_size)
-        self.group_timers = GroupTimers(timers, self.on_group_timer)  # the compute lease and the scheduled delay
         self.init_core(timers, config.group_connect_session_timeout_ms,
                        config.group_connect_heartbeat_interval_ms, wire.ConnectGroupHeartbeatResponse)
 
@@ -630,10 +629,7 @@ class ConnectGroup(ModernGroup[ConnectMember], ConnectGroupCore):
         last ask (the consumer group's batching, KIP-1263: a thousand workers joining within it cost one
         computation, not one each); 0 when the interval is 0 or nobody was asked since the group was made or
         loaded."""
-        interval, last = self.config.group_connect_assignment_interval_ms, self.asked_at
-        if not interval or last is None:
-            return 0
-        return max(last + interval - self.timers.clock.now_ms(), 0)
+        return self.interval_wait_ms(self.asked_at, self.config.group_connect_assignment_interval_ms)
 
     def owe_computation(self) -> None:
         """If the group epoch is past the assignment epoch and no worker is computing, choose one and start its
@@ -1019,10 +1015,6 @@ class ConnectGroup(ModernGroup[ConnectMember], ConnectGroupCore):
         if self.delay_deadline_ms >= 0:
             self.group_timers.arm(DELAY, max(self.delay_remaining_ms(), 0))
         self.owe_computation()
-
-    def unload(self) -> None:
-        super().unload()
-        self.group_timers.clear()
 
     # ---- ConnectGroupDescribe -----------------------------------------------------------------------------------
 

@@ -44,7 +44,7 @@ from ..assignors import (
 from ..events import ADMIN_REMOVAL_REASON, join_reason
 from ..reply import Reply
 from ..topics import TopicCatalogue
-from .base import Group, GroupContext, GroupTimers
+from .base import Group, GroupContext
 from .modern import (
     JOIN_EPOCH,
     LEAVE_EPOCH,
@@ -290,9 +290,8 @@ class ConsumerGroup(ModernGroup[ConsumerMember], ConsumerGroupCore):
         self.init_core(timers, config.group_consumer_session_timeout_ms,
                        config.group_consumer_heartbeat_interval_ms, wire.ConsumerGroupHeartbeatResponse)
         # The batched target computation (KIP-1263): when the last one ran (the timers' clock, ms; None: not since
-        # the group was made or loaded), and the timer that runs the next one when a change came too soon after it.
+        # the group was made or loaded); the group's ASSIGN timer runs the next one when a change came too soon.
         self.computed_at: int | None = None
-        self.group_timers = GroupTimers(timers, self.on_group_timer)
 
     # ---- what the router, the offsets and the store ask of any group --------------------------------------------
 
@@ -711,13 +710,11 @@ class ConsumerGroup(ModernGroup[ConsumerMember], ConsumerGroupCore):
         interval is 0); else once that interval is over, on the group's timer, so that every change in between
         (a thousand joins) costs one computation (Kafka 4.3, KIP-1263). Meanwhile each member reconciles towards
         the previous target: a member that joins gets the assignment epoch and nothing yet."""
-        interval, last = self.config.group_consumer_assignment_interval_ms, self.computed_at
-        if interval and last is not None and self.assignment_epoch:
-            wait = last + interval - self.timers.clock.now_ms()
-            if wait > 0:
-                if not self.group_timers.is_armed(ASSIGN):
-                    self.group_timers.arm(ASSIGN, wait)
-                return
+        wait = self.interval_wait_ms(self.computed_at, self.config.group_consumer_assignment_interval_ms)
+        if wait and self.assignment_epoch:
+            if not self.group_timers.is_armed(ASSIGN):
+                self.group_timers.arm(ASSIGN, wait)
+            return
         self.group_timers.cancel(ASSIGN)
         self.compute_target()
 
@@ -726,10 +723,6 @@ class ConsumerGroup(ModernGroup[ConsumerMember], ConsumerGroupCore):
         first, as a heartbeat's catch_up does)."""
         if kind == ASSIGN and not self.dead:
             self.catch_up(False)
-
-    def unload(self) -> None:
-        super().unload()
-        self.group_timers.clear()
 
     def bump(self) -> None:
         self.group_epoch += 1

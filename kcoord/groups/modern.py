@@ -18,7 +18,7 @@ from .. import records as R
 from .. import wire
 from .._core import _assign
 from .._core._members import EMPTY_IDS, ModernMember
-from .base import Group, GroupBase, GroupContext, MemberTimers
+from .base import Group, GroupBase, GroupContext, GroupTimers, MemberTimers
 
 _NONE = EMPTY_IDS
 
@@ -152,6 +152,7 @@ class ModernGroup(GroupBase, Generic[M], metaclass=ABCMeta):
     target: TargetAssignment
     dead: bool
     member_timers: MemberTimers
+    group_timers: GroupTimers
     _loaded: list[R.Record]  # replayed records, applied by on_loaded
 
     def __init__(self, group_id: str, ctx: GroupContext) -> None:
@@ -163,6 +164,9 @@ class ModernGroup(GroupBase, Generic[M], metaclass=ABCMeta):
         self.target = TargetAssignment()
         self.dead = False
         self.member_timers = MemberTimers(ctx.timers, self.on_member_timer)
+        # the group's own deadlines (each type's kinds: the batched computation's end, a connect group's compute
+        # lease and scheduled delay), released with the group
+        self.group_timers = GroupTimers(ctx.timers, self.on_group_timer)
         self._loaded = []
 
     # ---- what each type provides ----------------------------------------------------------------------------------
@@ -292,7 +296,19 @@ class ModernGroup(GroupBase, Generic[M], metaclass=ABCMeta):
 
     def unload(self) -> None:
         self.member_timers.clear()
+        self.group_timers.clear()
         self.dead = True
+
+    @abstractmethod
+    def on_group_timer(self, kind: str) -> None:
+        """One of the group's own deadlines (`group_timers`) passed."""
+
+    def interval_wait_ms(self, last: int | None, interval_ms: int) -> int:
+        """How long until `interval_ms` has passed since `last` (the timers' clock, ms): 0 when it has, when the
+        interval is 0 or when there was no `last` (the batched computation's rule, KIP-1263, for both types)."""
+        if not interval_ms or last is None:
+            return 0
+        return max(last + interval_ms - self.timers.clock.now_ms(), 0)
 
     # ---- which member a request is for ------------------------------------------------------------------------------
 
