@@ -387,7 +387,7 @@ NOT_IN_UNITS = ("socket", "ssl", "subprocess", "asyncio", "multiprocessing", "ps
                 "pyspark", "tests.support.servers", "tests.support.postgres", "tests.support.cluster_nodes",
                 "tests.support.secured", "tests.support.interop_member", "tests.support.interop_consumer",
                 "tests.support.wheelhouse", "tests.support.cli", "tests.support.metrics", "tests.support.interop",
-                "tests.support.spark_estate")
+                "tests.support.spark_estate", "tests.support.pgproxy")
 
 
 def imported_modules(path: Path, package: tuple[str, ...]) -> set[str]:
