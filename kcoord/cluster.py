@@ -15,6 +15,21 @@ Requests for a group whose partition this node has not loaded are answered NOT_C
 the owner); FindCoordinator answers COORDINATOR_NOT_AVAILABLE while no live node holds the partition, as Kafka
 does while a partition has no leader. Both are retriable: clients look again.
 
+A node serves a partition only until its lease deadline: the start of the lease round that last renewed or took
+it, plus the lease, by `lease_clock` (CLOCK_BOOTTIME: it never steps with the wall clock, and it runs on while
+the machine is suspended or the process is stopped). That round began before the database stamped the lease, so
+the deadline passes before the database's `expires_at`, and so before any other node can take the partition
+(rounds take it only once the database's own clock says the lease ran out). From its deadline on, the node answers
+every request for the partition's groups NOT_COORDINATOR, reads as well as writes, even before its next round
+tells it who took over (a resumed process answers what it read while stopped the same way), and FindCoordinator
+no longer names it. Its writes are fenced by the epoch besides, at the database. No clock of a node's own
+extends a lease: the database stamps every expiry.
+
+A second process started with a node's `node.id` is refused while the first is registered and live; once the
+first's registration runs out (paused, cut off) the second registers and takes its partitions at raised epochs.
+The first, if it comes back, finds its registration taken and stops (exit status 1): two processes answering
+as one node id would give clients two addresses for it.
+
 When the database cannot be reached, writes fail: the partitions they touched are unloaded (their memory is
 ahead of the database), the connections waiting for that commit are closed unanswered (clients retry), and the
 partitions are taken again (epoch raised, records replayed) once the database answers.
@@ -41,6 +56,7 @@ from .pgstore import (
     Partitioner,
     PgRecords,
     StoreError,
+    Superseded,
     connect,
     init_schema,
     locked,
@@ -59,6 +75,12 @@ if TYPE_CHECKING:
 log = logging.getLogger("kcoord.cluster")
 PRUNE_EVERY = 120  # lease rounds between prunings of this node's partitions' write log
 FAILURE_LOG_EVERY_S = 30.0  # a database that stays away is logged once per this, not once per round
+BOOTTIME = getattr(time, "CLOCK_BOOTTIME", time.CLOCK_MONOTONIC)  # (Linux; elsewhere the monotonic clock)
+
+
+def lease_clock() -> float:
+    """The clock of every lease deadline a node keeps (see the module docstring): seconds since boot."""
+    return time.clock_gettime(BOOTTIME)
 
 
 @dataclass
@@ -98,12 +120,12 @@ class View:
     """What the last lease round read: live nodes and each partition's live owner (None: free or expired)."""
     nodes: dict[int, Node] = field(default_factory=dict)
     owners: dict[int, int | None] = field(default_factory=dict)
-    until: dict[int, float] = field(default_factory=dict)  # partition -> when its lease ends (time.monotonic())
+    until: dict[int, float] = field(default_factory=dict)  # partition -> when its lease ends (lease_clock())
 
     def owner(self, p: int) -> int | None:
         """The partition's owner while its lease, as last read, has not run out."""
         o = self.owners.get(p)
-        return o if o is not None and self.until.get(p, 0) > time.monotonic() else None
+        return o if o is not None and self.until.get(p, 0) > lease_clock() else None
 
 
 def share(view: View, partitions: int, me: int) -> set[int]:
@@ -132,7 +154,7 @@ def share(view: View, partitions: int, me: int) -> set[int]:
 @dataclass
 class Round:
     """What one lease round did in the database (run off the event loop)."""
-    started: float  # time.monotonic() before the first statement: leases renewed run from here
+    started: float  # lease_clock() before the first statement: leases renewed run from here
     view: View
     renewed: set[int]
     acquired: dict[int, int]  # partition -> new epoch
@@ -192,6 +214,9 @@ class ClusterHost(Protocol):
         """A topic another node deleted: every group's committed offsets of it go."""
         ...
 
+    def halt(self, exc: BaseException) -> None:
+        """Stop serving at once, answering nothing more; the process exits with `exc`."""
+
     def commit_staged(self) -> None:
         """Commit what this turn has staged, if anything."""
         ...
@@ -216,7 +241,7 @@ class Cluster:
         # a node stopped inside a transaction holds lease rows no longer than its lease would have
         self.records = PgRecords(dsn, self.node_id, self.partitioner, idle_in_transaction_s=self.lease_s)
         self.epochs = self.records.epochs  # partition -> epoch held and loaded
-        self.deadline: dict[int, float] = {}  # partition -> when this node's lease ends by its own clock
+        self.deadline: dict[int, float] = {}  # partition -> when this node stops serving it (lease_clock())
         self.view = View()
         self.topics_version = ""
         self.lease_conn: psycopg.Connection | None = None  # the lease's own connection, from open()
@@ -366,10 +391,12 @@ class Cluster:
             self.failing_since = None
         self.rounds += 1
         self._apply(r, held)
+        if not r.registered and not self.stopping:
+            self.superseded()
 
     def _db_round(self, held: dict[int, int]) -> Round:
         conn = self._lease_conn()
-        started = time.monotonic()
+        started = lease_clock()
         lease = f"{self.lease_s} seconds"
         registered = conn.execute(
             "UPDATE kcoord_nodes SET expires_at = clock_timestamp() + %s::interval, host = %s, port = %s, "
@@ -390,7 +417,7 @@ class Cluster:
                 "SELECT node_id, host, port, listeners FROM kcoord_nodes WHERE expires_at > clock_timestamp()"
         ).fetchall():
             view.nodes[node_id] = Node(node_id, host, port, parse_listeners_text(listeners))
-        read_at = time.monotonic()
+        read_at = lease_clock()
         for p, node_id, left in conn.execute(
                 "SELECT partition, node_id, CASE WHEN expires_at > clock_timestamp() "
                 "THEN extract(epoch FROM expires_at - clock_timestamp()) ELSE -1 END FROM kcoord_leases").fetchall():
@@ -450,6 +477,13 @@ class Cluster:
             self.take(r.acquired, r.rows, until)
         self.expire_leases()
 
+    def superseded(self) -> None:
+        """Another process registered this node.id while this one's registration had run out (it was stopped or cut
+        off): it has stepped down from everything (its leases were not renewed), and now stops."""
+        self.stopping = True
+        self.server.halt(Superseded(f"node.id {self.node_id} was registered by another process while this one's "
+                                    "registration had run out; stopping"))
+
     async def _release_later(self, held: dict[int, int]) -> None:
         try:
             await asyncio.to_thread(self._release, self._lease_conn(), held)
@@ -458,7 +492,7 @@ class Cluster:
 
     def expire_leases(self) -> None:
         """Step down from every partition whose lease has run out by this node's clock."""
-        now = time.monotonic()
+        now = lease_clock()
         gone = [p for p in self.epochs if self.deadline.get(p, 0) <= now]
         if gone:
             self.step_down(gone, "its lease ran out")
@@ -485,7 +519,7 @@ class Cluster:
         """Stop serving `parts`: commit what is staged for them first when the lease still allows it, then drop
         their groups from memory (parked requests are answered NOT_COORDINATOR)."""
         srv = self.server
-        if all(self.deadline.get(p, 0) > time.monotonic() for p in parts):
+        if all(self.deadline.get(p, 0) > lease_clock() for p in parts):
             srv.commit_staged()
         gone = set(parts)
         self.step_downs += len(gone)
@@ -553,13 +587,15 @@ class Cluster:
 
     def serving(self, group_id: str) -> bool:
         p = self.partitioner(group_id)
-        return p in self.epochs and self.deadline.get(p, 0) > time.monotonic()
+        return p in self.epochs and self.deadline.get(p, 0) > lease_clock()
 
     def coordinator(self, group_id: str) -> Node | None:
-        """The live node that holds the group's partition, by the last round (this node when it serves it)."""
+        """The live node that holds the group's partition, by the last round (this node while it serves it)."""
         p = self.partitioner(group_id)
         if p in self.epochs:
-            return Node(self.node_id, self.host, self.port, self.listeners)
+            if self.deadline.get(p, 0) > lease_clock():
+                return Node(self.node_id, self.host, self.port, self.listeners)
+            return None  # its lease ran out here, and no round has said yet who holds it now
         owner = self.view.owner(p)
         if owner is None or owner == self.node_id:
             return None

@@ -126,6 +126,9 @@ class Coordinator:
         # and commits once per event-loop turn, holding every response until then (kcoord.server).
         self.autocommit = True
         self.groups: dict[str, Group] = {}
+        # A cluster node's test of whether it serves a group now (kcoord.cluster: its lease deadline has not
+        # passed); ListGroups lists only those. None: every group here is served.
+        self.serves: Callable[[str], bool] | None = None
         self.topics = topics if topics is not None else TopicCatalogue()
         self.offsets = Offsets(self.groups, self.classic_group, self._store, self.topics, self.clock,
                                self.config.offset_metadata_max_bytes, self.config.message_max_bytes)
@@ -762,10 +765,11 @@ class Coordinator:
         states = {s.lower() for s in req.states_filter} if version >= 4 else set()
         types = {t.lower() for t in req.types_filter} if version >= 5 else set()
         out: list = []
+        serves = self.serves
 
         def listing() -> Iterator[int]:
             for g in list(self.groups.values()):
-                if g.is_dead:
+                if g.is_dead or (serves is not None and not serves(g.group_id)):
                     pass
                 elif states and g.state_name.lower() not in states:
                     pass

@@ -16,8 +16,10 @@ Tables:
 - `kcoord_leases`: one row per coordinator partition (owner, epoch, expiry, write sequence number).
 - `kcoord_records`: (partition, key) -> value and its CRC32, the latest value per key (a compacted topic).
   Topic records, which every node reads, are in partition -1 and carry no fence.
-- `kcoord_writes`: one row per partition per committed write: its sequence number, epoch and node. It is the
-  evidence that no partition ever had two writers (`kcoord cluster --check`), kept for an hour.
+- `kcoord_writes`: one row per partition per committed write: its sequence number, the epoch the writer claimed
+  (the one the fence compared, not the row's) and the node. It is the evidence that no partition ever had two
+  writers (`kcoord cluster --check`), kept for an hour: a fence that let an old epoch through would show there as
+  a write at an older epoch after a newer one.
 
 One commit of the server's batch is one call of `kcoord_put`, one round trip and one transaction, made durable by
 PostgreSQL (synchronous_commit) before it returns. A server makes it on its writer thread (the group commit, as
@@ -72,7 +74,7 @@ BEGIN
     PERFORM 1 FROM kcoord_leases WHERE partition = ANY(parts) ORDER BY partition FOR UPDATE;
     WITH fenced AS (
         UPDATE kcoord_leases l SET seq = l.seq + 1 FROM unnest(parts, epochs) AS m(p, e)
-        WHERE l.partition = m.p AND l.epoch = m.e AND l.node_id = me RETURNING l.partition, l.seq, l.epoch)
+        WHERE l.partition = m.p AND l.epoch = m.e AND l.node_id = me RETURNING l.partition, l.seq, m.e AS epoch)
     INSERT INTO kcoord_writes (partition, seq, epoch, node_id) SELECT partition, seq, epoch, me FROM fenced;
     GET DIAGNOSTICS n = ROW_COUNT;
     IF n <> coalesce(array_length(parts, 1), 0) THEN
@@ -96,6 +98,10 @@ class FencedError(StoreError):
     def __init__(self, message: str, partitions: set[int]) -> None:
         super().__init__(message)
         self.partitions = partitions
+
+
+class Superseded(StoreError):
+    """Another process registered this node's node.id while this one's registration had run out: it must stop."""
 
 
 def java_hash(text: str) -> int:

@@ -1194,6 +1194,7 @@ class Server:
         self.handlers = {**self.broker.handlers, **self.coordinator.handlers, **SASL_REFUSALS}
         if self.cluster is not None:
             self.broker.cluster = self.cluster
+            self.coordinator.serves = self.cluster.serving
             self.handlers = self.cluster.wrap(self.handlers)
         if cfg.authorizing:  # authorization first, as KafkaApis checks before the coordinator answers
             from .security.gates import Gates
@@ -1387,6 +1388,15 @@ class Server:
         log.critical("store commit failed, stopping without answering: %s", exc,
                      extra={"kcoord": {"event": "store-failure", "error": str(exc),
                                        "connections": len(self.connections)}})
+        self._abort(exc)
+
+    def halt(self, exc: BaseException) -> None:
+        """Stop at once, answering nothing more (a cluster node whose node.id another process took over); the process
+        exits with `exc`."""
+        log.critical("stopping: %s", exc, extra={"kcoord": {"event": "halted", "error": str(exc)}})
+        self._abort(exc)
+
+    def _abort(self, exc: BaseException) -> None:
         self.failed = exc
         self.held.clear()
         for conn in list(self.connections):

@@ -64,6 +64,7 @@ from ..client import (
 from ..config import PG_SCHEMES, ServerConfig, SettingError, parse_properties
 from ..events import LOG_FORMATS, configure_logging
 from ..groups.base import KCOORD_DESCRIBE_TAG
+from ..pgstore import Superseded
 from ..security.tls import ANONYMOUS  # the principal of a member that did not authenticate (Kafka's name)
 from ..server import run
 from ..store import STORE_FILE, StoreError, accept_store, check_store, compact_store
@@ -151,6 +152,8 @@ def _serve(args) -> int:
         run(cfg, args.loop)
     except ImportError:
         raise CliError("--loop uvloop needs uvloop installed", 2) from None
+    except Superseded as e:  # (a StoreError) it was serving, and stopped
+        raise CliError(str(e)) from None
     except StoreError as e:
         hint = ""
         if cfg.data_dir and os.path.isfile(os.path.join(cfg.data_dir, STORE_FILE)):

@@ -4,6 +4,7 @@ restarted; who owns what is read from the database itself."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import socket
@@ -11,6 +12,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import psycopg
 
@@ -18,6 +20,8 @@ from kcoord import wire
 from kcoord.client import Client
 from kcoord.pgstore import partition_for
 
+from .faketime import WallClock
+from .pgproxy import PgProxy
 from .waits import poll_value
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -39,26 +43,40 @@ def wait_until(what, timeout: float, message: str, interval: float = 0.05):
 
 
 class Node:
-    def __init__(self, cluster: KCluster, node_id: int, args: tuple[str, ...]) -> None:
+    """One `kcoord serve` process. With `proxied`, it reaches PostgreSQL through a PgProxy of its own (to cut,
+    stall or reset it alone); with `clocked`, its wall clock runs under libfaketime (to shift it)."""
+
+    def __init__(self, cluster: KCluster, node_id: int, args: tuple[str, ...], *, proxied: bool = False,
+                 clocked: bool = False, incarnation: int = 0) -> None:
         self.cluster = cluster
         self.node_id = node_id
         self.host = f"127.0.0.{node_id}"
         self.port = free_port(self.host)
         self.args = args
-        self.log = cluster.workdir / f"node{node_id}.log"
+        name = f"node{node_id}" + (f"-{incarnation}" if incarnation else "")
+        self.log = cluster.workdir / f"{name}.log"
         self.proc: subprocess.Popen | None = None
+        self.proxy: PgProxy | None = None
+        if proxied:
+            host, port = urlsplit(cluster.dsn).hostname, urlsplit(cluster.dsn).port
+            self.proxy = PgProxy((host or "127.0.0.1", port or 5432)).start()
+        self.clock: WallClock | None = None
+        if clocked:
+            (cluster.workdir / f"{name}.clock").mkdir(exist_ok=True)
+            self.clock = WallClock(cluster.workdir / f"{name}.clock")
 
     @property
     def bootstrap(self) -> str:
         return f"{self.host}:{self.port}"
 
     def start(self, timeout: float = 30.0) -> Node:
+        dsn = self.proxy.dsn(self.cluster.dsn) if self.proxy is not None else self.cluster.dsn
         with open(self.log, "ab") as out:
             self.proc = subprocess.Popen(
                 [sys.executable, "-m", "kcoord.cli", "serve", "--host", self.host, "--port", str(self.port),
-                 "--store", self.cluster.dsn, "--set", f"node.id={self.node_id}", "--log-format", "json",
+                 "--store", dsn, "--set", f"node.id={self.node_id}", "--log-format", "json",
                  *self.args], stdout=out, stderr=subprocess.STDOUT, cwd=ROOT,
-                env={**os.environ, "PYTHONUNBUFFERED": "1"})
+                env={**os.environ, "PYTHONUNBUFFERED": "1", **(self.clock.env() if self.clock else {})})
         deadline = time.monotonic() + timeout
         while True:
             try:
@@ -91,15 +109,35 @@ class Node:
         self.proc.send_signal(signal.SIGTERM)
         return self.proc.wait(timeout)
 
+    def close(self) -> None:
+        """Kill the process if it runs (resumed first: a stopped process takes no SIGKILL until continued) and close
+        its proxy."""
+        if self.proc is not None and self.proc.poll() is None:
+            self.resume()
+            self.proc.kill()
+            self.proc.wait()
+        if self.proxy is not None:
+            self.proxy.close()
+
+    def events(self) -> list[dict]:
+        """Its JSON log lines."""
+        if not self.log.exists():
+            return []
+        return [json.loads(line) for line in self.log.read_text(errors="replace").splitlines()
+                if line.startswith("{")]
+
 
 class KCluster:
     """`nodes` kcoord nodes over the database at `dsn`; `args` are given to every node."""
 
-    def __init__(self, dsn: str, workdir: Path, nodes: int = 3, args: tuple[str, ...] = FAST) -> None:
+    def __init__(self, dsn: str, workdir: Path, nodes: int = 3, args: tuple[str, ...] = FAST, *,
+                 proxied: bool = False, clocked: bool = False) -> None:
         self.dsn = dsn
         self.workdir = workdir
         self.args = args
-        self.nodes = [Node(self, i + 1, args) for i in range(nodes)]
+        self.proxied, self.clocked = proxied, clocked
+        self.nodes = [Node(self, i + 1, args, proxied=proxied, clocked=clocked) for i in range(nodes)]
+        self.replaced: list[Node] = []  # processes a same-node.id restart took the place of
         self.db = psycopg.connect(dsn, autocommit=True)
 
     def __enter__(self) -> KCluster:
@@ -111,12 +149,30 @@ class KCluster:
         self.close()
 
     def close(self) -> None:
-        for n in self.nodes:
-            if n.proc is not None and n.proc.poll() is None:
-                n.resume()
-                n.proc.kill()
-                n.proc.wait()
+        for n in self.nodes + self.replaced:
+            n.close()
         self.db.close()
+
+    def restart_as_new_process(self, node_id: int, timeout: float = 30.0) -> Node:
+        """Start another process with `node_id` while the current one goes on (paused, say), on a port of its own;
+        kcoord refuses it while the first one's registration is live, so it is started again until it is taken.
+        It takes the old one's place in `nodes`; the old one stays in `replaced`."""
+        old = self.node(node_id)
+        n = len([x for x in self.replaced if x.node_id == node_id]) + 1
+        new = Node(self, node_id, self.args, proxied=self.proxied, clocked=self.clocked, incarnation=n)
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                new.start(timeout=max(1.0, deadline - time.monotonic()))
+                break
+            except AssertionError:
+                if "is in use by a live node" not in new.log_tail() or time.monotonic() > deadline:
+                    new.close()
+                    raise
+                time.sleep(0.2)
+        self.nodes[node_id - 1] = new
+        self.replaced.append(old)
+        return new
 
     def node(self, node_id: int) -> Node:
         return self.nodes[node_id - 1]
