@@ -115,7 +115,7 @@ class Report:
 
 
 @dataclass
-class _Clock:
+class Clock:
     """Times as they are printed: seconds since the history's first op."""
 
     t0: float
@@ -158,7 +158,7 @@ class _Prefix:
         return self.best[i - 1] if i else None
 
 
-def reads(ops: Iterable[Op], clock: _Clock) -> list[str]:
+def reads(ops: Iterable[Op], clock: Clock) -> list[str]:
     """Promises 1 and 2, per key. At most one line per fetch: a phantom, refused or future value first (its value
     is then not compared), else a stale read against acknowledged commits, else against earlier reads."""
     commits: dict[Key, list[Op]] = defaultdict(list)
@@ -203,7 +203,7 @@ def reads(ops: Iterable[Op], clock: _Clock) -> list[str]:
     return out
 
 
-def _invented(f: Op, sources: list[Op] | None, clock: _Clock) -> str:
+def _invented(f: Op, sources: list[Op] | None, clock: Clock) -> str:
     """Why fetch f's value could not have been read (promise 2), or "". sources: the commits that sent its value
     (None when it answered -1, which any fetch may before a commit is acknowledged)."""
     if sources is None:
@@ -224,7 +224,7 @@ def _invented(f: Op, sources: list[Op] | None, clock: _Clock) -> str:
             f"after the fetch was answered")
 
 
-def _fetched(f: Op, clock: _Clock) -> str:
+def _fetched(f: Op, clock: Clock) -> str:
     return (f"{_where(f.key)}: fetch by {f.client} at {_node(f.node)} (sent {clock(f.sent)}, answered "
             f"{clock(f.answered)}) answered {_value(f.value)}")
 
@@ -264,7 +264,7 @@ def owned(events: Iterable[Ownership], end: float) -> dict[Key, list[tuple[str, 
     return out
 
 
-def two_owners(events: Iterable[Ownership], end: float, clock: _Clock) -> list[str]:
+def two_owners(events: Iterable[Ownership], end: float, clock: Clock) -> list[str]:
     """Promise 4: two members' intervals of one partition never overlap (one's revoke at the instant of the other's
     assign is a handoff, not an overlap)."""
     problems = []
@@ -282,8 +282,10 @@ def two_owners(events: Iterable[Ownership], end: float, clock: _Clock) -> list[s
 
 
 def recovery(ops: list[Op], faults: list[Fault], *, lease_s: float, bound_s: float, end: float,
-             clock: _Clock) -> tuple[list[str], dict[str, float]]:
+             clock: Clock) -> tuple[list[str], dict[str, float]]:
     """Promise 5 and the unavailability figures. Ops at node 0 (read from the database at the end) are not service.
+    The figure for a fault kind is the longest gap between two ok answers of any group charged to a fault of that
+    kind (each gap is charged to the latest fault that started before it ended and whose window reaches its start).
 
     A group is judged for a fault when its clients were trying in the window [healed, healed + lease + bound]: an op
     sent in it, or sent before and answered in or after it. A fault another one overlaps (the other starts before
@@ -307,17 +309,25 @@ def recovery(ops: list[Op], faults: list[Fault], *, lease_s: float, bound_s: flo
         reach[group] = list(itertools.accumulate((seen for _, seen in pairs), max))
     problems = []
     unavailable: dict[str, float] = {}
-    for f in sorted(faults, key=lambda f: (f.start, f.healed)):
-        deadline = f.healed + lease_s + bound_s
+    ordered = sorted(faults, key=lambda f: (f.start, f.healed))
+    for f in ordered:
         unavailable.setdefault(f.kind, 0.0)
+    # Each gap between two ok answers of a group is charged to the latest fault that started before the gap ended
+    # and whose window [start, healed + lease + bound] reaches the gap's start: the fault the group was last hit by.
+    starts = [f.start for f in ordered]
+    for times in served.values():
+        for a, b in itertools.pairwise(times):
+            for i in range(bisect.bisect_right(starts, b) - 1, -1, -1):
+                f = ordered[i]
+                if a <= f.healed + lease_s + bound_s:
+                    unavailable[f.kind] = max(unavailable[f.kind], b - a)
+                    break
+    for f in ordered:
+        deadline = f.healed + lease_s + bound_s
         superseded = any(g is not f and g.start <= deadline and g.healed > f.healed for g in faults)
         nodes = ",".join(map(str, f.nodes)) or "-"
         for group in sorted(tried):
             times = served.get(group, [])
-            # the gaps (times[i], times[i + 1]) with times[i] <= deadline and times[i + 1] >= start
-            for i in range(max(bisect.bisect_left(times, f.start) - 1, 0), bisect.bisect_right(times, deadline)):
-                if i + 1 < len(times):
-                    unavailable[f.kind] = max(unavailable[f.kind], times[i + 1] - times[i])
             if superseded:
                 continue
             i = bisect.bisect_left(times, f.healed)
@@ -346,7 +356,7 @@ def check(history: History, *, write_log: Iterable[tuple[int, int, int, int]] = 
     times += [o.at for o in ownership] + [t for f in faults for t in (f.start, f.healed)]
     t0 = min((op.sent for op in ops), default=min(times, default=0.0))
     end = max(times, default=0.0)
-    clock = _Clock(t0)
+    clock = Clock(t0)
     violations = reads(ops, clock) + two_writers(write_log) + two_owners(ownership, end, clock)
     late, unavailable = recovery(ops, faults, lease_s=lease_s, bound_s=bound_s, end=end, clock=clock)
     outcomes = Counter(op.outcome for op in ops)

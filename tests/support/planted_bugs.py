@@ -51,6 +51,7 @@ EXPIRY = "tests/server/test_metrics.py::test_a_consumer_member_fenced_by_its_reb
 # The general offsets path (kcoord/offsets.py, and the group's Python check) is the compiled path's oracle: a bug in
 # it that the compiled path does not share shows as a difference between the two (issue 33)
 QUICK = "tests/unit/test_offsets_quick.py::test_quick_path_answers_and_stages_as_the_general_path"
+HARNESS = "tests/cluster/test_fault_harness.py::test_each_kind_of_fault_under_load_breaks_no_promise"
 
 BUGS = [
     Bug("socket.request.max.bytes ignored", "kcoord/server.py",
@@ -178,6 +179,24 @@ BUGS = [
         "rebalance_timeout_ms=m.rebalance_timeout_ms, joined=m.joined, client_assignors=[",
         "rebalance_timeout_ms=m.rebalance_timeout_ms, joined=0, client_assignors=[",
         ("tests/unit/test_connect.py::test_connect_random_model_one_computer_and_no_unit_held_twice",)),
+    # issue 35: the cluster's promises under faults. The fault harness's checker comes first: each must be caught
+    # by it (as well as by its direct test)
+    Bug("a cluster node answers from memory past its lease deadline", "kcoord/cluster.py",
+        "return p in self.epochs and self.deadline.get(p, 0) > lease_clock()",
+        "return p in self.epochs",
+        (HARNESS, "tests/cluster/test_cluster_faults.py::"
+         "test_a_resumed_node_answers_not_coordinator_for_groups_that_moved_even_to_what_it_read_while_stopped")),
+    Bug("the write fence lets an older epoch of the same node id through", "kcoord/pgstore.py",
+        "WHERE l.partition = m.p AND l.epoch = m.e AND l.node_id = me",
+        "WHERE l.partition = m.p AND l.epoch >= m.e AND l.node_id = me",
+        (HARNESS, "tests/cluster/test_cluster_faults.py::"
+         "test_a_write_at_an_older_epoch_of_the_same_node_id_is_fenced_and_logged_at_the_epoch_claimed")),
+    Bug("a cluster node keeps its lease deadlines on its wall clock", "kcoord/cluster.py",
+        "return time.clock_gettime(BOOTTIME)",
+        "return time.time()",
+        (HARNESS, "tests/cluster/test_cluster_faults.py::"
+         "test_a_node_cut_from_postgresql_stops_answering_at_its_lease_deadline_whatever_its_wall_clock_says"
+         "[clock-an-hour-back]")),
 ]
 
 

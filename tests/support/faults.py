@@ -1,0 +1,513 @@
+"""The cluster fault harness (issue 35), the way Jepsen tests a database: real clients work against a kcoord cluster
+while a nemesis injects faults, every operation is recorded with its outcome, and the history is checked against
+what the cluster promises (tests/support/history.py).
+
+The cluster: three `kcoord serve` nodes over the suite's real PostgreSQL, each reaching it through a TCP proxy of
+its own (tests/support/pgproxy.py) and running under libfaketime (tests/support/faketime.py), so one node can be cut
+from PostgreSQL, or have its wall clock shifted, while its clients still reach it.
+
+The clients:
+- probers, one per probe group: a sequential client that commits (OffsetCommit v7, as an admin: no member) and reads
+  (OffsetFetch v7) the group's three partitions, sending each request to the node it last found coordinating the
+  group or, one time in three, to any node (Jepsen's clients talk to every node: a node that should no longer answer
+  is asked too). It is the only writer of its keys, and each commit carries a value higher than any sent before.
+- real consumers (confluent-kafka, librdkafka), two per client group, that commit the partitions librdkafka has
+  assigned to them at that moment and read the group's committed offsets back; their rebalance callbacks give the
+  ownership history. In the long run one member of a group is replaced now and then, so ownership moves under faults.
+
+The nemesis, one fault at a time with quiet gaps between, each on the coordinator of a random group:
+- pause-short / pause-past-lease: SIGSTOP, then SIGCONT short of the lease or well past it;
+- pg-stall / pg-drop / pg-reset: the node's PostgreSQL proxy holds every byte, closes and refuses connections, or
+  resets them, while clients still reach the node;
+- same-id-restart: the node is cut from PostgreSQL with its writes in flight and stopped; another process is started
+  with its node.id (refused until the first one's registration runs out), takes its partitions, and serves; then
+  the first is resumed and its connection healed, so its held writes reach the database at the old epoch;
+- pg-restart: PostgreSQL itself is stopped and started again under every node;
+- clock-jump: the node's wall clock is stepped an hour back (or forward) and the node cut from PostgreSQL past its
+  lease, which a lease kept by the node's own wall clock would outlive by that hour.
+"""
+
+from __future__ import annotations
+
+import random
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import psycopg
+
+from kcoord import errors as E
+from kcoord import wire
+from kcoord.client import Client, KafkaError
+from kcoord.pgstore import partition_for
+
+from .cluster_nodes import KCluster
+from .history import Clock, Fault, History, Op, Ownership, Report, check, recovery
+from .interop_member import ConfluentMember
+
+TOPIC = "orders"
+PARTITIONS = 3
+KINDS = ("pause-short", "pause-past-lease", "pg-stall", "pg-drop", "pg-reset", "same-id-restart", "pg-restart",
+         "clock-jump")
+CLIENT_SESSION_MS = 45_000  # librdkafka's default: longer than any outage here
+
+
+@dataclass
+class Settings:
+    lease_s: float = 3.0  # the cluster's broker.session.timeout.ms
+    bound_s: float = 10.0  # served again within lease + this after a fault heals
+    request_timeout_s: float = 2.0  # a prober's wait for one answer: no answer is an indeterminate outcome
+    probe_groups: int = 4
+    client_groups: int = 2
+    members: int = 2
+    churn_every_s: float = 0.0  # replace one real member of a client group this often (0: never)
+
+
+class Values:
+    """Per key, values that only grow in the order they are handed out (one writer per key sends them in order)."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.last: dict[tuple[str, str, int], int] = {}
+
+    def next(self, key: tuple[str, str, int]) -> int:
+        with self.lock:
+            v = self.last[key] = self.last.get(key, 0) + 1
+            return v
+
+
+class Prober:
+    """A sequential client of one probe group (see the module docstring)."""
+
+    def __init__(self, cl: KCluster, history: History, group: str, values: Values, seed: int,
+                 settings: Settings, stop: threading.Event) -> None:
+        self.cl, self.history, self.group, self.values = cl, history, group, values
+        self.rng = random.Random(seed)
+        self.settings = settings
+        self.stop = stop
+        self.coordinator: int | None = None
+        self.clients: dict[tuple[int, int], Client] = {}
+        self.thread = threading.Thread(target=self._run, name=f"prober:{group}", daemon=True)
+        self.failure: BaseException | None = None
+
+    def start(self) -> Prober:
+        self.thread.start()
+        return self
+
+    def join(self) -> None:
+        self.thread.join(30)
+        for c in self.clients.values():
+            c.close()
+
+    def _client(self, node_id: int) -> Client:
+        node = self.cl.node(node_id)
+        key = (node_id, node.port)
+        c = self.clients.get(key)
+        if c is None:
+            c = self.clients[key] = Client(node.bootstrap, client_id=f"prober-{self.group}",
+                                           timeout=self.settings.request_timeout_s)
+        return c
+
+    def _drop(self, node_id: int) -> None:
+        node = self.cl.node(node_id)
+        c = self.clients.pop((node_id, node.port), None)
+        if c is not None:
+            c.close()
+
+    def _call(self, node_id: int, req, version: int):
+        """The answer, or None when none came (timeout, closed connection, refused connect)."""
+        try:
+            return self._client(node_id).request(req, version)
+        except (OSError, KafkaError, ValueError):
+            self._drop(node_id)
+            return None
+
+    def _find(self) -> None:
+        node_id = self.rng.randint(1, len(self.cl.nodes))
+        r = self._call(node_id, wire.FindCoordinatorRequest(key=self.group, key_type=0), 3)
+        self.coordinator = r.node_id if r is not None and r.error_code == E.NONE else None
+
+    def _run(self) -> None:
+        try:
+            while not self.stop.is_set():
+                self._one()
+                time.sleep(self.rng.uniform(0.005, 0.03))
+        except BaseException as e:  # noqa: BLE001 - reported by the harness
+            self.failure = e
+
+    def _one(self) -> None:
+        if self.coordinator is None or self.rng.random() < 1 / 3:
+            if self.coordinator is None:
+                self._find()
+            node_id = self.coordinator if self.coordinator is not None and self.rng.random() < 0.5 \
+                else self.rng.randint(1, len(self.cl.nodes))
+        else:
+            node_id = self.coordinator
+        p = self.rng.randrange(PARTITIONS)
+        if self.rng.random() < 0.5:
+            value = self.values.next((self.group, TOPIC, p))
+            req = wire.OffsetCommitRequest(
+                group_id=self.group, generation_id_or_member_epoch=-1, member_id="", topics=[
+                    wire.OffsetCommitRequestTopic(name=TOPIC, partitions=[wire.OffsetCommitRequestPartition(
+                        partition_index=p, committed_offset=value, committed_leader_epoch=-1,
+                        committed_metadata="")])])
+            sent = time.monotonic()
+            r = self._call(node_id, req, 7)
+            answered = time.monotonic()
+            if r is None:
+                op = Op("commit", f"prober-{self.group}", node_id, self.group, TOPIC, p, value, sent, None, "info",
+                        "no answer")
+            else:
+                code = r.topics[0].partitions[0].error_code
+                op = Op("commit", f"prober-{self.group}", node_id, self.group, TOPIC, p, value, sent, answered,
+                        "ok" if code == E.NONE else "fail", "" if code == E.NONE else E.name(code))
+                self._follow(node_id, code)
+        else:
+            req = wire.OffsetFetchRequest(group_id=self.group, topics=[
+                wire.OffsetFetchRequestTopic(name=TOPIC, partition_indexes=[p])], require_stable=False)
+            sent = time.monotonic()
+            r = self._call(node_id, req, 7)
+            answered = time.monotonic()
+            if r is None:
+                op = Op("fetch", f"prober-{self.group}", node_id, self.group, TOPIC, p, None, sent, None, "info",
+                        "no answer")
+            else:
+                code = r.error_code or (r.topics[0].partitions[0].error_code if r.topics else E.NONE)
+                value = r.topics[0].partitions[0].committed_offset if code == E.NONE else None
+                op = Op("fetch", f"prober-{self.group}", node_id, self.group, TOPIC, p, value, sent, answered,
+                        "ok" if code == E.NONE else "fail", "" if code == E.NONE else E.name(code))
+                self._follow(node_id, code)
+        if r is None and node_id == self.coordinator:
+            self.coordinator = None
+        self.history.record(op)
+
+    def _follow(self, node_id: int, code: int) -> None:
+        if code == E.NONE:
+            self.coordinator = node_id if node_id == self.coordinator or self.coordinator is None \
+                else self.coordinator
+        elif code in (E.NOT_COORDINATOR, E.COORDINATOR_NOT_AVAILABLE, E.COORDINATOR_LOAD_IN_PROGRESS) \
+                and node_id == self.coordinator:
+            self.coordinator = None
+
+
+class RealMember:
+    """A confluent-kafka consumer of a client group, committing what it holds and reading the group's offsets."""
+
+    def __init__(self, cl: KCluster, history: History, group: str, name: str, values: Values, seed: int,
+                 settings: Settings, stop: threading.Event) -> None:
+        self.history, self.group, self.name, self.values = history, group, name, values
+        self.settings = settings
+        self.rng = random.Random(seed)
+        self.member = ConfluentMember(cl.bootstrap, group, TOPIC, client_id=name, session_timeout_ms=CLIENT_SESSION_MS,
+                                      client_config={"topic.metadata.refresh.interval.ms": 5_000})
+        self.stop = threading.Event()
+        self.all_stop = stop
+        self.thread = threading.Thread(target=self._run, name=f"driver:{name}", daemon=True)
+        self.closed_at: float | None = None
+
+    def start(self) -> RealMember:
+        self.member.start()
+        self.thread.start()
+        return self
+
+    def close(self) -> None:
+        self.stop.set()
+        self.thread.join(30)
+        try:
+            self.member.close(60)
+        finally:
+            self.closed_at = time.monotonic()
+            self._ownership()
+
+    def _ownership(self) -> None:
+        held: set[int] = set()
+        with self.member._lock:
+            calls = list(self.member._callbacks)
+        for at, name, ps in calls:
+            if name == "assigned":
+                held |= set(ps)
+                for p in ps:
+                    self.history.own(Ownership(self.name, self.group, TOPIC, p, "assigned", at))
+            else:
+                held -= set(ps)
+                for p in ps:
+                    self.history.own(Ownership(self.name, self.group, TOPIC, p, "revoked", at))
+        for p in held:  # closed holding them: it owns nothing from here on
+            self.history.own(Ownership(self.name, self.group, TOPIC, p, "revoked", self.closed_at or time.monotonic()))
+
+    def _run(self) -> None:
+        while not self.stop.is_set() and not self.all_stop.is_set():
+            try:
+                if self.rng.random() < 0.5:
+                    self.member.run(self._commit, timeout=60)
+                else:
+                    self.member.run(self._fetch, timeout=60)
+            except Exception:  # noqa: BLE001 - the member stopped: nothing more to drive
+                if self.member.error is not None:
+                    return
+            time.sleep(self.rng.uniform(0.05, 0.2))
+
+    def _commit(self, c) -> None:
+        from confluent_kafka import KafkaException, TopicPartition
+
+        owned = sorted(tp.partition for tp in c.assignment() if tp.topic == TOPIC)
+        if not owned:
+            return
+        offsets = {p: self.values.next((self.group, TOPIC, p)) for p in owned}
+        sent = time.monotonic()
+        try:
+            res = c.commit(offsets=[TopicPartition(TOPIC, p, o) for p, o in offsets.items()], asynchronous=False)
+            errors = {tp.partition: str(tp.error) for tp in res or () if tp.error}
+        except KafkaException as e:
+            errors = dict.fromkeys(offsets, str(e.args[0]) if e.args else repr(e))
+        answered = time.monotonic()
+        for p, v in offsets.items():
+            # librdkafka retries inside one commit call: a failure may follow an attempt that was applied
+            ok = p not in errors
+            self.history.record(Op("commit", self.name, -1, self.group, TOPIC, p, v, sent,
+                                   answered if ok else None, "ok" if ok else "info", errors.get(p, "")))
+
+    def _fetch(self, c) -> None:
+        from confluent_kafka import KafkaException, TopicPartition
+
+        sent = time.monotonic()
+        try:
+            res = c.committed([TopicPartition(TOPIC, p) for p in range(PARTITIONS)],
+                              timeout=self.settings.request_timeout_s)
+        except KafkaException as e:
+            answered = time.monotonic()
+            for p in range(PARTITIONS):
+                self.history.record(Op("fetch", self.name, -1, self.group, TOPIC, p, None, sent, answered, "fail",
+                                       str(e.args[0]) if e.args else repr(e)))
+            return
+        answered = time.monotonic()
+        for tp in res:
+            if tp.error:
+                self.history.record(Op("fetch", self.name, -1, self.group, TOPIC, tp.partition, None, sent, answered,
+                                       "fail", str(tp.error)))
+            else:
+                self.history.record(Op("fetch", self.name, -1, self.group, TOPIC, tp.partition,
+                                       tp.offset if tp.offset >= 0 else -1, sent, answered, "ok"))
+
+
+@dataclass
+class Run:
+    """One run of the harness: its history, the faults it made, and the check's report."""
+    history: History
+    report: Report | None = None
+    notes: list[str] = field(default_factory=list)  # what the nemesis saw that is no promise's (a process that failed)
+    # fault kind -> longest unavailability, seen by the probers (the server's: they retry at once) and by the real
+    # consumers (librdkafka's own backoffs and rediscovery added)
+    unavailable: dict[str, dict[str, float]] = field(default_factory=dict)
+
+    def text(self) -> str:
+        assert self.report is not None
+        lines = [self.report.text()]
+        if self.unavailable:
+            lines.append("longest unavailability per fault kind, probers / librdkafka consumers:")
+            for kind in sorted(self.unavailable.get("probers", {})):
+                lines.append(f"  {kind}: {self.unavailable['probers'][kind]:.2f} s / "
+                             f"{self.unavailable.get('librdkafka', {}).get(kind, 0.0):.2f} s")
+        if self.notes:
+            lines.append("notes:")
+            lines.extend(f"  {n}" for n in self.notes)
+        return "\n".join(lines)
+
+
+class Nemesis:
+    def __init__(self, cl: KCluster, postgres, history: History, settings: Settings, rng: random.Random,
+                 groups: list[str], log: Callable[[str], None]) -> None:
+        self.cl, self.postgres, self.history, self.settings = cl, postgres, history, settings
+        self.rng = rng
+        self.groups = groups
+        self.log = log
+        self.notes: list[str] = []
+
+    def target(self) -> int:
+        """The node coordinating a random group of the workload (a fault there is felt)."""
+        owners = self.cl.owners()
+        parts = self.cl.partitions()
+        for _ in range(20):
+            n = owners.get(partition_for(self.rng.choice(self.groups), parts))
+            if n is not None:
+                return n
+        return self.rng.randint(1, len(self.cl.nodes))
+
+    def run(self, kind: str, **how) -> Fault:
+        lease = self.settings.lease_s
+        n = self.target()
+        node = self.cl.node(n)
+        start = time.monotonic()
+        detail = ""
+        if kind in ("pause-short", "pause-past-lease"):
+            hold = how.get("hold") or (self.rng.uniform(0.15, 0.5) * lease if kind == "pause-short"
+                                       else self.rng.uniform(1.3, 2.0) * lease)
+            node.pause()
+            time.sleep(hold)
+            node.resume()
+            detail = f"{hold:.1f} s"
+        elif kind in ("pg-stall", "pg-drop"):
+            hold = how.get("hold") or self.rng.uniform(0.3, 2.5) * lease
+            (node.proxy.stall if kind == "pg-stall" else node.proxy.drop)()
+            time.sleep(hold)
+            node.proxy.heal()
+            detail = f"{hold:.1f} s"
+        elif kind == "pg-reset":
+            node.proxy.reset()
+        elif kind == "clock-jump":
+            shift = how.get("shift") or self.rng.choice((-3600.0, 3600.0))
+            hold = how.get("hold") or self.rng.uniform(1.5, 2.5) * lease
+            node.clock.shift(shift)
+            node.proxy.stall()
+            time.sleep(hold)
+            node.proxy.heal()
+            time.sleep(0.5)
+            node.clock.shift(0)
+            detail = f"{shift:+.0f} s, cut {hold:.1f} s"
+        elif kind == "same-id-restart":
+            node.proxy.stall()  # its writes in flight are held, to reach the database after its successor's
+            time.sleep(0.3)
+            node.pause()
+            new = self.cl.restart_as_new_process(n, timeout=4 * lease + 30)
+            if not self._wait(lambda: n in self.cl.owners().values(), 2 * lease + 10):
+                self.notes.append(f"same-id-restart: the new process of node {n} took no partition")
+            time.sleep(0.5)
+            node.proxy.heal()
+            node.resume()
+            healed = time.monotonic()
+            try:
+                code = node.proc.wait(2 * lease + 10)
+            except Exception:  # noqa: BLE001 - it went on answering as node n: a finding
+                code = None
+                node.close()
+            if code != 1 or not any(e.get("event") == "halted" for e in node.events()):
+                self.notes.append(f"same-id-restart: the replaced process of node {n} did not stop as superseded "
+                                  f"(exit {code})")
+            detail = f"new process on port {new.port}"
+            f = Fault(kind, (n,), start, healed)
+            self.history.fault(f)
+            self.log(f"{kind} on node {n} ({detail})")
+            return f
+        elif kind == "pg-restart":
+            self.cl.db.close()
+            self.postgres.stop("fast")
+            time.sleep(how.get("hold") or self.rng.uniform(0.3, 1.5))
+            self.postgres.start()
+            self.cl.db = psycopg.connect(self.cl.dsn, autocommit=True)
+            n = 0
+        else:
+            raise ValueError(kind)
+        f = Fault(kind, (n,) if n else (), start, time.monotonic())
+        self.history.fault(f)
+        self.log(f"{kind} on {f'node {n}' if n else 'PostgreSQL'} {detail}".rstrip())
+        return f
+
+    @staticmethod
+    def _wait(what: Callable[[], bool], timeout: float) -> bool:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            try:
+                if what():
+                    return True
+            except psycopg.Error:
+                pass
+            time.sleep(0.1)
+        return False
+
+
+def cluster_args(lease_s: float) -> tuple[str, ...]:
+    return ("--set", f"broker.session.timeout.ms={int(lease_s * 1000)}",
+            "--set", f"broker.heartbeat.interval.ms={int(lease_s * 1000 / 6)}",
+            "--topic", f"{TOPIC}:{PARTITIONS}", "--set", "group.initial.rebalance.delay.ms=0")
+
+
+def run_faults(dsn: str, postgres, workdir, *, schedule: list[tuple[str, dict]] | None = None,
+               duration_s: float = 0.0, seed: int = 1, settings: Settings | None = None,
+               log: Callable[[str], None] = print) -> Run:
+    """Start the cluster and the clients, run the faults (`schedule` in order, or random ones for `duration_s`),
+    heal, read every key at the end from the database, and check the history."""
+    settings = settings or Settings()
+    rng = random.Random(seed)
+    history = History()
+    run = Run(history)
+    stop = threading.Event()
+    values = Values()
+    with KCluster(dsn, workdir, nodes=3, args=cluster_args(settings.lease_s), proxied=True, clocked=True) as cl:
+        deadline = time.monotonic() + 30
+        while not cl.balanced([1, 2, 3]):
+            if time.monotonic() > deadline:
+                raise AssertionError("the three nodes never shared the partitions")
+            time.sleep(0.1)
+        probe_groups = [f"probe-{seed}-{i}" for i in range(settings.probe_groups)]
+        client_groups = [f"clients-{seed}-{i}" for i in range(settings.client_groups)]
+        probers = [Prober(cl, history, g, values, seed * 1000 + i, settings, stop).start()
+                   for i, g in enumerate(probe_groups)]
+        members: dict[str, list[RealMember]] = {
+            g: [RealMember(cl, history, g, f"{g}-m{j}", values, seed * 1000 + 100 + 10 * i + j, settings,
+                           stop).start() for j in range(settings.members)] for i, g in enumerate(client_groups)}
+        retired: list[RealMember] = []
+        nemesis = Nemesis(cl, postgres, history, settings, rng, probe_groups + client_groups, log)
+        try:
+            wait_s = 60.0
+            t0 = time.monotonic()
+            while not all(sum(len(m.member.assigned) for m in ms) == PARTITIONS for ms in members.values()):
+                if time.monotonic() - t0 > wait_s:
+                    raise AssertionError(f"the client groups were not assigned: {members}")
+                time.sleep(0.1)
+            time.sleep(1.0)  # some history before the first fault
+            started = time.monotonic()
+            last_churn = started
+            steps = list(schedule or [])
+            count = 0
+            while True:
+                if steps:
+                    kind, how = steps.pop(0)
+                elif schedule is None and time.monotonic() - started < duration_s:
+                    kind, how = rng.choice(KINDS), {}
+                else:
+                    break
+                nemesis.run(kind, **how)
+                count += 1
+                time.sleep(rng.uniform(2.0, 4.0))  # quiet between faults
+                if settings.churn_every_s and time.monotonic() - last_churn > settings.churn_every_s:
+                    last_churn = time.monotonic()
+                    g = rng.choice(client_groups)
+                    old = members[g].pop(0)
+                    old.close()
+                    retired.append(old)
+                    members[g].append(RealMember(cl, history, g, f"{g}-m{count}", values, rng.randrange(1 << 30),
+                                                 settings, stop).start())
+                    log(f"churn: {old.name} left {g}, {members[g][-1].name} joined")
+            time.sleep(settings.lease_s + 2)  # everything served again before the end
+        finally:
+            stop.set()
+            for p in probers:
+                p.join()
+            for ms in members.values():
+                for m in ms:
+                    try:
+                        m.close()
+                    except AssertionError as e:
+                        run.notes.append(str(e))
+        for p in probers:
+            if p.failure is not None:
+                run.notes.append(f"prober {p.group} failed: {p.failure!r}")
+        # The end: what the database holds, read as one more fetch of every key.
+        at = time.monotonic()
+        for (group, topic, p), v in cl.committed().items():
+            history.record(Op("fetch", "database", 0, group, topic, p, v, at, at, "ok"))
+        write_log = [tuple(r) for r in cl.db.execute(
+            "SELECT partition, seq, epoch, node_id FROM kcoord_writes").fetchall()]
+        run.notes += nemesis.notes
+        for n in cl.nodes:
+            if not n.alive:
+                run.notes.append(f"node {n.node_id} is not running at the end:\n{n.log_tail(10)}")
+    run.report = check(history, write_log=write_log, lease_s=settings.lease_s, bound_s=settings.bound_s)
+    ops, _, faults = history.snapshot()
+    end = max((op.answered or op.sent for op in ops), default=0.0)
+    for name, prefix in (("probers", "probe-"), ("librdkafka", "clients-")):
+        _, run.unavailable[name] = recovery([op for op in ops if op.group.startswith(prefix)], faults,
+                                            lease_s=settings.lease_s, bound_s=settings.bound_s, end=end,
+                                            clock=Clock(0.0))
+    return run
