@@ -217,6 +217,9 @@ class ClusterHost(Protocol):
     def halt(self, exc: BaseException) -> None:
         """Stop serving at once, answering nothing more; the process exits with `exc`."""
 
+    def drop_staged(self, belongs: Callable[[bytes], bool]) -> int:
+        """Forget the staged records whose key `belongs` names, closing unanswered what waited for a commit."""
+
     def commit_staged(self) -> None:
         """Commit what this turn has staged, if anything."""
         ...
@@ -516,8 +519,10 @@ class Cluster:
                                    "groups": stats.groups, "offsets": stats.offsets}})
 
     def step_down(self, parts: list[int], why: str) -> None:
-        """Stop serving `parts`: commit what is staged for them first when the lease still allows it, then drop
-        their groups from memory (parked requests are answered NOT_COORDINATOR)."""
+        """Stop serving `parts`: commit what is staged for them first when the lease still allows it, or else forget
+        it (it must never be written: were the partitions taken again, their new epoch would let it through, old
+        state over what another node wrote meanwhile); then drop their groups from memory (parked requests are
+        answered NOT_COORDINATOR)."""
         srv = self.server
         if all(self.deadline.get(p, 0) > lease_clock() for p in parts):
             srv.commit_staged()
@@ -527,12 +532,14 @@ class Cluster:
             self.epochs.pop(p, None)
             self.deadline.pop(p, None)
         partition_of = self.partitioner
-        dropped = srv.unload_groups(lambda gid: partition_of(gid) in gone)
+        unloaded = srv.unload_groups(lambda gid: partition_of(gid) in gone)
+        of_key = partition_of.of_key
+        dropped = srv.drop_staged(lambda key: of_key(key) in gone)
         srv.rearm_timer()
-        log.info("node %d left coordinator partitions %s (%s): %d groups unloaded", self.node_id,
-                 _ranges_or_none(parts), why, dropped,
+        log.info("node %d left coordinator partitions %s (%s): %d groups unloaded, %d staged records forgotten",
+                 self.node_id, _ranges_or_none(parts), why, unloaded, dropped,
                  extra={"kcoord": {"event": "partitions-left", "node": self.node_id, "partitions": sorted(parts),
-                                   "reason": why, "groups": dropped}})
+                                   "reason": why, "groups": unloaded, "forgotten": dropped}})
 
     def commit_failed(self, exc: BaseException) -> None:
         """A commit was refused (fenced) or could not reach the database: its partitions' memory is ahead of the

@@ -64,6 +64,7 @@ TRUSTABLE = frozenset((12, CONSUMER_HEARTBEAT_KEY, wire.ConnectGroupHeartbeatReq
 MAX_TRUSTED = 1024  # (API key, group) pairs one connection keeps trusted before it starts again
 MEMBER_KEYS = frozenset((11, 14, wire.ConsumerGroupHeartbeatRequest.API_KEY, wire.ConnectGroupHeartbeatRequest.API_KEY))
 FETCH_KEY = wire.FetchRequest.API_KEY
+OFFSET_FETCH_KEY = wire.OffsetFetchRequest.API_KEY
 # While the store cannot write for want of space, what would write is refused with this code. Kafka's group
 # coordinator answers a failed append COORDINATOR_NOT_AVAILABLE when the coordinator stays where it is and may
 # write later (NOT_ENOUGH_REPLICAS, a timeout) and NOT_COORDINATOR when the partition's log directory failed
@@ -826,8 +827,11 @@ class DurableConnection(KafkaConnection):
     response waits only for the batch that holds what it acknowledges, not for every write under way.
 
     `needs[i]` is the batch `out[i]` waits for, never below the one before it (responses on one connection leave
-    in request order). A response whose handler staged records waits for the batch they went into; one whose
-    handler staged nothing (a Heartbeat, an OffsetFetch) needs nothing of its own; a parked one answered later
+    in request order). A response whose handler staged records waits for the batch they went into; an OffsetFetch
+    waits for the newest batch staged or being written, since it may have read offsets that batch holds (it answers
+    only durable ones, as Kafka's coordinator reads its offsets cache, which holds a commit only once appended: an
+    offset read before its write failed would be lost after it was seen); one whose handler staged nothing and read
+    nothing unwritten (a Heartbeat) needs nothing of its own; a parked one answered later
     (JoinGroup, SyncGroup) waits for the newest batch staged or being written when it is answered, except a held
     Fetch, which acknowledges nothing."""
 
@@ -843,7 +847,7 @@ class DurableConnection(KafkaConnection):
         KafkaConnection.respond(self, response, key, version, correlation_id, t0)
         if len(out) > n:  # answered now (not parked, nor queued behind a parked one)
             store: GroupStore = self.server.store  # type: ignore[assignment]  # (with a writer: a GroupStore)
-            need = store.seq if store.staged != self.staged0 else 0
+            need = store.seq if store.staged != self.staged0 else store.newest if key == OFFSET_FETCH_KEY else 0
             needs = self.needs
             if needs and needs[-1] > need:
                 need = needs[-1]
@@ -1518,6 +1522,17 @@ class Server:
 
     def forget_topic(self, name: str) -> None:
         self.coordinator.offsets.forget_topic(name)
+
+    def drop_staged(self, belongs: Callable[[bytes], bool]) -> int:
+        """Forget the staged records whose key `belongs` names (a cluster node's partitions it leaves without
+        committing what it staged for them: its lease ran out, so they are no longer its to write, and writing them
+        once it held those partitions again would put old state over newer). The answers waiting for a commit are
+        dropped, their connections closed unanswered, since some waited for what went. How many records went."""
+        store = self.store
+        n = store.drop_staged(belongs) if isinstance(store, GroupStore) else 0
+        if n:
+            self._drop_held()
+        return n
 
     def commit_staged(self) -> None:
         if self.writer is not None:

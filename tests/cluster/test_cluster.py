@@ -28,7 +28,7 @@ import pytest
 from kcoord import errors as E
 from kcoord import wire
 from kcoord.client import Client, KafkaError
-from kcoord.cluster import View, share
+from kcoord.cluster import View, lease_clock, share
 from kcoord.pgstore import FencedError, Partitioner, PgRecords, connect, init_schema, partition_for
 from kcoord.records import offset_key, offset_value, topic_key, topic_value
 from kcoord.store import record_crc
@@ -162,16 +162,16 @@ def test_a_lease_round_read_before_the_nodes_own_topic_write_does_not_undo_it(pg
         srv.topics.create("b", 2)
         srv.store.commit()
         assert cl.records.topics_written == version + 1
-        cl._apply(Round(time.monotonic(), View(), set(), {}, [], stale, str(version), False), {})
+        cl._apply(Round(lease_clock(), View(), set(), {}, [], stale, str(version), False), {})
         assert "b" in srv.topics, "an older snapshot of the topics undid this node's own write"
         fresh = cl.lease_conn.execute("SELECT key, value, crc FROM kcoord_records WHERE partition = -1").fetchall()
-        cl._apply(Round(time.monotonic(), View(), set(), {}, [], fresh, str(version + 1), False), {})
+        cl._apply(Round(lease_clock(), View(), set(), {}, [], fresh, str(version + 1), False), {})
         assert srv.topics.get("b").partitions == 2 and cl.topics_version == str(version + 1)
         # a topic deleted elsewhere (a newer snapshot without it) goes here too
         cl.lease_conn.execute("DELETE FROM kcoord_records WHERE partition = -1 AND key = %s", (topic_key("a"),))
         cl.lease_conn.execute("UPDATE kcoord_meta SET value = (value::int + 1)::text WHERE name = 'topics_version'")
         fresh = cl.lease_conn.execute("SELECT key, value, crc FROM kcoord_records WHERE partition = -1").fetchall()
-        cl._apply(Round(time.monotonic(), View(), set(), {}, [], fresh, str(version + 2), False), {})
+        cl._apply(Round(lease_clock(), View(), set(), {}, [], fresh, str(version + 2), False), {})
         assert "a" not in srv.topics and "b" in srv.topics
     finally:
         srv.store.close()

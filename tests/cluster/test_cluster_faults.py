@@ -7,11 +7,14 @@
   its lease deadline, whatever its wall clock does (stepped an hour back or forward with libfaketime);
 - a second process with a node's node.id, started while the first is paused, fences the first: the first's write
   held in flight since before the pause reaches the database at the old epoch and is refused, and the first stops;
-- the database's fence refuses an older epoch of the same node id.
+- the database's fence refuses an older epoch of the same node id;
+- what a node staged for partitions whose lease ran out is forgotten when it leaves them, never written (not even
+  once it takes them again), and a node cut off with commits in its writer and staged acknowledges and writes none.
 """
 
 from __future__ import annotations
 
+import asyncio
 import threading
 import time
 
@@ -20,7 +23,7 @@ import pytest
 from kcoord import errors as E
 from kcoord import wire
 from kcoord.client import Client, KafkaError
-from kcoord.pgstore import FencedError, Partitioner, PgRecords, connect, init_schema
+from kcoord.pgstore import FencedError, Partitioner, PgRecords, connect, init_schema, partition_for
 from kcoord.records import offset_key, offset_value
 
 from ..support.cluster_nodes import FAST, KCluster, find_coordinator, group_on, wait_until
@@ -240,3 +243,93 @@ def test_a_second_process_with_the_node_id_fences_the_paused_first_whose_held_wr
         with Client(cl.node(cl.owner_of(group)).bootstrap) as c:
             assert fetched(c.request(fetch_request(group), 7)) == 7
         assert second.alive
+
+
+def test_a_node_cut_off_with_a_commit_in_its_writer_and_one_staged_acknowledges_and_writes_neither(pg_dsn, tmp_path):
+    """Node 1's proxy stalls with one commit in its writer (group g) and a second one staged behind it (group h, on
+    another coordinator partition). Its leases run out and node 2 takes both groups and acknowledges a newer offset
+    of h. Healed, node 1 steps down (whichever it learns first, the fence or the lost lease): neither commit is
+    acknowledged (their connections are closed unanswered), neither is written, and h keeps node 2's offset, also
+    once node 1 holds its share again."""
+    with KCluster(pg_dsn, tmp_path, nodes=2, args=ARGS, proxied=True) as cl:
+        wait_until(lambda: cl.balanced([1, 2]), 15, "partitions spread over the two nodes")
+        g = group_on(cl, 1, "in-writer")
+        parts = cl.partitions()
+        owners = cl.owners()
+        h = next(name for i in range(10_000) if owners[partition_for(name := f"staged-{i}", parts)] == 1
+                 and partition_for(name, parts) != partition_for(g, parts))
+        node = cl.node(1)
+        commit_until_acked(node.bootstrap, g, 5, 10)
+        commit_until_acked(node.bootstrap, h, 15, 10)
+        answers: dict[str, object] = {}
+        clients = {name: Client(node.bootstrap, timeout=60) for name in (g, h)}
+
+        def send(group: str, offset: int) -> None:
+            try:
+                answers[group] = commit_code(clients[group], group, offset)
+            except (OSError, KafkaError) as e:
+                answers[group] = e
+        try:
+            node.proxy.stall()
+            senders = [threading.Thread(target=send, args=(g, 6))]
+            senders[0].start()
+            time.sleep(0.5)  # g's commit is in the writer, held by the proxy
+            senders.append(threading.Thread(target=send, args=(h, 16)))
+            senders[1].start()
+            time.sleep(0.5)  # h's commit is staged behind it
+            assert answers == {}, answers
+            wait_until(lambda: cl.owner_of(g) == 2 and cl.owner_of(h) == 2, 2 * LEASE_S + 10,
+                       "node 2 takes both groups")
+            commit_until_acked(cl.node(2).bootstrap, h, 17, 10)
+        finally:
+            node.proxy.heal()
+        for t in senders:
+            t.join(30)
+        for c in clients.values():
+            c.close()
+        assert isinstance(answers[g], KafkaError) and isinstance(answers[h], KafkaError), answers
+        hp = partition_for(h, parts)
+        wait_until(lambda: any(e.get("event") == "partitions-left" and hp in e["partitions"]
+                               for e in node.events()), 10, "node 1 steps down")
+        wait_until(lambda: cl.balanced([1, 2]), 20, "node 1 takes its share again")
+        time.sleep(1.0)  # a write node 1 still held would have gone by now
+        assert stored_offset(cl, h) == 17 and stored_offset(cl, g) == 5
+        assert cl.two_writers() == []
+
+
+def test_a_node_stepping_down_past_its_deadline_forgets_what_it_staged_there_so_a_retake_cannot_write_it(pg_dsn):
+    """The step-down itself, on a real (unstarted) server over the real PostgreSQL: records staged for a partition
+    whose lease deadline has passed are forgotten when the node leaves it, and those of its other partitions are
+    kept. Were they kept, taking the partition again would raise its epoch in this node's hand, and the next write
+    would put them, old state, over what another node wrote meanwhile: the fence would let them through."""
+    from kcoord.cluster import lease_clock
+    from kcoord.config import ServerConfig
+    from kcoord.server import Server
+
+    srv = Server(ServerConfig(port=0, store_url=pg_dsn, topics=[f"{TOPIC}:1"]))
+    srv.loop = loop = asyncio.new_event_loop()  # (its timers are armed on it; it never runs)
+    try:
+        cl = srv.cluster
+        cl._apply(cl._db_round({}), {})  # the only node: it takes every partition
+        parts = cl.partitions
+        g = "left-behind"
+        h = next(name for i in range(1000) if partition_for(name := f"kept-{i}", parts) != partition_for(g, parts))
+        p, q = partition_for(g, parts), partition_for(h, parts)
+        assert p in cl.epochs and q in cl.epochs
+        srv.store.stage(offset_key(g, TOPIC, 0), offset_value(6, -1, "", 0))
+        srv.store.stage(offset_key(h, TOPIC, 0), offset_value(16, -1, "", 0))
+        cl.deadline[p] = lease_clock() - 0.001  # p's lease ran out by this node's clock
+        cl.step_down([p], "its lease ran out")
+        assert p not in cl.epochs
+        # another node wrote p meanwhile (its epoch), then this node takes p again (the next epoch)
+        cl.lease_conn.execute("UPDATE kcoord_leases SET node_id = 1, epoch = epoch + 2 WHERE partition = %s", (p,))
+        epoch = cl.lease_conn.execute("SELECT epoch FROM kcoord_leases WHERE partition = %s", (p,)).fetchone()[0]
+        cl.take({p: epoch}, [], lease_clock() + cl.lease_s)
+        srv.store.commit()
+        stored = {bytes(k) for (k,) in cl.lease_conn.execute("SELECT key FROM kcoord_records WHERE partition >= 0")}
+        assert offset_key(h, TOPIC, 0) in stored
+        assert offset_key(g, TOPIC, 0) not in stored, "what was staged before the lease ran out was written"
+    finally:
+        srv.store.close()
+        srv.cluster.lease_conn.close()
+        loop.close()

@@ -196,6 +196,53 @@ def test_a_commit_being_written_delays_no_other_clients_heartbeat(tmp_path) -> N
     assert srv.error is None
 
 
+def test_an_offset_fetch_answers_a_commit_only_once_it_is_written(tmp_path) -> None:
+    """A commit's write is held in the writer thread; another client's OffsetFetch of the same group reads the
+    offset the commit staged, and is not answered until that write is done (an answer before it would show an offset
+    a failed write then loses: found by the cluster fault harness). A heartbeat on a third connection is answered
+    meanwhile; with no write under way an OffsetFetch is answered at once."""
+    records = SqliteRecords(str(tmp_path))
+    srv = ThreadServer(records, topics=["t:4"], group=GroupConfig(group_initial_rebalance_delay_ms=0))
+    store = srv.server.store
+    gate = Gate()
+
+    def fetch_frame(corr: int) -> bytes:
+        return wire.encode_request(9, 7, corr, "reader", wire.OffsetFetchRequest(
+            group_id="read-after-write", topics=[wire.OffsetFetchRequestTopic(name="t", partition_indexes=[0])],
+            require_stable=False))
+
+    def offset(frames: Frames, corr: int) -> int:
+        got, resp = wire.decode_response(9, 7, frames.next())
+        assert got == corr and resp.error_code == E.NONE
+        return resp.topics[0].partitions[0].committed_offset
+
+    try:
+        with Client(f"127.0.0.1:{srv.port}", timeout=10) as member, \
+                socket.create_connection(("127.0.0.1", srv.port), timeout=10) as committer, \
+                socket.create_connection(("127.0.0.1", srv.port), timeout=10) as reader:
+            j = form_group(member, "bystander")
+            committer.sendall(commit_frame(1, "read-after-write", 0, 41))
+            assert wire.decode_response(8, 8, Frames(committer).next())[1].topics[0].partitions[0].error_code == E.NONE
+            frames = Frames(reader)
+            reader.sendall(fetch_frame(1))
+            assert offset(frames, 1) == 41  # nothing being written: at once
+            store.hold = gate
+            committer.sendall(commit_frame(2, "read-after-write", 0, 42))
+            assert gate.reached.wait(10), "the commit's write never started"
+            reader.sendall(fetch_frame(2))
+            assert heartbeat(member, "bystander", j) == E.NONE  # a round trip through the loop after the fetch
+            assert heartbeat(member, "bystander", j) == E.NONE
+            assert not readable(reader), "the fetch was answered before the offset it read was written"
+            gate.opened.set()
+            assert offset(frames, 2) == 42
+            assert wire.decode_response(8, 8, Frames(committer).next())[0] == 2
+    finally:
+        gate.opened.set()
+        store.hold = None
+        srv.close()
+    assert srv.error is None
+
+
 def test_a_parked_answer_waits_for_the_write_of_what_completed_it(tmp_path) -> None:
     """A follower's parked SyncGroup, answered by the leader's SyncGroup (which stages the group's assignment),
     leaves only once that write is done, as the leader's own answer does."""

@@ -12,7 +12,6 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from urllib.parse import urlsplit
 
 import psycopg
 
@@ -21,7 +20,7 @@ from kcoord.client import Client
 from kcoord.pgstore import partition_for
 
 from .faketime import WallClock
-from .pgproxy import PgProxy
+from .pgproxy import PgProxy, address
 from .waits import poll_value
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -58,8 +57,7 @@ class Node:
         self.proc: subprocess.Popen | None = None
         self.proxy: PgProxy | None = None
         if proxied:
-            host, port = urlsplit(cluster.dsn).hostname, urlsplit(cluster.dsn).port
-            self.proxy = PgProxy((host or "127.0.0.1", port or 5432)).start()
+            self.proxy = PgProxy(address(cluster.dsn)).start()
         self.clock: WallClock | None = None
         if clocked:
             (cluster.workdir / f"{name}.clock").mkdir(exist_ok=True)
