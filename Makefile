@@ -7,13 +7,15 @@
 #   make fuzz   fuzz the request path for FUZZ_SECONDS (1800) and merge what adds coverage into tests/fuzz/corpus
 #   make mutate mutation testing ([tool.mutmut] in pyproject.toml): the score and every surviving mutant
 #   make planted  the bugs kept in tests/support/planted_bugs.py, each planted in turn: every one must fail a test
+#   make faults the cluster fault harness's long form (FAULTS_MINUTES, 30): hundreds of faults under load, the history
+#               checked, its summary in .faults-report.txt (the README's table comes from it)
 
 PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 SERVE_ARGS ?= --data-dir .kcoord-data --topic demo:3
 
-.PHONY: run test unit bench fuzz mutate planted generate wheel clean
+.PHONY: run test unit bench fuzz mutate planted faults generate wheel clean
 
 # Requirements read from pyproject.toml, so each pin is written once: the build's, and the wheel tools of the test extra.
 BUILD_REQUIRES = import tomllib; print(*tomllib.load(open('pyproject.toml', 'rb'))['build-system']['requires'])
@@ -74,6 +76,11 @@ mutate: $(VENV)/.installed-test
 
 planted: $(VENV)/.installed-test
 	$(BIN)/python -m tests.support.planted_bugs
+
+FAULTS_MINUTES ?= 30
+faults: $(VENV)/.installed-test
+	KCOORD_FAULTS_MINUTES=$(FAULTS_MINUTES) KCOORD_FAULTS_REPORT=.faults-report.txt $(BIN)/python -m pytest -q -s \
+		-p no:cacheprovider -m slow tests/cluster/test_fault_harness.py::test_hundreds_of_random_faults_break_no_promise
 
 # A long fuzzing run (FUZZ_SECONDS) whose finds are merged into the corpus kept in the repo (libFuzzer's merge
 # keeps only inputs that add coverage). A crash stops it: its input is in .fuzz/artifacts/ (tests/fuzz/crashes/README).
