@@ -81,14 +81,20 @@ class Prober:
     """A sequential client of one probe group (see the module docstring)."""
 
     def __init__(self, cl: KCluster, history: History, group: str, values: Values, seed: int,
-                 settings: Settings, stop: threading.Event) -> None:
+                 settings: Settings, stop: threading.Event, reader: bool = False) -> None:
         self.cl, self.history, self.group, self.values = cl, history, group, values
+        # A reader only fetches, from any node, and waits long for an answer: a request sent to a stopped node is
+        # read when it resumes, before its next lease round can tell it anything (what a node answers then is
+        # exactly what the lease deadline decides).
+        self.reader = reader
+        self.name = f"{'reader' if reader else 'prober'}-{group}"
+        self.timeout = 3 * settings.lease_s + 5 if reader else settings.request_timeout_s
         self.rng = random.Random(seed)
         self.settings = settings
         self.stop = stop
         self.coordinator: int | None = None
         self.clients: dict[tuple[int, int], Client] = {}
-        self.thread = threading.Thread(target=self._run, name=f"prober:{group}", daemon=True)
+        self.thread = threading.Thread(target=self._run, name=self.name, daemon=True)
         self.failure: BaseException | None = None
 
     def start(self) -> Prober:
@@ -105,8 +111,7 @@ class Prober:
         key = (node_id, node.port)
         c = self.clients.get(key)
         if c is None:
-            c = self.clients[key] = Client(node.bootstrap, client_id=f"prober-{self.group}",
-                                           timeout=self.settings.request_timeout_s)
+            c = self.clients[key] = Client(node.bootstrap, client_id=self.name, timeout=self.timeout)
         return c
 
     def _drop(self, node_id: int) -> None:
@@ -137,6 +142,10 @@ class Prober:
             self.failure = e
 
     def _one(self) -> None:
+        p = self.rng.randrange(PARTITIONS)
+        if self.reader:
+            self._fetch(self.rng.randint(1, len(self.cl.nodes)), p)
+            return
         if self.coordinator is None or self.rng.random() < 1 / 3:
             if self.coordinator is None:
                 self._find()
@@ -144,43 +153,50 @@ class Prober:
                 else self.rng.randint(1, len(self.cl.nodes))
         else:
             node_id = self.coordinator
-        p = self.rng.randrange(PARTITIONS)
         if self.rng.random() < 0.5:
-            value = self.values.next((self.group, TOPIC, p))
-            req = wire.OffsetCommitRequest(
-                group_id=self.group, generation_id_or_member_epoch=-1, member_id="", topics=[
-                    wire.OffsetCommitRequestTopic(name=TOPIC, partitions=[wire.OffsetCommitRequestPartition(
-                        partition_index=p, committed_offset=value, committed_leader_epoch=-1,
-                        committed_metadata="")])])
-            sent = time.monotonic()
-            r = self._call(node_id, req, 7)
-            answered = time.monotonic()
-            if r is None:
-                op = Op("commit", f"prober-{self.group}", node_id, self.group, TOPIC, p, value, sent, None, "info",
-                        "no answer")
-            else:
-                code = r.topics[0].partitions[0].error_code
-                op = Op("commit", f"prober-{self.group}", node_id, self.group, TOPIC, p, value, sent, answered,
-                        "ok" if code == E.NONE else "fail", "" if code == E.NONE else E.name(code))
-                self._follow(node_id, code)
+            self._commit(node_id, p)
         else:
-            req = wire.OffsetFetchRequest(group_id=self.group, topics=[
-                wire.OffsetFetchRequestTopic(name=TOPIC, partition_indexes=[p])], require_stable=False)
-            sent = time.monotonic()
-            r = self._call(node_id, req, 7)
-            answered = time.monotonic()
-            if r is None:
-                op = Op("fetch", f"prober-{self.group}", node_id, self.group, TOPIC, p, None, sent, None, "info",
-                        "no answer")
-            else:
-                code = r.error_code or (r.topics[0].partitions[0].error_code if r.topics else E.NONE)
-                value = r.topics[0].partitions[0].committed_offset if code == E.NONE else None
-                op = Op("fetch", f"prober-{self.group}", node_id, self.group, TOPIC, p, value, sent, answered,
-                        "ok" if code == E.NONE else "fail", "" if code == E.NONE else E.name(code))
-                self._follow(node_id, code)
-        if r is None and node_id == self.coordinator:
-            self.coordinator = None
+            self._fetch(node_id, p)
+
+    def _commit(self, node_id: int, p: int) -> None:
+        value = self.values.next((self.group, TOPIC, p))
+        req = wire.OffsetCommitRequest(
+            group_id=self.group, generation_id_or_member_epoch=-1, member_id="", topics=[
+                wire.OffsetCommitRequestTopic(name=TOPIC, partitions=[wire.OffsetCommitRequestPartition(
+                    partition_index=p, committed_offset=value, committed_leader_epoch=-1, committed_metadata="")])])
+        sent = time.monotonic()
+        r = self._call(node_id, req, 7)
+        answered = time.monotonic()
+        if r is None:
+            self._lost(node_id)
+            op = Op("commit", self.name, node_id, self.group, TOPIC, p, value, sent, None, "info", "no answer")
+        else:
+            code = r.topics[0].partitions[0].error_code
+            op = Op("commit", self.name, node_id, self.group, TOPIC, p, value, sent, answered,
+                    "ok" if code == E.NONE else "fail", "" if code == E.NONE else E.name(code))
+            self._follow(node_id, code)
         self.history.record(op)
+
+    def _fetch(self, node_id: int, p: int) -> None:
+        req = wire.OffsetFetchRequest(group_id=self.group, topics=[
+            wire.OffsetFetchRequestTopic(name=TOPIC, partition_indexes=[p])], require_stable=False)
+        sent = time.monotonic()
+        r = self._call(node_id, req, 7)
+        answered = time.monotonic()
+        if r is None:
+            self._lost(node_id)
+            op = Op("fetch", self.name, node_id, self.group, TOPIC, p, None, sent, None, "info", "no answer")
+        else:
+            code = r.error_code or (r.topics[0].partitions[0].error_code if r.topics else E.NONE)
+            value = r.topics[0].partitions[0].committed_offset if code == E.NONE else None
+            op = Op("fetch", self.name, node_id, self.group, TOPIC, p, value, sent, answered,
+                    "ok" if code == E.NONE else "fail", "" if code == E.NONE else E.name(code))
+            self._follow(node_id, code)
+        self.history.record(op)
+
+    def _lost(self, node_id: int) -> None:
+        if node_id == self.coordinator:
+            self.coordinator = None
 
     def _follow(self, node_id: int, code: int) -> None:
         if code == E.NONE:
@@ -317,9 +333,11 @@ class Run:
 
 class Nemesis:
     def __init__(self, cl: KCluster, postgres, history: History, settings: Settings, rng: random.Random,
-                 groups: list[str], log: Callable[[str], None]) -> None:
+                 groups: list[str], log: Callable[[str], None], values: Values, seed: int) -> None:
         self.cl, self.postgres, self.history, self.settings = cl, postgres, history, settings
         self.rng = rng
+        self.values, self.seed = values, seed
+        self.restarts = 0
         self.groups = groups
         self.log = log
         self.notes: list[str] = []
@@ -356,26 +374,43 @@ class Nemesis:
         elif kind == "pg-reset":
             node.proxy.reset()
         elif kind == "clock-jump":
+            # The wall clock steps, and at once the node is stopped or cut from PostgreSQL past its lease: a
+            # deadline kept on the wall clock would now look an hour away (or be gone an hour early).
             shift = how.get("shift") or self.rng.choice((-3600.0, 3600.0))
+            cut = how.get("cut") or self.rng.choice(("pause", "pg-stall"))
             hold = how.get("hold") or self.rng.uniform(1.5, 2.5) * lease
             node.clock.shift(shift)
-            node.proxy.stall()
-            time.sleep(hold)
-            node.proxy.heal()
+            if cut == "pause":
+                node.pause()
+                time.sleep(hold)
+                node.resume()
+            else:
+                node.proxy.stall()
+                time.sleep(hold)
+                node.proxy.heal()
             time.sleep(0.5)
             node.clock.shift(0)
-            detail = f"{shift:+.0f} s, cut {hold:.1f} s"
+            detail = f"{shift:+.0f} s, {cut} {hold:.1f} s"
         elif kind == "same-id-restart":
+            # The nemesis's own key: a fresh group on a partition of node n's that its new process will hold again
+            # (the share is a function of the lease table: kcoord.cluster.share), so that the old process's held
+            # write of it reaches the database after the new process wrote it at the next epoch.
+            group = self._returning_group(n)
             node.proxy.stall()  # its writes in flight are held, to reach the database after its successor's
+            held = threading.Thread(target=self._commit, args=(n, group), daemon=True)
+            held.start()
             time.sleep(0.3)
             node.pause()
             new = self.cl.restart_as_new_process(n, timeout=4 * lease + 30)
-            if not self._wait(lambda: n in self.cl.owners().values(), 2 * lease + 10):
-                self.notes.append(f"same-id-restart: the new process of node {n} took no partition")
-            time.sleep(0.5)
+            # written by the new process at its epoch (it answers NOT_COORDINATOR until it holds the partition)
+            raced = group is not None and self._wait(lambda: self._commit(n, group) == "ok", 3 * lease + 10)
+            if not raced:
+                self.log(f"same-id-restart: node {n}'s new process did not take {group}'s partition back in time")
+            time.sleep(0.2)
             node.proxy.heal()
             node.resume()
             healed = time.monotonic()
+            held.join(2 * lease + 10)
             try:
                 code = node.proc.wait(2 * lease + 10)
             except Exception:  # noqa: BLE001 - it went on answering as node n: a finding
@@ -384,7 +419,7 @@ class Nemesis:
             if code != 1 or not any(e.get("event") == "halted" for e in node.events()):
                 self.notes.append(f"same-id-restart: the replaced process of node {n} did not stop as superseded "
                                   f"(exit {code})")
-            detail = f"new process on port {new.port}"
+            detail = f"new process on port {new.port}" + (f", {group} written by both" if raced else "")
             f = Fault(kind, (n,), start, healed)
             self.history.fault(f)
             self.log(f"{kind} on node {n} ({detail})")
@@ -402,6 +437,45 @@ class Nemesis:
         self.history.fault(f)
         self.log(f"{kind} on {f'node {n}' if n else 'PostgreSQL'} {detail}".rstrip())
         return f
+
+    def _returning_group(self, n: int) -> str | None:
+        """A new group id on a partition node n holds now and will hold again after its lease runs out, the others
+        take its partitions, and its new process registers (each step's share computed as every node computes it)."""
+        from kcoord.cluster import View, share
+        owners = self.cl.owners()
+        parts = self.cl.partitions()
+        live = [x.node_id for x in self.cl.nodes]
+        others = View(nodes=dict.fromkeys(i for i in live if i != n), owners={
+            p: (o if o != n else None) for p, o in owners.items()})  # type: ignore[arg-type]  # (ids suffice)
+        after = {p: o for o in others.nodes for p in share(others, parts, o)}
+        back = share(View(nodes=dict.fromkeys(live), owners=after), parts, n)  # type: ignore[arg-type]
+        wanted = {p for p in back if owners.get(p) == n}
+        self.restarts += 1
+        for i in range(100_000):
+            name = f"restart-{self.seed}-{self.restarts}-{i}"
+            if partition_for(name, parts) in wanted:
+                return name
+        return None
+
+    def _commit(self, node_id: int, group: str) -> str:
+        """One OffsetCommit of the nemesis's key (partition 0 of `group`) at `node_id`, recorded; its outcome."""
+        value = self.values.next((group, TOPIC, 0))
+        req = wire.OffsetCommitRequest(group_id=group, generation_id_or_member_epoch=-1, member_id="", topics=[
+            wire.OffsetCommitRequestTopic(name=TOPIC, partitions=[wire.OffsetCommitRequestPartition(
+                partition_index=0, committed_offset=value, committed_leader_epoch=-1, committed_metadata="")])])
+        sent = time.monotonic()
+        try:
+            with Client(self.cl.node(node_id).bootstrap, client_id="nemesis", timeout=4 * self.settings.lease_s + 30) \
+                    as c:
+                code = c.request(req, 7).topics[0].partitions[0].error_code
+        except (OSError, KafkaError, ValueError) as e:
+            self.history.record(Op("commit", "nemesis", node_id, group, TOPIC, 0, value, sent, None, "info",
+                                   str(e)[:100]))
+            return "info"
+        outcome = "ok" if code == E.NONE else "fail"
+        self.history.record(Op("commit", "nemesis", node_id, group, TOPIC, 0, value, sent, time.monotonic(),
+                               outcome, "" if code == E.NONE else E.name(code)))
+        return outcome
 
     @staticmethod
     def _wait(what: Callable[[], bool], timeout: float) -> bool:
@@ -441,13 +515,13 @@ def run_faults(dsn: str, postgres, workdir, *, schedule: list[tuple[str, dict]] 
             time.sleep(0.1)
         probe_groups = [f"probe-{seed}-{i}" for i in range(settings.probe_groups)]
         client_groups = [f"clients-{seed}-{i}" for i in range(settings.client_groups)]
-        probers = [Prober(cl, history, g, values, seed * 1000 + i, settings, stop).start()
-                   for i, g in enumerate(probe_groups)]
+        probers = [Prober(cl, history, g, values, seed * 1000 + 2 * i + reader, settings, stop, reader=reader).start()
+                   for i, g in enumerate(probe_groups) for reader in (False, True)]
         members: dict[str, list[RealMember]] = {
             g: [RealMember(cl, history, g, f"{g}-m{j}", values, seed * 1000 + 100 + 10 * i + j, settings,
                            stop).start() for j in range(settings.members)] for i, g in enumerate(client_groups)}
         retired: list[RealMember] = []
-        nemesis = Nemesis(cl, postgres, history, settings, rng, probe_groups + client_groups, log)
+        nemesis = Nemesis(cl, postgres, history, settings, rng, probe_groups + client_groups, log, values, seed)
         try:
             wait_s = 60.0
             t0 = time.monotonic()
