@@ -83,10 +83,12 @@ class Prober:
     def __init__(self, cl: KCluster, history: History, group: str, values: Values, seed: int,
                  settings: Settings, stop: threading.Event, reader: bool = False) -> None:
         self.cl, self.history, self.group, self.values = cl, history, group, values
-        # A reader only fetches, from any node, and waits long for an answer: a request sent to a stopped node is
-        # read when it resumes, before its next lease round can tell it anything (what a node answers then is
-        # exactly what the lease deadline decides).
+        # A reader only fetches, each request on a connection of its own to a random node, several at a time, and
+        # waits long for each answer: the requests sent to a stopped node all through its pause are read when it
+        # resumes, before its next lease round can tell it anything (what a node answers then is exactly what its
+        # lease deadline decides), some sent after another node took its partitions and acknowledged commits there.
         self.reader = reader
+        self.reads: list[threading.Thread] = []
         self.name = f"{'reader' if reader else 'prober'}-{group}"
         self.timeout = 3 * settings.lease_s + 5 if reader else settings.request_timeout_s
         self.rng = random.Random(seed)
@@ -103,6 +105,8 @@ class Prober:
 
     def join(self) -> None:
         self.thread.join(30)
+        for t in self.reads:
+            t.join(self.timeout + 5)
         for c in self.clients.values():
             c.close()
 
@@ -135,17 +139,48 @@ class Prober:
 
     def _run(self) -> None:
         try:
+            if self.reader:
+                self._read_forever()
+                return
             while not self.stop.is_set():
                 self._one()
                 time.sleep(self.rng.uniform(0.005, 0.03))
         except BaseException as e:  # noqa: BLE001 - reported by the harness
             self.failure = e
 
+    def _read_forever(self) -> None:
+        in_flight = threading.BoundedSemaphore(64)
+        while not self.stop.is_set():
+            if in_flight.acquire(timeout=0.1):
+                node_id, p = self.rng.randint(1, len(self.cl.nodes)), self.rng.randrange(PARTITIONS)
+                t = threading.Thread(target=self._read, args=(node_id, p, in_flight), name=self.name, daemon=True)
+                self.reads = [r for r in self.reads if r.is_alive()] + [t]
+                t.start()
+            time.sleep(self.rng.uniform(0.05, 0.15))
+
+    def _read(self, node_id: int, p: int, in_flight: threading.BoundedSemaphore) -> None:
+        req = wire.OffsetFetchRequest(group_id=self.group, topics=[
+            wire.OffsetFetchRequestTopic(name=TOPIC, partition_indexes=[p])], require_stable=False)
+        try:
+            sent = time.monotonic()
+            try:
+                with Client(self.cl.node(node_id).bootstrap, client_id=self.name, timeout=self.timeout) as c:
+                    sent = time.monotonic()
+                    r = c.request(req, 7)
+            except (OSError, KafkaError, ValueError) as e:
+                self.history.record(Op("fetch", self.name, node_id, self.group, TOPIC, p, None, sent, None, "info",
+                                       str(e)[:100]))
+                return
+            answered = time.monotonic()
+            code = r.error_code or (r.topics[0].partitions[0].error_code if r.topics else E.NONE)
+            value = r.topics[0].partitions[0].committed_offset if code == E.NONE else None
+            self.history.record(Op("fetch", self.name, node_id, self.group, TOPIC, p, value, sent, answered,
+                                   "ok" if code == E.NONE else "fail", "" if code == E.NONE else E.name(code)))
+        finally:
+            in_flight.release()
+
     def _one(self) -> None:
         p = self.rng.randrange(PARTITIONS)
-        if self.reader:
-            self._fetch(self.rng.randint(1, len(self.cl.nodes)), p)
-            return
         if self.coordinator is None or self.rng.random() < 1 / 3:
             if self.coordinator is None:
                 self._find()
@@ -395,22 +430,30 @@ class Nemesis:
             # The nemesis's own key: a fresh group on a partition of node n's that its new process will hold again
             # (the share is a function of the lease table: kcoord.cluster.share), so that the old process's held
             # write of it reaches the database after the new process wrote it at the next epoch.
-            group = self._returning_group(n)
+            group = None
+            for m in [n] + self.rng.sample([x.node_id for x in self.cl.nodes if x.node_id != n], len(self.cl.nodes) - 1):
+                group = self._returning_group(m)
+                if group is not None:
+                    n, node = m, self.cl.node(m)
+                    break
             node.proxy.stall()  # its writes in flight are held, to reach the database after its successor's
             held = threading.Thread(target=self._commit, args=(n, group), daemon=True)
-            held.start()
+            if group is not None:
+                held.start()
             time.sleep(0.3)
             node.pause()
             new = self.cl.restart_as_new_process(n, timeout=4 * lease + 30)
             # written by the new process at its epoch (it answers NOT_COORDINATOR until it holds the partition)
             raced = group is not None and self._wait(lambda: self._commit(n, group) == "ok", 3 * lease + 10)
             if not raced:
-                self.log(f"same-id-restart: node {n}'s new process did not take {group}'s partition back in time")
+                self.log(f"same-id-restart: node {n}'s new process did not take {group}'s partition back in time"
+                         if group else "same-id-restart: no node's new process would take back a partition it holds")
             time.sleep(0.2)
             node.proxy.heal()
             node.resume()
             healed = time.monotonic()
-            held.join(2 * lease + 10)
+            if group is not None:
+                held.join(2 * lease + 10)
             try:
                 code = node.proc.wait(2 * lease + 10)
             except Exception:  # noqa: BLE001 - it went on answering as node n: a finding
