@@ -23,7 +23,7 @@ from collections import Counter, deque
 from collections.abc import Callable, Iterable
 from concurrent.futures import Future, ThreadPoolExecutor
 from time import perf_counter
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from . import errors as E
 from . import gcpolicy, wire
@@ -378,6 +378,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
             return True
         try:
             header, body = wire.decode_request(frame)
+            self.body = body  # (what a DurableConnection's OffsetFetch answer waits for is read from it)
         except wire.UnsupportedVersionError as e:
             if e.api_key == API_VERSIONS_KEY:
                 self.respond(srv.broker.unsupported_api_versions(), API_VERSIONS_KEY, 0, e.correlation_id, t0)
@@ -828,18 +829,34 @@ class DurableConnection(KafkaConnection):
 
     `needs[i]` is the batch `out[i]` waits for, never below the one before it (responses on one connection leave
     in request order). A response whose handler staged records waits for the batch they went into; an OffsetFetch
-    waits for the newest batch staged or being written, since it may have read offsets that batch holds (it answers
-    only durable ones, as Kafka's coordinator reads its offsets cache, which holds a commit only once appended: an
-    offset read before its write failed would be lost after it was seen); one whose handler staged nothing and read
-    nothing unwritten (a Heartbeat) needs nothing of its own; a parked one answered later
+    waits for the newest batch that staged a record of a group it reads (`GroupStore.group_seq`), since it may have
+    read offsets that batch holds: it answers only durable ones, as Kafka's coordinator reads its offsets cache,
+    which holds a commit only once appended (an offset read before its write failed would be lost after it was
+    seen); one whose handler staged nothing and read nothing unwritten (a Heartbeat) needs nothing of its own; a
+    parked one answered later
     (JoinGroup, SyncGroup) waits for the newest batch staged or being written when it is answered, except a held
     Fetch, which acknowledges nothing."""
 
     staged0 = 0  # the store's count of staged records when the request in hand arrived
+    body: Any = None  # the request in hand, decoded (None: not decoded here)
 
     def handle(self, frame: bytes) -> bool:
         self.staged0 = self.server.store.staged  # type: ignore[union-attr]  # (a GroupStore, as above)
+        self.body = None
         return KafkaConnection.handle(self, frame)
+
+    def _read_need(self, version: int) -> int:
+        """The batch an OffsetFetch's answer waits for: the newest that staged a record of a group it read (the
+        newest staged or written at all when the request is not known here: one handled off the loop)."""
+        store: GroupStore = self.server.store  # type: ignore[assignment]  # (with a writer: a GroupStore)
+        body = self.body
+        if body is None:
+            return store.newest
+        staged = store.group_seq
+        if not staged:
+            return 0
+        ids = [body.group_id or ""] if version <= 7 else [g.group_id for g in body.groups or ()]
+        return max((staged.get(gid.encode("utf-8", "surrogateescape"), 0) for gid in ids), default=0)
 
     def respond(self, response, key: int, version: int, correlation_id: int, t0: float) -> None:
         out = self.out
@@ -847,7 +864,8 @@ class DurableConnection(KafkaConnection):
         KafkaConnection.respond(self, response, key, version, correlation_id, t0)
         if len(out) > n:  # answered now (not parked, nor queued behind a parked one)
             store: GroupStore = self.server.store  # type: ignore[assignment]  # (with a writer: a GroupStore)
-            need = store.seq if store.staged != self.staged0 else store.newest if key == OFFSET_FETCH_KEY else 0
+            need = store.seq if store.staged != self.staged0 else self._read_need(version) if key == OFFSET_FETCH_KEY \
+                else 0
             needs = self.needs
             if needs and needs[-1] > need:
                 need = needs[-1]

@@ -570,6 +570,9 @@ class NullStore:
         pass
 
 
+GROUP_SEQ_KEPT = 10_000  # GroupStore.group_seq is pruned of the batches written once it holds more groups
+
+
 class GroupStore:
     """Stages the records the coordinator writes and commits them in batches, one transaction each.
 
@@ -602,6 +605,9 @@ class GroupStore:
         self.commits = 0
         self.staged = 0
         self.seq = 1  # the batch being staged
+        # group id (as its key spells it) -> the newest batch that staged one of its records: what an OffsetFetch of
+        # the group waits for before it leaves (it may have read what that batch holds; Server, DurableConnection)
+        self.group_seq: dict[bytes, int] = {}
         self.durable = 0  # every batch up to this one is durable
         self.writing = 0  # the batch in the writer thread (0: none)
         self.full = False  # the last write failed for want of space (StoreFullError)
@@ -618,6 +624,8 @@ class GroupStore:
                 self.on_dirty()
         self.pending[key] = value
         self.staged += 1
+        if len(key) > 3:  # every group's record key: its type, then the group id as a Kafka string
+            self.group_seq[key[4:4 + (key[2] << 8 | key[3])]] = self.seq
 
     def write_topic(self, topic: Topic) -> None:
         """The catalogue's change hook (TopicCatalogue.on_change)."""
@@ -708,6 +716,8 @@ class GroupStore:
             self.durable = seq
             self.full = False
             self.commits += 1
+            if len(self.group_seq) > GROUP_SEQ_KEPT:  # those written are of no more use
+                self.group_seq = {g: n for g, n in self.group_seq.items() if n > seq}
             return
         if isinstance(exc, StoreFullError):
             self.full = True

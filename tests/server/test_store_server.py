@@ -200,7 +200,7 @@ def test_an_offset_fetch_answers_a_commit_only_once_it_is_written(tmp_path) -> N
     """A commit's write is held in the writer thread; another client's OffsetFetch of the same group reads the
     offset the commit staged, and is not answered until that write is done (an answer before it would show an offset
     a failed write then loses: found by the cluster fault harness). A heartbeat on a third connection is answered
-    meanwhile; with no write under way an OffsetFetch is answered at once."""
+    meanwhile, and another group's OffsetFetch; with no write under way an OffsetFetch is answered at once."""
     records = SqliteRecords(str(tmp_path))
     srv = ThreadServer(records, topics=["t:4"], group=GroupConfig(group_initial_rebalance_delay_ms=0))
     store = srv.server.store
@@ -233,6 +233,10 @@ def test_an_offset_fetch_answers_a_commit_only_once_it_is_written(tmp_path) -> N
             assert heartbeat(member, "bystander", j) == E.NONE  # a round trip through the loop after the fetch
             assert heartbeat(member, "bystander", j) == E.NONE
             assert not readable(reader), "the fetch was answered before the offset it read was written"
+            with Client(f"127.0.0.1:{srv.port}", timeout=10) as other:  # another group's fetch waits for nothing
+                r = other.request(wire.OffsetFetchRequest(group_id="bystander", topics=None, require_stable=False), 7)
+                assert r.error_code == E.NONE
+            assert not readable(reader)
             gate.opened.set()
             assert offset(frames, 2) == 42
             assert wire.decode_response(8, 8, Frames(committer).next())[0] == 2
