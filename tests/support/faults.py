@@ -29,7 +29,10 @@ The nemesis, one fault at a time with quiet gaps between, each on the coordinato
 
 from __future__ import annotations
 
+import collections
 import random
+import socket
+import struct
 import threading
 import time
 from collections.abc import Callable
@@ -81,7 +84,7 @@ class Prober:
     """A sequential client of one probe group (see the module docstring)."""
 
     def __init__(self, cl: KCluster, history: History, group: str, values: Values, seed: int,
-                 settings: Settings, stop: threading.Event, reader: bool = False) -> None:
+                 settings: Settings, stop: threading.Event, reader: bool = False, pause_s: float = 0.02) -> None:
         self.cl, self.history, self.group, self.values = cl, history, group, values
         # A reader only fetches, each request on a connection of its own to a random node, several at a time, and
         # waits long for each answer: the requests sent to a stopped node all through its pause are read when it
@@ -89,6 +92,7 @@ class Prober:
         # lease deadline decides), some sent after another node took its partitions and acknowledged commits there.
         self.reader = reader
         self.reads: list[threading.Thread] = []
+        self.pause_s = pause_s  # a writer's mean pause between two operations
         self.name = f"{'reader' if reader else 'prober'}-{group}"
         self.timeout = 3 * settings.lease_s + 5 if reader else settings.request_timeout_s
         self.rng = random.Random(seed)
@@ -106,7 +110,7 @@ class Prober:
     def join(self) -> None:
         self.thread.join(30)
         for t in self.reads:
-            t.join(self.timeout + 5)
+            t.join(10)
         for c in self.clients.values():
             c.close()
 
@@ -144,40 +148,32 @@ class Prober:
                 return
             while not self.stop.is_set():
                 self._one()
-                time.sleep(self.rng.uniform(0.005, 0.03))
+                time.sleep(self.rng.uniform(0.25, 1.75) * self.pause_s)
         except BaseException as e:  # noqa: BLE001 - reported by the harness
             self.failure = e
 
     def _read_forever(self) -> None:
-        in_flight = threading.BoundedSemaphore(64)
+        """Fetches pipelined on one open connection per node (Kafka answers in request order): sent without
+        waiting, so requests keep reaching a stopped node, already read off their connection when it resumes."""
+        lines: dict[int, _Line] = {}
         while not self.stop.is_set():
-            if in_flight.acquire(timeout=0.1):
-                node_id, p = self.rng.randint(1, len(self.cl.nodes)), self.rng.randrange(PARTITIONS)
-                t = threading.Thread(target=self._read, args=(node_id, p, in_flight), name=self.name, daemon=True)
-                self.reads = [r for r in self.reads if r.is_alive()] + [t]
-                t.start()
-            time.sleep(self.rng.uniform(0.05, 0.15))
-
-    def _read(self, node_id: int, p: int, in_flight: threading.BoundedSemaphore) -> None:
-        req = wire.OffsetFetchRequest(group_id=self.group, topics=[
-            wire.OffsetFetchRequestTopic(name=TOPIC, partition_indexes=[p])], require_stable=False)
-        try:
-            sent = time.monotonic()
-            try:
-                with Client(self.cl.node(node_id).bootstrap, client_id=self.name, timeout=self.timeout) as c:
-                    sent = time.monotonic()
-                    r = c.request(req, 7)
-            except (OSError, KafkaError, ValueError) as e:
-                self.history.record(Op("fetch", self.name, node_id, self.group, TOPIC, p, None, sent, None, "info",
-                                       str(e)[:100]))
-                return
-            answered = time.monotonic()
-            code = r.error_code or (r.topics[0].partitions[0].error_code if r.topics else E.NONE)
-            value = r.topics[0].partitions[0].committed_offset if code == E.NONE else None
-            self.history.record(Op("fetch", self.name, node_id, self.group, TOPIC, p, value, sent, answered,
-                                   "ok" if code == E.NONE else "fail", "" if code == E.NONE else E.name(code)))
-        finally:
-            in_flight.release()
+            node_id, p = self.rng.randint(1, len(self.cl.nodes)), self.rng.randrange(PARTITIONS)
+            node = self.cl.node(node_id)
+            line = lines.get(node_id)
+            if line is None or line.closed or line.port != node.port:
+                if line is not None:
+                    line.close()
+                try:
+                    line = lines[node_id] = _Line(self, node_id, node.host, node.port)
+                except OSError:
+                    lines.pop(node_id, None)
+                    time.sleep(0.05)
+                    continue
+            line.fetch(p)
+            time.sleep(self.rng.uniform(0.03, 0.08))
+        for line in lines.values():
+            line.close()
+        self.reads = [line.thread for line in lines.values()]
 
     def _one(self) -> None:
         p = self.rng.randrange(PARTITIONS)
@@ -240,6 +236,78 @@ class Prober:
         elif code in (E.NOT_COORDINATOR, E.COORDINATOR_NOT_AVAILABLE, E.COORDINATOR_LOAD_IN_PROGRESS) \
                 and node_id == self.coordinator:
             self.coordinator = None
+
+
+class _Line:
+    """A reader's open connection to one node: fetches sent on it without waiting, answers read in order by a
+    thread of its own; whatever is unanswered when it fails (or after the reader's timeout) is indeterminate."""
+
+    def __init__(self, reader: Prober, node_id: int, host: str, port: int) -> None:
+        self.reader, self.node_id, self.port = reader, node_id, port
+        self.sock = socket.create_connection((host, port), timeout=5)
+        self.sock.settimeout(reader.timeout)
+        self.lock = threading.Lock()
+        self.waiting: collections.deque[tuple[int, int, float]] = collections.deque()  # (correlation id, p, sent)
+        self.corr = 0
+        self.closed = False
+        self.thread = threading.Thread(target=self._answers, name=f"{reader.name}:{node_id}", daemon=True)
+        self.thread.start()
+
+    def fetch(self, p: int) -> None:
+        r = self.reader
+        with self.lock:
+            if self.closed or len(self.waiting) >= 256:
+                return
+            self.corr += 1
+            frame = wire.encode_request(wire.OffsetFetchRequest.API_KEY, 7, self.corr, r.name, wire.OffsetFetchRequest(
+                group_id=r.group, topics=[wire.OffsetFetchRequestTopic(name=TOPIC, partition_indexes=[p])],
+                require_stable=False))
+            self.waiting.append((self.corr, p, time.monotonic()))
+            try:
+                self.sock.sendall(frame)
+            except OSError:
+                self.closed = True
+
+    def close(self) -> None:
+        with self.lock:
+            self.closed = True
+        try:
+            self.sock.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+
+    def _exact(self, n: int) -> bytes:
+        buf = bytearray()
+        while len(buf) < n:
+            chunk = self.sock.recv(n - len(buf))
+            if not chunk:
+                raise ConnectionError("closed")
+            buf += chunk
+        return bytes(buf)
+
+    def _answers(self) -> None:
+        r = self.reader
+        why = ""
+        try:
+            while True:
+                (size,) = struct.unpack(">i", self._exact(4))
+                corr, resp = wire.decode_response(wire.OffsetFetchRequest.API_KEY, 7, self._exact(size))
+                answered = time.monotonic()
+                with self.lock:
+                    want, p, sent = self.waiting.popleft()
+                assert corr == want, (corr, want)
+                code = resp.error_code or (resp.topics[0].partitions[0].error_code if resp.topics else E.NONE)
+                value = resp.topics[0].partitions[0].committed_offset if code == E.NONE else None
+                r.history.record(Op("fetch", r.name, self.node_id, r.group, TOPIC, p, value, sent, answered,
+                                    "ok" if code == E.NONE else "fail", "" if code == E.NONE else E.name(code)))
+        except (OSError, ConnectionError, IndexError, ValueError) as e:
+            why = str(e)[:100] or type(e).__name__
+        with self.lock:
+            self.closed = True
+            left, self.waiting = list(self.waiting), collections.deque()
+        for _, p, sent in left:
+            r.history.record(Op("fetch", r.name, self.node_id, r.group, TOPIC, p, None, sent, None, "info", why))
+        self.sock.close()
 
 
 class RealMember:
@@ -377,19 +445,21 @@ class Nemesis:
         self.log = log
         self.notes: list[str] = []
 
-    def target(self) -> int:
-        """The node coordinating a random group of the workload (a fault there is felt)."""
+    def target(self, slow: bool = False) -> int:
+        """The node coordinating a random probe group (a fault there is felt, and read: the readers read those);
+        with `slow`, one of the slowly written groups."""
         owners = self.cl.owners()
         parts = self.cl.partitions()
+        groups = self.groups[1::2] if slow else self.groups
         for _ in range(20):
-            n = owners.get(partition_for(self.rng.choice(self.groups), parts))
+            n = owners.get(partition_for(self.rng.choice(groups), parts))
             if n is not None:
                 return n
         return self.rng.randint(1, len(self.cl.nodes))
 
     def run(self, kind: str, **how) -> Fault:
         lease = self.settings.lease_s
-        n = self.target()
+        n = self.target(slow=how.pop("slow", False))
         node = self.cl.node(n)
         start = time.monotonic()
         detail = ""
@@ -558,13 +628,17 @@ def run_faults(dsn: str, postgres, workdir, *, schedule: list[tuple[str, dict]] 
             time.sleep(0.1)
         probe_groups = [f"probe-{seed}-{i}" for i in range(settings.probe_groups)]
         client_groups = [f"clients-{seed}-{i}" for i in range(settings.client_groups)]
-        probers = [Prober(cl, history, g, values, seed * 1000 + 2 * i + reader, settings, stop, reader=reader).start()
+        # Half the probe groups are written slowly: a stopped node seldom has a write of theirs under way, so what it
+        # answers their readers on resuming is decided by its lease deadline alone (an answer waiting for a write
+        # that then fails is never sent).
+        probers = [Prober(cl, history, g, values, seed * 1000 + 2 * i + reader, settings, stop, reader=reader,
+                          pause_s=0.4 if i % 2 else 0.02).start()
                    for i, g in enumerate(probe_groups) for reader in (False, True)]
         members: dict[str, list[RealMember]] = {
             g: [RealMember(cl, history, g, f"{g}-m{j}", values, seed * 1000 + 100 + 10 * i + j, settings,
                            stop).start() for j in range(settings.members)] for i, g in enumerate(client_groups)}
         retired: list[RealMember] = []
-        nemesis = Nemesis(cl, postgres, history, settings, rng, probe_groups + client_groups, log, values, seed)
+        nemesis = Nemesis(cl, postgres, history, settings, rng, probe_groups, log, values, seed)
         try:
             wait_s = 60.0
             t0 = time.monotonic()
