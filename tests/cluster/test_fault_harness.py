@@ -26,10 +26,10 @@ LEASE_S = 3.0
 SHORT = [
     ("pause-short", {}),
     ("pg-reset", {}),
-    ("pause-past-lease", {"hold": 1.5 * LEASE_S}),
+    ("pause-past-lease", {"hold": 2 * LEASE_S, "slow": True}),
     ("pg-drop", {"hold": 1.5 * LEASE_S}),
     ("pg-stall", {"hold": 2.5 * LEASE_S}),
-    ("clock-jump", {"shift": -3600.0, "cut": "pause", "hold": 1.5 * LEASE_S}),
+    ("clock-jump", {"shift": -3600.0, "cut": "pause", "hold": 2 * LEASE_S, "slow": True}),
     ("same-id-restart", {}),
     ("pg-restart", {"hold": 1.0}),
 ]

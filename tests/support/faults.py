@@ -60,7 +60,7 @@ CLIENT_SESSION_MS = 45_000  # librdkafka's default: longer than any outage here
 class Settings:
     lease_s: float = 3.0  # the cluster's broker.session.timeout.ms
     bound_s: float = 10.0  # served again within lease + this after a fault heals
-    request_timeout_s: float = 2.0  # a prober's wait for one answer: no answer is an indeterminate outcome
+    request_timeout_s: float = 1.0  # a writer's wait for one answer: no answer is an indeterminate outcome
     probe_groups: int = 4
     client_groups: int = 2
     members: int = 2
@@ -93,6 +93,7 @@ class Prober:
         self.reader = reader
         self.reads: list[threading.Thread] = []
         self.pause_s = pause_s  # a writer's mean pause between two operations
+        self.idle = threading.Event()  # set while a writer waits between two operations (none under way)
         self.name = f"{'reader' if reader else 'prober'}-{group}"
         self.timeout = 3 * settings.lease_s + 5 if reader else settings.request_timeout_s
         self.rng = random.Random(seed)
@@ -147,8 +148,10 @@ class Prober:
                 self._read_forever()
                 return
             while not self.stop.is_set():
-                self._one()
-                time.sleep(self.rng.uniform(0.25, 1.75) * self.pause_s)
+                served = self._one()
+                self.idle.set()  # (a failed operation is retried soon, as clients do)
+                time.sleep(self.rng.uniform(0.25, 1.75) * (self.pause_s if served else 0.02))
+                self.idle.clear()
         except BaseException as e:  # noqa: BLE001 - reported by the harness
             self.failure = e
 
@@ -175,7 +178,8 @@ class Prober:
             line.close()
         self.reads = [line.thread for line in lines.values()]
 
-    def _one(self) -> None:
+    def _one(self) -> bool:
+        """One operation; whether it was answered without error."""
         p = self.rng.randrange(PARTITIONS)
         if self.coordinator is None or self.rng.random() < 1 / 3:
             if self.coordinator is None:
@@ -184,12 +188,9 @@ class Prober:
                 else self.rng.randint(1, len(self.cl.nodes))
         else:
             node_id = self.coordinator
-        if self.rng.random() < 0.5:
-            self._commit(node_id, p)
-        else:
-            self._fetch(node_id, p)
+        return (self._commit if self.rng.random() < 0.5 else self._fetch)(node_id, p)
 
-    def _commit(self, node_id: int, p: int) -> None:
+    def _commit(self, node_id: int, p: int) -> bool:
         value = self.values.next((self.group, TOPIC, p))
         req = wire.OffsetCommitRequest(
             group_id=self.group, generation_id_or_member_epoch=-1, member_id="", topics=[
@@ -207,8 +208,9 @@ class Prober:
                     "ok" if code == E.NONE else "fail", "" if code == E.NONE else E.name(code))
             self._follow(node_id, code)
         self.history.record(op)
+        return op.outcome == "ok"
 
-    def _fetch(self, node_id: int, p: int) -> None:
+    def _fetch(self, node_id: int, p: int) -> bool:
         req = wire.OffsetFetchRequest(group_id=self.group, topics=[
             wire.OffsetFetchRequestTopic(name=TOPIC, partition_indexes=[p])], require_stable=False)
         sent = time.monotonic()
@@ -224,6 +226,7 @@ class Prober:
                     "ok" if code == E.NONE else "fail", "" if code == E.NONE else E.name(code))
             self._follow(node_id, code)
         self.history.record(op)
+        return op.outcome == "ok"
 
     def _lost(self, node_id: int) -> None:
         if node_id == self.coordinator:
@@ -436,10 +439,12 @@ class Run:
 
 class Nemesis:
     def __init__(self, cl: KCluster, postgres, history: History, settings: Settings, rng: random.Random,
-                 groups: list[str], log: Callable[[str], None], values: Values, seed: int) -> None:
+                 groups: list[str], log: Callable[[str], None], values: Values, seed: int,
+                 writers: dict[str, Prober] | None = None) -> None:
         self.cl, self.postgres, self.history, self.settings = cl, postgres, history, settings
         self.rng = rng
         self.values, self.seed = values, seed
+        self.writers = writers or {}
         self.restarts = 0
         self.groups = groups
         self.log = log
@@ -447,13 +452,17 @@ class Nemesis:
 
     def target(self, slow: bool = False) -> int:
         """The node coordinating a random probe group (a fault there is felt, and read: the readers read those);
-        with `slow`, one of the slowly written groups."""
+        with `slow`, one of the slowly written groups, once its writer is between two operations (so the node
+        has no write of that group under way, whose failure would drop the answers its readers wait for)."""
         owners = self.cl.owners()
         parts = self.cl.partitions()
         groups = self.groups[1::2] if slow else self.groups
         for _ in range(20):
-            n = owners.get(partition_for(self.rng.choice(groups), parts))
+            g = self.rng.choice(groups)
+            n = owners.get(partition_for(g, parts))
             if n is not None:
+                if slow and g in self.writers:
+                    self.writers[g].idle.wait(5)
                 return n
         return self.rng.randint(1, len(self.cl.nodes))
 
@@ -638,7 +647,8 @@ def run_faults(dsn: str, postgres, workdir, *, schedule: list[tuple[str, dict]] 
             g: [RealMember(cl, history, g, f"{g}-m{j}", values, seed * 1000 + 100 + 10 * i + j, settings,
                            stop).start() for j in range(settings.members)] for i, g in enumerate(client_groups)}
         retired: list[RealMember] = []
-        nemesis = Nemesis(cl, postgres, history, settings, rng, probe_groups, log, values, seed)
+        nemesis = Nemesis(cl, postgres, history, settings, rng, probe_groups, log, values, seed,
+                          {p.group: p for p in probers if not p.reader})
         try:
             wait_s = 60.0
             t0 = time.monotonic()
