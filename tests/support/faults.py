@@ -509,6 +509,9 @@ class Nemesis:
             # The nemesis's own key: a fresh group on a partition of node n's that its new process will hold again
             # (the share is a function of the lease table: kcoord.cluster.share), so that the old process's held
             # write of it reaches the database after the new process wrote it at the next epoch.
+            # The prediction below holds from a settled table: after the previous fault the partitions may still be
+            # moving back to the node that had them.
+            self._wait(lambda: self.cl.balanced([x.node_id for x in self.cl.nodes]), 20)
             group = None
             for m in [n] + self.rng.sample([x.node_id for x in self.cl.nodes if x.node_id != n], len(self.cl.nodes) - 1):
                 group = self._returning_group(m)
