@@ -445,6 +445,7 @@ class Nemesis:
         self.rng = rng
         self.values, self.seed = values, seed
         self.writers = writers or {}
+        self.all_groups = list(groups)  # every workload group (the runner adds the client groups)
         self.restarts = 0
         self.groups = groups
         self.log = log
@@ -512,8 +513,16 @@ class Nemesis:
             # The prediction below holds from a settled table: after the previous fault the partitions may still be
             # moving back to the node that had them.
             self._wait(lambda: self.cl.balanced([x.node_id for x in self.cl.nodes]), 20)
+            # The node with the fewest workload groups first: its write in flight is then most often the nemesis's
+            # alone, which a loose fence would let through whole.
+            owners, parts = self.cl.owners(), self.cl.partitions()
+            load = {x.node_id: 0 for x in self.cl.nodes}
+            for g in self.all_groups:
+                o = owners.get(partition_for(g, parts))
+                if o in load:
+                    load[o] += 1
             group = None
-            for m in [n] + self.rng.sample([x.node_id for x in self.cl.nodes if x.node_id != n], len(self.cl.nodes) - 1):
+            for m in sorted(load, key=lambda x: (load[x], self.rng.random())):
                 group = self._returning_group(m)
                 if group is not None:
                     n, node = m, self.cl.node(m)
@@ -652,6 +661,7 @@ def run_faults(dsn: str, postgres, workdir, *, schedule: list[tuple[str, dict]] 
         retired: list[RealMember] = []
         nemesis = Nemesis(cl, postgres, history, settings, rng, probe_groups, log, values, seed,
                           {p.group: p for p in probers if not p.reader})
+        nemesis.all_groups += client_groups
         try:
             wait_s = 60.0
             t0 = time.monotonic()
