@@ -570,7 +570,8 @@ class NullStore:
         pass
 
 
-GROUP_SEQ_KEPT = 10_000  # GroupStore.group_seq is pruned of the batches written once it holds more groups
+GROUP_SEQ_KEPT = 10_000  # GroupStore.group_seq is pruned of written batches past this many groups, or twice as many
+# as the last pruning kept (so pruning costs O(1) a write, amortized, however many groups write)
 
 
 class GroupStore:
@@ -608,6 +609,7 @@ class GroupStore:
         # group id (as its key spells it) -> the newest batch that staged one of its records: what an OffsetFetch of
         # the group waits for before it leaves (it may have read what that batch holds; Server, DurableConnection)
         self.group_seq: dict[bytes, int] = {}
+        self.group_seq_limit = GROUP_SEQ_KEPT
         self.durable = 0  # every batch up to this one is durable
         self.writing = 0  # the batch in the writer thread (0: none)
         self.full = False  # the last write failed for want of space (StoreFullError)
@@ -665,6 +667,7 @@ class GroupStore:
         self.durable = seq
         self.full = False
         self.commits += 1
+        self._prune(seq)
 
     def _put(self, batch: dict[bytes, bytes | None]) -> None:
         hold = self.hold
@@ -716,14 +719,19 @@ class GroupStore:
             self.durable = seq
             self.full = False
             self.commits += 1
-            if len(self.group_seq) > GROUP_SEQ_KEPT:  # those written are of no more use
-                self.group_seq = {g: n for g, n in self.group_seq.items() if n > seq}
+            self._prune(seq)
             return
         if isinstance(exc, StoreFullError):
             self.full = True
             batch.update(self.pending)  # what was staged since is newer
             self.pending = batch
             self.dirty = bool(batch)
+
+    def _prune(self, durable: int) -> None:
+        """Forget the groups whose newest batch is durable (nothing waits for it) once there are many."""
+        if len(self.group_seq) > self.group_seq_limit:
+            self.group_seq = {g: n for g, n in self.group_seq.items() if n > durable}
+            self.group_seq_limit = max(GROUP_SEQ_KEPT, 2 * len(self.group_seq))
 
     def settle(self, seq: int) -> None:
         """Batch `seq` failed and every answer that waited for it was dropped (a cluster node's write, whose

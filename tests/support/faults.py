@@ -67,6 +67,28 @@ class Settings:
     churn_every_s: float = 0.0  # replace one real member of a client group this often (0: never)
 
 
+def commit_request(group: str, p: int, value: int) -> wire.OffsetCommitRequest:
+    """An OffsetCommit (v7, as an admin: no member) of one partition of TOPIC."""
+    return wire.OffsetCommitRequest(group_id=group, generation_id_or_member_epoch=-1, member_id="", topics=[
+        wire.OffsetCommitRequestTopic(name=TOPIC, partitions=[wire.OffsetCommitRequestPartition(
+            partition_index=p, committed_offset=value, committed_leader_epoch=-1, committed_metadata="")])])
+
+
+def fetch_request(group: str, p: int) -> wire.OffsetFetchRequest:
+    """An OffsetFetch (v7) of one partition of TOPIC."""
+    return wire.OffsetFetchRequest(group_id=group, topics=[wire.OffsetFetchRequestTopic(
+        name=TOPIC, partition_indexes=[p])], require_stable=False)
+
+
+def fetch_op(client: str, node_id: int, group: str, p: int, sent: float, answered: float,
+             r: wire.OffsetFetchResponse) -> Op:
+    """The history's record of an answered OffsetFetch v7 of one partition."""
+    code = r.error_code or (r.topics[0].partitions[0].error_code if r.topics else E.NONE)
+    value = r.topics[0].partitions[0].committed_offset if code == E.NONE else None
+    return Op("fetch", client, node_id, group, TOPIC, p, value, sent, answered, "ok" if code == E.NONE else "fail",
+              "" if code == E.NONE else E.name(code))
+
+
 class Values:
     """Per key, values that only grow in the order they are handed out (one writer per key sends them in order)."""
 
@@ -192,12 +214,8 @@ class Prober:
 
     def _commit(self, node_id: int, p: int) -> bool:
         value = self.values.next((self.group, TOPIC, p))
-        req = wire.OffsetCommitRequest(
-            group_id=self.group, generation_id_or_member_epoch=-1, member_id="", topics=[
-                wire.OffsetCommitRequestTopic(name=TOPIC, partitions=[wire.OffsetCommitRequestPartition(
-                    partition_index=p, committed_offset=value, committed_leader_epoch=-1, committed_metadata="")])])
         sent = time.monotonic()
-        r = self._call(node_id, req, 7)
+        r = self._call(node_id, commit_request(self.group, p, value), 7)
         answered = time.monotonic()
         if r is None:
             self._lost(node_id)
@@ -206,25 +224,20 @@ class Prober:
             code = r.topics[0].partitions[0].error_code
             op = Op("commit", self.name, node_id, self.group, TOPIC, p, value, sent, answered,
                     "ok" if code == E.NONE else "fail", "" if code == E.NONE else E.name(code))
-            self._follow(node_id, code)
+            self._follow(node_id, op)
         self.history.record(op)
         return op.outcome == "ok"
 
     def _fetch(self, node_id: int, p: int) -> bool:
-        req = wire.OffsetFetchRequest(group_id=self.group, topics=[
-            wire.OffsetFetchRequestTopic(name=TOPIC, partition_indexes=[p])], require_stable=False)
         sent = time.monotonic()
-        r = self._call(node_id, req, 7)
+        r = self._call(node_id, fetch_request(self.group, p), 7)
         answered = time.monotonic()
         if r is None:
             self._lost(node_id)
             op = Op("fetch", self.name, node_id, self.group, TOPIC, p, None, sent, None, "info", "no answer")
         else:
-            code = r.error_code or (r.topics[0].partitions[0].error_code if r.topics else E.NONE)
-            value = r.topics[0].partitions[0].committed_offset if code == E.NONE else None
-            op = Op("fetch", self.name, node_id, self.group, TOPIC, p, value, sent, answered,
-                    "ok" if code == E.NONE else "fail", "" if code == E.NONE else E.name(code))
-            self._follow(node_id, code)
+            op = fetch_op(self.name, node_id, self.group, p, sent, answered, r)
+            self._follow(node_id, op)
         self.history.record(op)
         return op.outcome == "ok"
 
@@ -232,11 +245,13 @@ class Prober:
         if node_id == self.coordinator:
             self.coordinator = None
 
-    def _follow(self, node_id: int, code: int) -> None:
-        if code == E.NONE:
-            self.coordinator = node_id if node_id == self.coordinator or self.coordinator is None \
-                else self.coordinator
-        elif code in (E.NOT_COORDINATOR, E.COORDINATOR_NOT_AVAILABLE, E.COORDINATOR_LOAD_IN_PROGRESS) \
+    def _follow(self, node_id: int, op: Op) -> None:
+        """An answer from `node_id`: served, it is the coordinator if none was known; refused as not (or not yet)
+        the coordinator, the coordinator is looked for again."""
+        if op.outcome == "ok":
+            if self.coordinator is None:
+                self.coordinator = node_id
+        elif op.error in ("NOT_COORDINATOR", "COORDINATOR_NOT_AVAILABLE", "COORDINATOR_LOAD_IN_PROGRESS") \
                 and node_id == self.coordinator:
             self.coordinator = None
 
@@ -262,9 +277,8 @@ class _Line:
             if self.closed or len(self.waiting) >= 256:
                 return
             self.corr += 1
-            frame = wire.encode_request(wire.OffsetFetchRequest.API_KEY, 7, self.corr, r.name, wire.OffsetFetchRequest(
-                group_id=r.group, topics=[wire.OffsetFetchRequestTopic(name=TOPIC, partition_indexes=[p])],
-                require_stable=False))
+            frame = wire.encode_request(wire.OffsetFetchRequest.API_KEY, 7, self.corr, r.name,
+                                        fetch_request(r.group, p))
             self.waiting.append((self.corr, p, time.monotonic()))
             try:
                 self.sock.sendall(frame)
@@ -299,10 +313,7 @@ class _Line:
                 with self.lock:
                     want, p, sent = self.waiting.popleft()
                 assert corr == want, (corr, want)
-                code = resp.error_code or (resp.topics[0].partitions[0].error_code if resp.topics else E.NONE)
-                value = resp.topics[0].partitions[0].committed_offset if code == E.NONE else None
-                r.history.record(Op("fetch", r.name, self.node_id, r.group, TOPIC, p, value, sent, answered,
-                                    "ok" if code == E.NONE else "fail", "" if code == E.NONE else E.name(code)))
+                r.history.record(fetch_op(r.name, self.node_id, r.group, p, sent, answered, resp))
         except (OSError, ConnectionError, IndexError, ValueError) as e:
             why = str(e)[:100] or type(e).__name__
         with self.lock:
@@ -594,9 +605,7 @@ class Nemesis:
     def _commit(self, node_id: int, group: str) -> str:
         """One OffsetCommit of the nemesis's key (partition 0 of `group`) at `node_id`, recorded; its outcome."""
         value = self.values.next((group, TOPIC, 0))
-        req = wire.OffsetCommitRequest(group_id=group, generation_id_or_member_epoch=-1, member_id="", topics=[
-            wire.OffsetCommitRequestTopic(name=TOPIC, partitions=[wire.OffsetCommitRequestPartition(
-                partition_index=0, committed_offset=value, committed_leader_epoch=-1, committed_metadata="")])])
+        req = commit_request(group, 0, value)
         sent = time.monotonic()
         try:
             with Client(self.cl.node(node_id).bootstrap, client_id="nemesis", timeout=4 * self.settings.lease_s + 30) \
