@@ -386,3 +386,29 @@ def test_a_cluster_nodes_failed_batch_takes_what_was_staged_since_for_its_partit
     store.written(batch, None)
     assert store.durable == 2 and records.data == {offset_key("b", "t", 0): offset_value(3, -1, "", 0)}
     assert store.drop_staged(lambda key: True) == 0 and not store.dirty
+
+
+def test_the_batch_a_group_last_staged_in_is_kept_and_pruned_once_written_past_the_limit() -> None:
+    """GroupStore.group_seq (what an OffsetFetch of a group waits for): each group's newest staging batch; groups
+    whose batch is written are forgotten once there are more than GROUP_SEQ_KEPT, or twice what the last pruning
+    kept, and a group staged since is not."""
+    from kcoord.store import GROUP_SEQ_KEPT
+
+    st = GroupStore(MemoryRecords())
+    st.stage(offset_key("g", "t", 0), offset_value(1, -1, "", 0))
+    assert st.group_seq == {b"g": 1}
+    st.commit()
+    st.stage(offset_key("g", "t", 1), offset_value(2, -1, "", 0))
+    assert st.group_seq == {b"g": 2}
+    st.commit()
+    for i in range(GROUP_SEQ_KEPT + 1):
+        st.stage(offset_key(f"many-{i}", "t", 0), offset_value(i, -1, "", 0))
+    st.commit()  # batch 3 written: every group's batch is durable, and there are more than the limit
+    assert st.group_seq == {} and st.group_seq_limit == GROUP_SEQ_KEPT
+    st.stage(offset_key("later", "t", 0), offset_value(1, -1, "", 0))
+    batch = st.hand_off()
+    for i in range(GROUP_SEQ_KEPT + 1):
+        st.stage(offset_key(f"more-{i}", "t", 0), offset_value(i, -1, "", 0))
+    st.written(batch, None)  # batch 4 written; batch 5 (the "more" groups) is still staged
+    assert len(st.group_seq) == GROUP_SEQ_KEPT + 1 and b"later" not in st.group_seq
+    assert st.group_seq_limit == 2 * (GROUP_SEQ_KEPT + 1)
