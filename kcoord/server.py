@@ -833,9 +833,8 @@ class DurableConnection(KafkaConnection):
     read offsets that batch holds: it answers only durable ones, as Kafka's coordinator reads its offsets cache,
     which holds a commit only once appended (an offset read before its write failed would be lost after it was
     seen); one whose handler staged nothing and read nothing unwritten (a Heartbeat) needs nothing of its own; a
-    parked one answered later
-    (JoinGroup, SyncGroup) waits for the newest batch staged or being written when it is answered, except a held
-    Fetch, which acknowledges nothing."""
+    parked one answered later (JoinGroup, SyncGroup) waits for the newest batch staged or being written when it is
+    answered, except a held Fetch, which acknowledges nothing."""
 
     staged0 = 0  # the store's count of staged records when the request in hand arrived
     body: Any = None  # the request in hand, decoded (None: not decoded here)
